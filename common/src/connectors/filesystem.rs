@@ -1,0 +1,361 @@
+//! `'connector' = 'filesystem'`: reads and writes CSV or JSON files in a local directory
+//! or on S3. A subtask reading several files interleaves them and keeps a watermark per
+//! file, so reading one file after another never turns rows late.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use arrow::datatypes::SchemaRef;
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt, TryStreamExt};
+use object_store::buffered::BufWriter;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use tokio::io::AsyncWriteExt;
+
+use super::format::{FORMAT_KEYS, Format, LinePosition};
+use super::{
+    Options, SinkContext, SinkWriter, SourceContext, SourceEvent, SourceReader, TableConnector,
+};
+use crate::chunk::Chunk;
+use crate::metrics::OperatorMetrics;
+use crate::storage::{StorageLocation, resolve};
+use crate::{EddyError, Result};
+
+const KEYS: &[&str] = &["path", "sink.rolling-policy.file-size"];
+const S3_PREFIX: &str = "s3.";
+
+/// Configuration of a filesystem table.
+#[derive(Debug)]
+pub struct FilesystemConnector {
+    location: StorageLocation,
+    format: Format,
+    ignore_parse_errors: bool,
+    rolling_file_size: u64,
+    schema: SchemaRef,
+}
+
+impl FilesystemConnector {
+    /// Validates the options and resolves the path (no I/O yet).
+    pub fn new(table: &str, values: &BTreeMap<String, String>, schema: &SchemaRef) -> Result<Self> {
+        let mut keys = KEYS.to_vec();
+        keys.extend_from_slice(FORMAT_KEYS);
+        let options = Options::validate(table, "filesystem", values, &keys, &[S3_PREFIX])?;
+        let (format, ignore_parse_errors) = Format::from_options(&options)?;
+        let s3: Vec<(&str, &str)> = values
+            .iter()
+            .filter_map(|(k, v)| k.strip_prefix(S3_PREFIX).map(|k| (k, v.as_str())))
+            .collect();
+        let location =
+            resolve(options.required("path")?, &s3).map_err(|e| options.error(e.to_string()))?;
+        Ok(FilesystemConnector {
+            location,
+            format,
+            ignore_parse_errors,
+            rolling_file_size: options
+                .parse_or("sink.rolling-policy.file-size", 128 * 1024 * 1024)?,
+            schema: schema.clone(),
+        })
+    }
+}
+
+impl TableConnector for FilesystemConnector {
+    fn name(&self) -> &'static str {
+        "filesystem"
+    }
+
+    fn is_source(&self) -> bool {
+        true
+    }
+
+    fn is_sink(&self) -> bool {
+        true
+    }
+
+    fn create_reader(&self, context: &SourceContext) -> Result<Box<dyn SourceReader>> {
+        Ok(Box::new(FileReader {
+            location: self.location.clone(),
+            format: self.format,
+            ignore_parse_errors: self.ignore_parse_errors,
+            schema: self.schema.clone(),
+            context: context.clone(),
+            files: None,
+            cursor: 0,
+        }))
+    }
+
+    fn create_writer(&self, context: &SinkContext) -> Result<Box<dyn SinkWriter>> {
+        let run = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0);
+        Ok(Box::new(FileWriter {
+            location: self.location.clone(),
+            format: self.format,
+            rolling_file_size: self.rolling_file_size,
+            name_prefix: format!("part-{run:x}-{}", context.subtask),
+            metrics: context.metrics.clone(),
+            part: None,
+            parts_written: 0,
+            buffer: Vec::new(),
+        }))
+    }
+}
+
+/// The bytes of an object, as they arrive.
+type SyncStream = BoxStream<'static, object_store::Result<Bytes>>;
+
+/// One file being read.
+struct OpenFile {
+    name: String,
+    split: usize,
+    stream: Option<SyncStream>,
+    pending: Vec<u8>,
+    next_line: u64,
+}
+
+struct FileReader {
+    location: StorageLocation,
+    format: Format,
+    ignore_parse_errors: bool,
+    schema: SchemaRef,
+    context: SourceContext,
+    files: Option<Vec<OpenFile>>,
+    cursor: usize,
+}
+
+impl FileReader {
+    /// The files this subtask reads: every visible file under the path, sorted, dealt
+    /// round-robin over the subtasks.
+    async fn assigned_files(
+        location: &StorageLocation,
+        context: &SourceContext,
+    ) -> Result<Vec<Path>> {
+        let store = &location.store;
+        let path = &location.path;
+        if let Ok(meta) = store.head(path).await {
+            return Ok(if context.subtask == 0 {
+                vec![meta.location]
+            } else {
+                vec![]
+            });
+        }
+        let mut all: Vec<Path> = store
+            .list(Some(path))
+            .map_ok(|meta| meta.location)
+            .try_collect()
+            .await?;
+        all.retain(|p| {
+            p.filename()
+                .is_some_and(|name| !name.starts_with('.') && !name.starts_with('_'))
+        });
+        if all.is_empty() {
+            return Err(EddyError::Connector {
+                table: context.table.clone(),
+                message: format!("no files at '{}'", location.display),
+            });
+        }
+        all.sort();
+        Ok(all
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| i % context.parallelism == context.subtask)
+            .map(|(_, p)| p)
+            .collect())
+    }
+
+    async fn open_files(&mut self) -> Result<usize> {
+        let mut files = Vec::new();
+        let assigned = Self::assigned_files(&self.location, &self.context).await?;
+        for (split, path) in assigned.into_iter().enumerate() {
+            let stream = self.location.store.get(&path).await?.into_stream();
+            files.push(OpenFile {
+                name: path.to_string(),
+                split,
+                stream: Some(stream),
+                pending: Vec::new(),
+                next_line: 1,
+            });
+        }
+        let count = files.len();
+        self.files = Some(files);
+        Ok(count)
+    }
+
+    async fn next_rows(&mut self) -> Result<Option<SourceEvent>> {
+        let Some(files) = self.files.as_mut() else {
+            return Err(EddyError::Runtime(
+                "filesystem reader used before open".into(),
+            ));
+        };
+        loop {
+            if files.is_empty() {
+                return Ok(None);
+            }
+            self.cursor %= files.len();
+            let file = &mut files[self.cursor];
+            let lines = fill_lines(file, self.context.batch_size).await?;
+            let Some(lines) = lines else {
+                let split = file.split;
+                files.remove(self.cursor);
+                return Ok(Some(SourceEvent::SplitEnd(split)));
+            };
+            self.cursor += 1;
+            let first_line = file.next_line;
+            file.next_line += lines.iter().filter(|b| **b == b'\n').count() as u64;
+            let position = LinePosition {
+                file: &file.name,
+                first_line,
+            };
+            let decoded = self.format.decode(
+                &self.schema,
+                &lines,
+                position,
+                self.ignore_parse_errors,
+                &self.context.metrics,
+            )?;
+            if let Some(rows) = decoded {
+                return Ok(Some(SourceEvent::Rows {
+                    split: file.split,
+                    rows,
+                }));
+            }
+        }
+    }
+}
+
+/// Reads from the file until it holds `max_lines` complete lines (or the file ends), and
+/// takes those lines out; `None` when the file is exhausted.
+async fn fill_lines(file: &mut OpenFile, max_lines: usize) -> Result<Option<Vec<u8>>> {
+    loop {
+        let newlines = file.pending.iter().filter(|b| **b == b'\n').count();
+        if newlines >= max_lines || file.stream.is_none() {
+            break;
+        }
+        let stream = file.stream.as_mut().expect("stream open");
+        match stream.next().await {
+            Some(bytes) => file.pending.extend_from_slice(&bytes?),
+            None => file.stream = None,
+        }
+    }
+    if file.pending.is_empty() {
+        return Ok(None);
+    }
+    let cut = match file.stream {
+        // The file has ended: everything left is complete.
+        None => file.pending.len(),
+        Some(_) => {
+            let mut seen = 0;
+            let mut cut = 0;
+            for (i, b) in file.pending.iter().enumerate() {
+                if *b == b'\n' {
+                    seen += 1;
+                    cut = i + 1;
+                    if seen == max_lines {
+                        break;
+                    }
+                }
+            }
+            cut
+        }
+    };
+    let mut lines: Vec<u8> = file.pending.drain(..cut).collect();
+    if lines.last() != Some(&b'\n') {
+        lines.push(b'\n');
+    }
+    Ok(Some(lines))
+}
+
+impl SourceReader for FileReader {
+    fn open(&mut self) -> BoxFuture<'_, Result<usize>> {
+        self.open_files().boxed()
+    }
+
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<SourceEvent>>> {
+        self.next_rows().boxed()
+    }
+}
+
+/// A part file being written under a hidden in-progress name.
+struct Part {
+    writer: BufWriter,
+    in_progress: Path,
+    target: Path,
+    bytes: u64,
+}
+
+struct FileWriter {
+    location: StorageLocation,
+    format: Format,
+    rolling_file_size: u64,
+    name_prefix: String,
+    metrics: Arc<OperatorMetrics>,
+    part: Option<Part>,
+    parts_written: u64,
+    buffer: Vec<u8>,
+}
+
+impl FileWriter {
+    async fn write_chunk(&mut self, chunk: &Chunk) -> Result<()> {
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        self.buffer.clear();
+        self.format.encode(chunk.rows(), &mut self.buffer)?;
+        if self.part.is_none() {
+            let name = format!(
+                "{}-{}.{}",
+                self.name_prefix,
+                self.parts_written,
+                self.format.extension()
+            );
+            let target = self.location.path.clone().join(name.as_str());
+            let in_progress = self
+                .location
+                .path
+                .clone()
+                .join(format!(".{name}.inprogress").as_str());
+            let writer = BufWriter::new(self.location.store.clone(), in_progress.clone());
+            self.part = Some(Part {
+                writer,
+                in_progress,
+                target,
+                bytes: 0,
+            });
+        }
+        let part = self.part.as_mut().expect("part open");
+        part.writer.write_all(&self.buffer).await?;
+        part.bytes += self.buffer.len() as u64;
+        OperatorMetrics::add(&self.metrics.records_in, chunk.num_rows() as u64);
+        if part.bytes >= self.rolling_file_size {
+            self.close_part().await?;
+        }
+        Ok(())
+    }
+
+    /// Completes the part file and gives it its visible name.
+    async fn close_part(&mut self) -> Result<()> {
+        if let Some(mut part) = self.part.take() {
+            part.writer.shutdown().await?;
+            self.location
+                .store
+                .rename(&part.in_progress, &part.target)
+                .await?;
+            self.parts_written += 1;
+        }
+        Ok(())
+    }
+}
+
+impl SinkWriter for FileWriter {
+    fn write<'a>(&'a mut self, chunk: &'a Chunk) -> BoxFuture<'a, Result<()>> {
+        self.write_chunk(chunk).boxed()
+    }
+
+    fn finish(&mut self) -> BoxFuture<'_, Result<()>> {
+        self.close_part().boxed()
+    }
+}

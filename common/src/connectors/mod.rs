@@ -1,0 +1,165 @@
+//! Connectors: where rows come from and go to, named and configured as in Flink.
+
+pub mod blackhole;
+pub mod datagen;
+pub mod filesystem;
+pub mod format;
+pub mod nexmark;
+mod options;
+pub mod print;
+mod random;
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use futures::future::BoxFuture;
+
+use crate::chunk::Chunk;
+use crate::metrics::OperatorMetrics;
+use crate::{EddyError, Result};
+pub use options::Options;
+
+const CONNECTORS: &[&str] = &["blackhole", "datagen", "filesystem", "nexmark", "print"];
+
+/// A table's connector, configured from its `WITH (...)` options.
+pub trait TableConnector: Debug + Send + Sync {
+    /// The connector's name (`'connector' = '...'`).
+    fn name(&self) -> &'static str;
+
+    /// Whether the table can be read.
+    fn is_source(&self) -> bool {
+        false
+    }
+
+    /// Whether the table can be written.
+    fn is_sink(&self) -> bool {
+        false
+    }
+
+    /// Whether the sink can take updates and deletes (`-U`, `+U`, `-D`), not only inserts.
+    fn accepts_updates(&self) -> bool {
+        false
+    }
+
+    /// A reader for one subtask of the source.
+    fn create_reader(&self, context: &SourceContext) -> Result<Box<dyn SourceReader>> {
+        Err(EddyError::Connector {
+            table: context.table.clone(),
+            message: format!("the '{}' connector cannot be read", self.name()),
+        })
+    }
+
+    /// A writer for one subtask of the sink.
+    fn create_writer(&self, context: &SinkContext) -> Result<Box<dyn SinkWriter>> {
+        Err(EddyError::Connector {
+            table: context.table.clone(),
+            message: format!("the '{}' connector cannot be written", self.name()),
+        })
+    }
+}
+
+/// What a source subtask needs to know about itself.
+#[derive(Debug, Clone)]
+pub struct SourceContext {
+    /// The table read.
+    pub table: String,
+    /// The columns to produce.
+    pub schema: SchemaRef,
+    /// This subtask's index.
+    pub subtask: usize,
+    /// How many subtasks read the table.
+    pub parallelism: usize,
+    /// Most rows in one batch.
+    pub batch_size: usize,
+    /// Counters of this source.
+    pub metrics: Arc<OperatorMetrics>,
+}
+
+/// What a sink subtask needs to know about itself.
+#[derive(Debug, Clone)]
+pub struct SinkContext {
+    /// The table written.
+    pub table: String,
+    /// The columns written.
+    pub schema: SchemaRef,
+    /// This subtask's index.
+    pub subtask: usize,
+    /// How many subtasks write the table.
+    pub parallelism: usize,
+    /// Counters of this sink.
+    pub metrics: Arc<OperatorMetrics>,
+}
+
+/// What a source reader produces next.
+#[derive(Debug)]
+pub enum SourceEvent {
+    /// Rows read from one split (a file, a generator slice).
+    Rows {
+        /// Which of the reader's splits.
+        split: usize,
+        /// The rows.
+        rows: RecordBatch,
+    },
+    /// A split has no more rows: it no longer holds the watermark back.
+    SplitEnd(usize),
+}
+
+/// Reads one subtask's share of a source.
+pub trait SourceReader: Send {
+    /// Prepares reading (lists files, connects) and says how many splits this reader
+    /// interleaves; each split keeps its own watermark.
+    fn open(&mut self) -> BoxFuture<'_, Result<usize>>;
+
+    /// The next rows, or `None` once every split has ended.
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<SourceEvent>>>;
+}
+
+/// Writes one subtask's share of a sink.
+pub trait SinkWriter: Send {
+    /// Writes a chunk of changes.
+    fn write<'a>(&'a mut self, chunk: &'a Chunk) -> BoxFuture<'a, Result<()>>;
+
+    /// Flushes and closes: the input has ended (or the job stops cleanly).
+    fn finish(&mut self) -> BoxFuture<'_, Result<()>>;
+}
+
+/// Creates the connector a table's options name, validating every option.
+pub fn create(
+    table: &str,
+    options: &BTreeMap<String, String>,
+    schema: &SchemaRef,
+    primary_key: &[String],
+) -> Result<Arc<dyn TableConnector>> {
+    let Some(name) = options.get("connector") else {
+        return Err(EddyError::Connector {
+            table: table.to_string(),
+            message: format!(
+                "missing option 'connector' (available: {})",
+                CONNECTORS.join(", ")
+            ),
+        });
+    };
+    let connector: Arc<dyn TableConnector> = match name.as_str() {
+        "blackhole" => Arc::new(blackhole::BlackholeConnector::new(table, options)?),
+        "datagen" => Arc::new(datagen::DatagenConnector::new(table, options, schema)?),
+        "filesystem" => Arc::new(filesystem::FilesystemConnector::new(
+            table, options, schema,
+        )?),
+        "nexmark" => Arc::new(nexmark::NexmarkConnector::new(table, options, schema)?),
+        "print" => Arc::new(print::PrintConnector::new(table, options)?),
+        other => {
+            return Err(EddyError::Connector {
+                table: table.to_string(),
+                message: format!(
+                    "unknown connector '{other}' (available: {})",
+                    CONNECTORS.join(", ")
+                ),
+            });
+        }
+    };
+    let _ = primary_key;
+    Ok(connector)
+}

@@ -1,0 +1,82 @@
+//! Typed errors of the engine.
+
+use std::fmt;
+
+/// A position in a SQL script, 1-based, as editors show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Location {
+    /// Line number, starting at 1.
+    pub line: u64,
+    /// Column number, starting at 1.
+    pub column: u64,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.column)
+    }
+}
+
+/// Everything that can go wrong in the engine.
+#[derive(Debug, thiserror::Error)]
+pub enum EddyError {
+    /// The SQL script is invalid: a syntax error or a semantic one, at a position.
+    #[error("SQL error at {location}: {message}")]
+    Sql {
+        /// Where in the script.
+        location: Location,
+        /// What is wrong.
+        message: String,
+    },
+    /// The SQL is valid but asks for something Eddy cannot execute on a stream.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// The planner could not turn a query into a streaming job.
+    #[error("planning failed: {0}")]
+    Plan(String),
+    /// A connector's configuration is wrong.
+    #[error("table '{table}': {message}")]
+    Connector {
+        /// The table whose `WITH (...)` options are wrong.
+        table: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A job option (`SET 'key' = 'value'`) is wrong.
+    #[error("configuration: {0}")]
+    Config(String),
+    /// A malformed input record.
+    #[error("malformed record in {file} at line {line}: {message}")]
+    Format {
+        /// The file (or object) the record came from.
+        file: String,
+        /// Its line number, starting at 1.
+        line: u64,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// An error computing on Arrow arrays.
+    #[error("arrow: {0}")]
+    Arrow(#[from] arrow::error::ArrowError),
+    /// An error from DataFusion (planning or expression evaluation).
+    #[error("{0}")]
+    DataFusion(Box<datafusion_common::DataFusionError>),
+    /// An error from object storage.
+    #[error("object store: {0}")]
+    ObjectStore(#[from] object_store::Error),
+    /// An I/O error.
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+    /// A task failed while running.
+    #[error("{0}")]
+    Runtime(String),
+}
+
+impl From<datafusion_common::DataFusionError> for EddyError {
+    fn from(e: datafusion_common::DataFusionError) -> Self {
+        EddyError::DataFusion(Box::new(e))
+    }
+}
+
+/// The engine's result type.
+pub type Result<T, E = EddyError> = std::result::Result<T, E>;

@@ -1,0 +1,18 @@
+//! Events travelling in band through a channel: data and control, in one order.
+
+use crate::chunk::Chunk;
+
+/// Event time in milliseconds since the epoch.
+pub type Timestamp = i64;
+
+/// One element of a stream between tasks. Control events never overtake data sent
+/// before them, since all travel in the same ordered channel.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// A chunk of changelog rows.
+    Data(Chunk),
+    /// No row with an event time at or below this will follow on this channel.
+    Watermark(Timestamp),
+    /// The channel carries nothing more.
+    EndOfStream,
+}

@@ -1,0 +1,145 @@
+//! Aggregations: unbounded `GROUP BY` (a retract or upsert changelog) and window
+//! aggregates (append-only, emitted when the watermark passes a window's end).
+
+pub mod accumulator;
+mod group;
+mod window;
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, BooleanArray};
+use arrow::datatypes::DataType;
+use arrow::record_batch::RecordBatch;
+use datafusion_physical_expr::PhysicalExpr;
+
+pub use accumulator::{AggregateKind, GroupAccumulator};
+pub use group::GroupAggregate;
+pub use window::{OutputColumn, WindowAggregate, WindowColumns};
+
+use super::evaluate;
+use crate::Result;
+use crate::chunk::{Chunk, Op};
+
+/// One aggregate function call of a `GROUP BY`.
+#[derive(Debug, Clone)]
+pub struct AggregateCall {
+    /// Which function.
+    pub kind: AggregateKind,
+    /// Its argument.
+    pub arg: Arc<dyn PhysicalExpr>,
+    /// `FILTER (WHERE ...)`, if given.
+    pub filter: Option<Arc<dyn PhysicalExpr>>,
+    /// The argument's type.
+    pub input_type: DataType,
+    /// The result's type.
+    pub output_type: DataType,
+}
+
+impl AggregateCall {
+    fn accumulator(&self) -> Result<Box<dyn GroupAccumulator>> {
+        self.kind.accumulator(&self.input_type, &self.output_type)
+    }
+}
+
+/// The accumulators of all calls, kept in step.
+#[derive(Debug)]
+struct Accumulators {
+    calls: Vec<AggregateCall>,
+    states: Vec<Box<dyn GroupAccumulator>>,
+}
+
+impl Accumulators {
+    fn new(calls: Vec<AggregateCall>) -> Result<Self> {
+        let states = calls
+            .iter()
+            .map(AggregateCall::accumulator)
+            .collect::<Result<_>>()?;
+        Ok(Accumulators { calls, states })
+    }
+
+    fn resize(&mut self, groups: usize) {
+        for s in &mut self.states {
+            s.resize(groups);
+        }
+    }
+
+    /// Applies the rows of `rows` to their groups with their signs.
+    fn update(&mut self, rows: &RecordBatch, groups: &[u32], signs: &[i8]) -> Result<()> {
+        for (call, state) in self.calls.iter().zip(&mut self.states) {
+            let values = evaluate(&call.arg, rows)?;
+            match &call.filter {
+                None => state.update(groups, signs, &values)?,
+                Some(filter) => {
+                    let keep = evaluate(filter, rows)?;
+                    let keep = keep
+                        .as_any()
+                        .downcast_ref::<BooleanArray>()
+                        .expect("boolean filter");
+                    let filtered: Vec<i8> = signs
+                        .iter()
+                        .enumerate()
+                        .map(|(i, s)| {
+                            if keep.is_valid(i) && keep.value(i) {
+                                *s
+                            } else {
+                                0
+                            }
+                        })
+                        .collect();
+                    state.update(groups, &filtered, &values)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn evaluate(&self, groups: &[u32]) -> Result<Vec<ArrayRef>> {
+        self.states.iter().map(|s| s.evaluate(groups)).collect()
+    }
+
+    fn merge(&mut self, into: u32, from: u32) {
+        for s in &mut self.states {
+            s.merge(into, from);
+        }
+    }
+
+    fn reset(&mut self, group: u32) {
+        for s in &mut self.states {
+            s.reset(group);
+        }
+    }
+}
+
+/// Slot numbers for groups, reused once a group is gone.
+#[derive(Debug, Default)]
+struct Slots {
+    free: Vec<u32>,
+    len: usize,
+}
+
+impl Slots {
+    /// A free slot; `true` when the slot is new (state must grow).
+    fn acquire(&mut self) -> (u32, bool) {
+        match self.free.pop() {
+            Some(slot) => (slot, false),
+            None => {
+                self.len += 1;
+                ((self.len - 1) as u32, true)
+            }
+        }
+    }
+
+    fn release(&mut self, slot: u32) {
+        self.free.push(slot);
+    }
+}
+
+/// +1 for rows that add (`+I`, `+U`), -1 for rows that retract (`-U`, `-D`).
+fn signs_of(chunk: &Chunk) -> Vec<i8> {
+    (0..chunk.num_rows())
+        .map(|i| if chunk.op(i).is_accumulate() { 1 } else { -1 })
+        .collect()
+}
+
+/// `(op, row)` pairs for building output chunks.
+type Emitted = Vec<(Op, (usize, usize))>;

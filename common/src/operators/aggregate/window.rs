@@ -1,0 +1,331 @@
+//! Window aggregates over a window TVF: one result row per window and key, emitted once
+//! when the watermark passes the window's end. Rows whose window has already been emitted
+//! are late: dropped and counted. Session windows merge as rows bridge their gaps.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, Int64Array, TimestampMillisecondArray};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
+use arrow::record_batch::RecordBatch;
+use arrow::row::{RowConverter, SortField};
+use datafusion_physical_expr::PhysicalExpr;
+use hashbrown::HashMap;
+
+use super::{Accumulators, AggregateCall, Slots, signs_of};
+use crate::chunk::Chunk;
+use crate::event::Timestamp;
+use crate::metrics::OperatorMetrics;
+use crate::operators::{Operator, evaluate};
+use crate::{EddyError, Result};
+
+/// Where the window bounds are, in the input and in the output.
+#[derive(Debug, Clone)]
+pub struct WindowColumns {
+    /// Input column holding `window_start`.
+    pub start: usize,
+    /// Input column holding `window_end`.
+    pub end: usize,
+    /// For each grouping column of the output: `Some(i)` for the i-th key expression,
+    /// `None` for `window_start` (when `is_start`) or `window_end`.
+    pub layout: Vec<OutputColumn>,
+}
+
+/// One grouping column of a window aggregate's output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputColumn {
+    /// The i-th key expression.
+    Key(usize),
+    /// The window's start.
+    WindowStart,
+    /// The window's end.
+    WindowEnd,
+}
+
+/// A window aggregate of one subtask.
+#[derive(Debug)]
+pub struct WindowAggregate {
+    keys: Vec<Arc<dyn PhysicalExpr>>,
+    key_codec: Option<RowConverter>,
+    columns: WindowColumns,
+    session_gap: Option<i64>,
+    accumulators: Accumulators,
+    /// Aligned windows: (start, end, key) bytes → slot.
+    index: HashMap<Box<[u8]>, u32>,
+    /// Sessions: key bytes → the key's open session slots.
+    sessions: HashMap<Box<[u8]>, Vec<u32>>,
+    bounds: Vec<(Timestamp, Timestamp)>,
+    slot_keys: Vec<Box<[u8]>>,
+    timers: BTreeSet<(Timestamp, Timestamp, u32)>,
+    slots: Slots,
+    watermark: Timestamp,
+    schema: SchemaRef,
+    metrics: Arc<OperatorMetrics>,
+    buffer: Vec<u8>,
+}
+
+impl WindowAggregate {
+    /// A window aggregate grouping by `keys` within windows (merging sessions when
+    /// `session_gap` is set), emitting rows of `schema`.
+    pub fn new(
+        keys: Vec<Arc<dyn PhysicalExpr>>,
+        key_types: Vec<DataType>,
+        columns: WindowColumns,
+        session_gap: Option<i64>,
+        calls: Vec<AggregateCall>,
+        schema: SchemaRef,
+        metrics: Arc<OperatorMetrics>,
+    ) -> Result<Self> {
+        let key_codec = match key_types.is_empty() {
+            true => None,
+            false => Some(RowConverter::new(
+                key_types.into_iter().map(SortField::new).collect(),
+            )?),
+        };
+        Ok(WindowAggregate {
+            keys,
+            key_codec,
+            columns,
+            session_gap,
+            accumulators: Accumulators::new(calls)?,
+            index: HashMap::new(),
+            sessions: HashMap::new(),
+            bounds: Vec::new(),
+            slot_keys: Vec::new(),
+            timers: BTreeSet::new(),
+            slots: Slots::default(),
+            watermark: Timestamp::MIN,
+            schema,
+            metrics,
+            buffer: Vec::new(),
+        })
+    }
+
+    fn new_slot(&mut self, start: Timestamp, end: Timestamp, key: &[u8]) -> u32 {
+        let (slot, grown) = self.slots.acquire();
+        if grown {
+            self.accumulators.resize(self.slots.len);
+            self.bounds.resize(self.slots.len, (0, 0));
+            self.slot_keys.resize(self.slots.len, Box::default());
+        }
+        self.bounds[slot as usize] = (start, end);
+        self.slot_keys[slot as usize] = key.into();
+        self.timers.insert((end, start, slot));
+        slot
+    }
+
+    fn aligned_slot(&mut self, start: Timestamp, end: Timestamp, key: &[u8]) -> u32 {
+        self.buffer.clear();
+        self.buffer.extend_from_slice(&start.to_be_bytes());
+        self.buffer.extend_from_slice(&end.to_be_bytes());
+        self.buffer.extend_from_slice(key);
+        if let Some(slot) = self.index.get(self.buffer.as_slice()) {
+            return *slot;
+        }
+        let id: Box<[u8]> = self.buffer.as_slice().into();
+        let slot = self.new_slot(start, end, key);
+        self.index.insert(id, slot);
+        slot
+    }
+
+    /// The session slot for a row's proto-window `[start, end)`, merging every session of
+    /// the key it overlaps. Merged-away slots are recorded in `redirect` and freed only
+    /// after the chunk (rows already pointing at them are redirected).
+    fn session_slot(
+        &mut self,
+        start: Timestamp,
+        end: Timestamp,
+        key: &[u8],
+        redirect: &mut HashMap<u32, u32>,
+        freed: &mut Vec<u32>,
+    ) -> u32 {
+        let open = self.sessions.get(key).cloned().unwrap_or_default();
+        let overlapping: Vec<u32> = open
+            .iter()
+            .copied()
+            .filter(|s| {
+                let (s_start, s_end) = self.bounds[*s as usize];
+                s_start <= end && start <= s_end
+            })
+            .collect();
+        let Some((&target, others)) = overlapping.split_first() else {
+            let slot = self.new_slot(start, end, key);
+            self.sessions.entry(key.into()).or_default().push(slot);
+            return slot;
+        };
+        let (mut lo, mut hi) = self.bounds[target as usize];
+        self.timers.remove(&(hi, lo, target));
+        lo = lo.min(start);
+        hi = hi.max(end);
+        for other in others {
+            let (o_start, o_end) = self.bounds[*other as usize];
+            self.timers.remove(&(o_end, o_start, *other));
+            lo = lo.min(o_start);
+            hi = hi.max(o_end);
+            self.accumulators.merge(target, *other);
+            self.accumulators.reset(*other);
+            redirect.insert(*other, target);
+            freed.push(*other);
+        }
+        if let Some(list) = self.sessions.get_mut(key) {
+            list.retain(|s| !others.contains(s));
+        }
+        self.bounds[target as usize] = (lo, hi);
+        self.timers.insert((hi, lo, target));
+        target
+    }
+
+    fn fire(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
+        let mut fired = Vec::new();
+        while let Some(&(end, start, slot)) = self.timers.first() {
+            if end - 1 > watermark {
+                break;
+            }
+            self.timers.pop_first();
+            fired.push((start, end, slot));
+        }
+        if fired.is_empty() {
+            return Ok(());
+        }
+        let slots: Vec<u32> = fired.iter().map(|f| f.2).collect();
+        let results = self.accumulators.evaluate(&slots)?;
+        let keys = match &self.key_codec {
+            None => Vec::new(),
+            Some(codec) => {
+                let parser = codec.parser();
+                let rows: Vec<_> = slots
+                    .iter()
+                    .map(|s| parser.parse(&self.slot_keys[*s as usize]))
+                    .collect();
+                codec.convert_rows(rows)?
+            }
+        };
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.schema.fields().len());
+        for column in &self.columns.layout {
+            let array: ArrayRef = match column {
+                OutputColumn::Key(i) => keys[*i].clone(),
+                OutputColumn::WindowStart => Arc::new(TimestampMillisecondArray::from_iter_values(
+                    fired.iter().map(|f| f.0),
+                )),
+                OutputColumn::WindowEnd => Arc::new(TimestampMillisecondArray::from_iter_values(
+                    fired.iter().map(|f| f.1),
+                )),
+            };
+            columns.push(array);
+        }
+        columns.extend(results);
+        let columns = columns
+            .into_iter()
+            .zip(self.schema.fields())
+            .map(|(c, f)| {
+                if c.data_type() == f.data_type() {
+                    Ok(c)
+                } else {
+                    cast(&c, f.data_type())
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        out.push(Chunk::inserts(RecordBatch::try_new(
+            self.schema.clone(),
+            columns,
+        )?));
+        for (start, end, slot) in fired {
+            let key = std::mem::take(&mut self.slot_keys[slot as usize]);
+            match self.session_gap {
+                Some(_) => {
+                    if let Some(list) = self.sessions.get_mut(key.as_ref()) {
+                        list.retain(|s| *s != slot);
+                        if list.is_empty() {
+                            self.sessions.remove(key.as_ref());
+                        }
+                    }
+                }
+                None => {
+                    self.buffer.clear();
+                    self.buffer.extend_from_slice(&start.to_be_bytes());
+                    self.buffer.extend_from_slice(&end.to_be_bytes());
+                    self.buffer.extend_from_slice(&key);
+                    self.index.remove(self.buffer.as_slice());
+                }
+            }
+            self.accumulators.reset(slot);
+            self.slots.release(slot);
+        }
+        Ok(())
+    }
+}
+
+fn millis(array: &ArrayRef) -> Result<Int64Array> {
+    let ts = cast(array, &DataType::Timestamp(TimeUnit::Millisecond, None))?;
+    let values = cast(&ts, &DataType::Int64)?;
+    Ok(values
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .expect("Int64")
+        .clone())
+}
+
+impl Operator for WindowAggregate {
+    fn process(&mut self, chunk: Chunk, _out: &mut Vec<Chunk>) -> Result<()> {
+        if !chunk.is_append_only() {
+            return Err(EddyError::Runtime(
+                "a window aggregate received updates; its input must be append-only".into(),
+            ));
+        }
+        let starts = millis(chunk.rows().column(self.columns.start))?;
+        let ends = millis(chunk.rows().column(self.columns.end))?;
+        let key_arrays = self
+            .keys
+            .iter()
+            .map(|k| evaluate(k, chunk.rows()))
+            .collect::<Result<Vec<_>>>()?;
+        let rows = match &self.key_codec {
+            Some(codec) => Some(codec.convert_columns(&key_arrays)?),
+            None => None,
+        };
+        let mut signs = signs_of(&chunk);
+        let mut groups = Vec::with_capacity(chunk.num_rows());
+        let mut redirect = HashMap::new();
+        let mut freed = Vec::new();
+        let mut late = 0u64;
+        for (i, sign) in signs.iter_mut().enumerate() {
+            let (start, end) = (starts.value(i), ends.value(i));
+            if end - 1 <= self.watermark {
+                late += 1;
+                *sign = 0;
+                groups.push(0);
+                continue;
+            }
+            let key = rows.as_ref().map_or(&[][..], |r| r.row(i).data());
+            let slot = match self.session_gap {
+                Some(_) => self.session_slot(start, end, key, &mut redirect, &mut freed),
+                None => self.aligned_slot(start, end, key),
+            };
+            groups.push(slot);
+        }
+        if !redirect.is_empty() {
+            for g in &mut groups {
+                while let Some(target) = redirect.get(g) {
+                    *g = *target;
+                }
+            }
+        }
+        if self.slots.len > 0 {
+            self.accumulators.update(chunk.rows(), &groups, &signs)?;
+        }
+        for slot in freed {
+            self.slots.release(slot);
+        }
+        OperatorMetrics::add(&self.metrics.late_records_dropped, late);
+        Ok(())
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
+        if watermark > self.watermark {
+            self.watermark = watermark;
+            self.fire(watermark, out)?;
+        }
+        Ok(())
+    }
+}

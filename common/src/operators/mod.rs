@@ -1,0 +1,35 @@
+//! Streaming operators. An operator takes chunks and watermarks from its input and
+//! emits chunks; operators in one task are chained, each feeding the next directly.
+
+pub mod aggregate;
+pub mod calc;
+pub mod watermark;
+pub mod window_assign;
+
+use std::sync::Arc;
+
+use arrow::array::ArrayRef;
+use arrow::record_batch::RecordBatch;
+use datafusion_physical_expr::PhysicalExpr;
+
+use crate::Result;
+use crate::chunk::Chunk;
+use crate::event::Timestamp;
+
+/// A streaming operator of one subtask.
+pub trait Operator: Send {
+    /// Processes a chunk of changes, appending what it emits to `out`.
+    fn process(&mut self, chunk: Chunk, out: &mut Vec<Chunk>) -> Result<()>;
+
+    /// Event time has advanced to `watermark`: emit what it completes (e.g. windows).
+    /// The watermark itself is forwarded by the caller after `out`.
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
+        let _ = (watermark, out);
+        Ok(())
+    }
+}
+
+/// Evaluates a physical expression over a batch into an array.
+pub fn evaluate(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<ArrayRef> {
+    Ok(expr.evaluate(batch)?.into_array(batch.num_rows())?)
+}

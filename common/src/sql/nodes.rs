@@ -1,0 +1,188 @@
+//! Logical plan nodes Eddy adds to DataFusion's: watermark assignment and window TVFs.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use datafusion_common::{Column, DFSchema, DFSchemaRef};
+use datafusion_expr::{Expr, LogicalPlan, UserDefinedLogicalNodeCore};
+
+/// Name of the column a window TVF adds for the window's start.
+pub const WINDOW_START: &str = "window_start";
+/// Name of the column a window TVF adds for the window's end (exclusive).
+pub const WINDOW_END: &str = "window_end";
+/// Name of the column a window TVF adds for the window's time attribute (`end - 1 ms`).
+pub const WINDOW_TIME: &str = "window_time";
+
+/// `WATERMARK FOR rowtime AS expr`: marks where a table's watermarks come from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WatermarkAssigner {
+    /// The table's rows (physical columns plus computed ones).
+    pub input: LogicalPlan,
+    /// The event-time column.
+    pub rowtime: String,
+    /// The watermark expression, evaluated per row; the watermark is its maximum so far.
+    pub expr: Expr,
+}
+
+impl PartialOrd for WatermarkAssigner {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        self.rowtime.partial_cmp(&other.rowtime)
+    }
+}
+
+impl UserDefinedLogicalNodeCore for WatermarkAssigner {
+    fn name(&self) -> &str {
+        "WatermarkAssigner"
+    }
+
+    fn inputs(&self) -> Vec<&LogicalPlan> {
+        vec![&self.input]
+    }
+
+    fn schema(&self) -> &DFSchemaRef {
+        self.input.schema()
+    }
+
+    fn expressions(&self) -> Vec<Expr> {
+        vec![self.expr.clone()]
+    }
+
+    fn fmt_for_explain(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(
+            f,
+            "WatermarkAssigner: rowtime={}, watermark={}",
+            self.rowtime, self.expr
+        )
+    }
+
+    fn with_exprs_and_inputs(
+        &self,
+        mut exprs: Vec<Expr>,
+        mut inputs: Vec<LogicalPlan>,
+    ) -> datafusion_common::Result<Self> {
+        Ok(WatermarkAssigner {
+            input: inputs.swap_remove(0),
+            rowtime: self.rowtime.clone(),
+            expr: exprs.swap_remove(0),
+        })
+    }
+}
+
+/// The kind and sizes of a window table-valued function, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd)]
+pub enum WindowKind {
+    /// `TUMBLE(data, DESCRIPTOR(ts), size)`: fixed, non-overlapping windows.
+    Tumble {
+        /// Window length.
+        size: i64,
+    },
+    /// `HOP(data, DESCRIPTOR(ts), slide, size)`: fixed windows starting every `slide`.
+    Hop {
+        /// Distance between window starts.
+        slide: i64,
+        /// Window length.
+        size: i64,
+    },
+    /// `CUMULATE(data, DESCRIPTOR(ts), step, size)`: windows growing by `step` up to `size`.
+    Cumulate {
+        /// How much each window is longer than the previous one.
+        step: i64,
+        /// The longest window.
+        size: i64,
+    },
+    /// `SESSION(data, DESCRIPTOR(ts), gap)`: windows closed by a gap of inactivity.
+    Session {
+        /// The gap that closes a session.
+        gap: i64,
+    },
+}
+
+impl fmt::Display for WindowKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WindowKind::Tumble { size } => write!(f, "TUMBLE(size={size}ms)"),
+            WindowKind::Hop { slide, size } => write!(f, "HOP(slide={slide}ms, size={size}ms)"),
+            WindowKind::Cumulate { step, size } => {
+                write!(f, "CUMULATE(step={step}ms, size={size}ms)")
+            }
+            WindowKind::Session { gap } => write!(f, "SESSION(gap={gap}ms)"),
+        }
+    }
+}
+
+/// A window TVF: the input's rows, each with the window(s) it falls into.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WindowTvf {
+    /// The windowed rows.
+    pub input: LogicalPlan,
+    /// Which windows.
+    pub kind: WindowKind,
+    /// The event-time column (`DESCRIPTOR(ts)`).
+    pub time_column: Column,
+    schema: DFSchemaRef,
+}
+
+impl PartialOrd for WindowTvf {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        self.kind.partial_cmp(&other.kind)
+    }
+}
+
+impl WindowTvf {
+    /// The TVF over `input`; its schema is the input's plus the window columns.
+    pub fn try_new(
+        input: LogicalPlan,
+        kind: WindowKind,
+        time_column: Column,
+    ) -> datafusion_common::Result<Self> {
+        let timestamp = DataType::Timestamp(TimeUnit::Millisecond, None);
+        let window_fields = Schema::new(vec![
+            Field::new(WINDOW_START, timestamp.clone(), false),
+            Field::new(WINDOW_END, timestamp.clone(), false),
+            Field::new(WINDOW_TIME, timestamp, false),
+        ]);
+        let schema = input.schema().join(&DFSchema::try_from(window_fields)?)?;
+        Ok(WindowTvf {
+            input,
+            kind,
+            time_column,
+            schema: Arc::new(schema),
+        })
+    }
+}
+
+impl UserDefinedLogicalNodeCore for WindowTvf {
+    fn name(&self) -> &str {
+        "WindowTvf"
+    }
+
+    fn inputs(&self) -> Vec<&LogicalPlan> {
+        vec![&self.input]
+    }
+
+    fn schema(&self) -> &DFSchemaRef {
+        &self.schema
+    }
+
+    fn expressions(&self) -> Vec<Expr> {
+        vec![Expr::Column(self.time_column.clone())]
+    }
+
+    fn fmt_for_explain(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "WindowTvf: {} on {}", self.kind, self.time_column)
+    }
+
+    fn with_exprs_and_inputs(
+        &self,
+        exprs: Vec<Expr>,
+        mut inputs: Vec<LogicalPlan>,
+    ) -> datafusion_common::Result<Self> {
+        let time_column = match exprs.first() {
+            Some(Expr::Column(c)) => c.clone(),
+            _ => self.time_column.clone(),
+        };
+        WindowTvf::try_new(inputs.swap_remove(0), self.kind, time_column)
+    }
+}

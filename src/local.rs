@@ -1,0 +1,34 @@
+//! The embedded cluster of `eddy run`: a JobManager and TaskManagers in this process,
+//! built from the same components the daemons use.
+
+use anyhow::{Context, Result};
+use eddy_common::plan::JobGraph;
+use eddy_jobmanager::{JobManager, JobOutcome};
+use eddy_taskmanager::TaskManager;
+use tokio::sync::watch;
+
+/// Runs `graph` on `taskmanagers` in-process TaskManagers with just enough slots. The
+/// first Ctrl-C stops the sources cleanly (what was read is written); a second one exits.
+pub async fn run(graph: JobGraph, taskmanagers: usize) -> Result<JobOutcome> {
+    let slots = graph.slots_needed().div_ceil(taskmanagers);
+    let cluster = JobManager::new(
+        (0..taskmanagers)
+            .map(|i| TaskManager::new(format!("local-tm-{i}"), slots))
+            .collect(),
+    );
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("stopping: sources end now, sinks flush (Ctrl-C again to abort)");
+            let _ = stop_tx.send(true);
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        }
+    });
+    let name = graph.config.name.clone();
+    cluster
+        .run(graph, stop_rx)
+        .await
+        .with_context(|| format!("job '{name}' failed"))
+}

@@ -1,0 +1,150 @@
+//! `eddy`: the command line of the Eddy stream processor.
+
+mod local;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use tracing_subscriber::EnvFilter;
+
+/// Eddy: a distributed stream processor with Flink-style streaming SQL.
+#[derive(Debug, Parser)]
+#[command(name = "eddy", version, about)]
+struct Cli {
+    /// Log format on standard error.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "EDDY_LOG_FORMAT")]
+    log_format: LogFormat,
+
+    /// Log filter, e.g. `info` or `eddy_taskmanager=debug` (also from RUST_LOG).
+    #[arg(long, global = true, env = "EDDY_LOG", default_value = "warn")]
+    log: String,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a SQL script on an embedded cluster (a JobManager and TaskManagers in this
+    /// process) until every source has ended, or until Ctrl-C stops it cleanly.
+    Run {
+        #[command(flatten)]
+        job: JobArgs,
+        /// TaskManagers of the embedded cluster; the job's slots are spread over them.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+        taskmanagers: u16,
+        /// Print the per-operator counters when the job ends.
+        #[arg(long)]
+        metrics: bool,
+    },
+    /// Print the streaming plan of a SQL script: every operator with its changelog kind,
+    /// parallelism and the exchange feeding it.
+    Explain {
+        #[command(flatten)]
+        job: JobArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+struct JobArgs {
+    /// The SQL script: SET, CREATE TABLE, CREATE VIEW and INSERT INTO statements.
+    file: PathBuf,
+    /// Default parallelism (overrides the script's `SET 'parallelism.default'`).
+    #[arg(short, long)]
+    parallelism: Option<usize>,
+    /// Any job option, as KEY=VALUE (overrides the script's SET statements).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+}
+
+impl JobArgs {
+    fn read(&self) -> Result<(String, Vec<(String, String)>)> {
+        let sql = std::fs::read_to_string(&self.file)
+            .with_context(|| format!("cannot read {}", self.file.display()))?;
+        let mut overrides = Vec::new();
+        if let Some(p) = self.parallelism {
+            overrides.push(("parallelism.default".to_string(), p.to_string()));
+        }
+        for entry in &self.set {
+            let (key, value) = entry
+                .split_once('=')
+                .with_context(|| format!("--set {entry}: expected KEY=VALUE"))?;
+            overrides.push((key.trim().to_string(), value.trim().to_string()));
+        }
+        Ok((sql, overrides))
+    }
+}
+
+fn init_logging(format: LogFormat, filter: &str) {
+    let filter = EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new(filter));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format, &cli.log);
+    match execute(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn execute(command: Command) -> Result<()> {
+    match command {
+        Command::Explain { job } => {
+            let (sql, overrides) = job.read()?;
+            let graph = eddy_jobmanager::plan(&sql, &overrides)
+                .with_context(|| format!("in {}", job.file.display()))?;
+            print!("{}", graph.explain());
+            Ok(())
+        }
+        Command::Run {
+            job,
+            taskmanagers,
+            metrics,
+        } => {
+            let (sql, overrides) = job.read()?;
+            let graph = eddy_jobmanager::plan(&sql, &overrides)
+                .with_context(|| format!("in {}", job.file.display()))?;
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the runtime")?;
+            let outcome = runtime.block_on(local::run(graph, taskmanagers as usize))?;
+            tracing::info!(
+                status = ?outcome.status,
+                time_to_running_ms = outcome.time_to_running.as_secs_f64() * 1e3,
+                duration_ms = outcome.duration.as_secs_f64() * 1e3,
+                "job ended"
+            );
+            if metrics {
+                eprint!("{}", outcome.metrics.render());
+                eprintln!(
+                    "time to running: {:.1} ms, duration: {:.3} s",
+                    outcome.time_to_running.as_secs_f64() * 1e3,
+                    outcome.duration.as_secs_f64()
+                );
+            }
+            Ok(())
+        }
+    }
+}

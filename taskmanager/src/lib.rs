@@ -1,0 +1,54 @@
+//! The TaskManager: runs subtasks in its slots, chains their operators, and moves data
+//! and in-band events between them.
+
+pub mod chain;
+pub mod exchange;
+pub mod input;
+pub mod output;
+pub mod task;
+
+use std::sync::Arc;
+
+use eddy_common::Result;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use task::{TaskDeployment, TaskEnd};
+
+/// A TaskManager: a number of slots, each running one parallel slice of a job.
+#[derive(Debug)]
+pub struct TaskManager {
+    id: String,
+    slots: usize,
+}
+
+impl TaskManager {
+    /// A TaskManager named `id` with `slots` slots.
+    pub fn new(id: impl Into<String>, slots: usize) -> Arc<Self> {
+        Arc::new(TaskManager {
+            id: id.into(),
+            slots,
+        })
+    }
+
+    /// Its id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// How many slots it offers.
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+
+    /// Starts a subtask; the handle yields how it ended.
+    pub fn deploy(
+        &self,
+        deployment: TaskDeployment,
+        stop: watch::Receiver<bool>,
+    ) -> JoinHandle<Result<TaskEnd>> {
+        let name = deployment.name();
+        tracing::debug!(taskmanager = %self.id, task = %name, "deploying");
+        tokio::spawn(task::run_task(deployment, stop))
+    }
+}

@@ -1,0 +1,163 @@
+//! Where a task's rows go: a sink writer, or the channels to the next vertex's subtasks,
+//! partitioned as the plan says. Sending blocks while a channel is full, which is how
+//! backpressure reaches the sources; the time blocked is counted.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use eddy_common::chunk::Chunk;
+use eddy_common::connectors::SinkWriter;
+use eddy_common::event::{Event, Timestamp};
+use eddy_common::metrics::OperatorMetrics;
+use eddy_common::partition::HashPartitioner;
+use eddy_common::plan::Partitioning;
+use eddy_common::{EddyError, Result};
+use tokio::sync::mpsc::Sender;
+use tokio::sync::mpsc::error::TrySendError;
+
+/// The output of one task.
+pub enum TaskOutput {
+    /// Rows are written to a sink table.
+    Sink {
+        /// The sink's writer for this subtask.
+        writer: Box<dyn SinkWriter>,
+        /// The table's columns (names and NOT NULL constraints).
+        schema: SchemaRef,
+        /// The table's name.
+        table: String,
+    },
+    /// Rows go to the next vertex.
+    Exchange(ExchangeOutput),
+}
+
+/// Channels to the next vertex's subtasks.
+pub struct ExchangeOutput {
+    senders: Vec<Sender<Event>>,
+    router: Router,
+    metrics: Arc<OperatorMetrics>,
+}
+
+enum Router {
+    Forward,
+    Hash(HashPartitioner),
+    RoundRobin(usize),
+}
+
+impl ExchangeOutput {
+    /// Sends to `senders` (one per receiving subtask, or the single forward channel).
+    pub fn new(
+        senders: Vec<Sender<Event>>,
+        partitioning: &Partitioning,
+        max_parallelism: usize,
+        metrics: Arc<OperatorMetrics>,
+    ) -> Self {
+        let router = match partitioning {
+            Partitioning::Forward | Partitioning::Single => Router::Forward,
+            Partitioning::Hash { keys, .. } => Router::Hash(HashPartitioner::new(
+                keys.clone(),
+                max_parallelism,
+                senders.len(),
+            )),
+            Partitioning::Rebalance => Router::RoundRobin(0),
+        };
+        ExchangeOutput {
+            senders,
+            router,
+            metrics,
+        }
+    }
+
+    async fn send_to(&self, target: usize, event: Event) -> Result<()> {
+        let sender = &self.senders[target];
+        match sender.try_send(event) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(event)) => {
+                let blocked = Instant::now();
+                let result = sender.send(event).await;
+                OperatorMetrics::add(
+                    &self.metrics.backpressure_nanos,
+                    blocked.elapsed().as_nanos() as u64,
+                );
+                result.map_err(|_| downstream_gone(target))
+            }
+            Err(TrySendError::Closed(_)) => Err(downstream_gone(target)),
+        }
+    }
+
+    async fn send_chunk(&mut self, chunk: Chunk) -> Result<()> {
+        OperatorMetrics::add(&self.metrics.records_out, chunk.num_rows() as u64);
+        match &mut self.router {
+            Router::Forward => self.send_to(0, Event::Data(chunk)).await,
+            Router::RoundRobin(next) => {
+                let target = *next % self.senders.len();
+                *next = target + 1;
+                self.send_to(target, Event::Data(chunk)).await
+            }
+            Router::Hash(partitioner) => {
+                let parts = partitioner.partition(&chunk)?;
+                for (target, part) in parts.into_iter().enumerate() {
+                    if let Some(part) = part {
+                        self.send_to(target, Event::Data(part)).await?;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn broadcast(&self, event: Event) -> Result<()> {
+        for target in 0..self.senders.len() {
+            self.send_to(target, event.clone()).await?;
+        }
+        Ok(())
+    }
+}
+
+fn downstream_gone(target: usize) -> EddyError {
+    EddyError::Runtime(format!("downstream subtask {target} is gone"))
+}
+
+impl TaskOutput {
+    /// Emits chunks.
+    pub async fn send(&mut self, chunks: Vec<Chunk>) -> Result<()> {
+        for chunk in chunks {
+            if chunk.is_empty() {
+                continue;
+            }
+            match self {
+                TaskOutput::Sink {
+                    writer,
+                    schema,
+                    table,
+                } => {
+                    let rows =
+                        RecordBatch::try_new(schema.clone(), chunk.rows().columns().to_vec())
+                            .map_err(|e| {
+                                EddyError::Runtime(format!("writing to table '{table}': {e}"))
+                            })?;
+                    writer.write(&chunk.with_rows(rows)).await?;
+                }
+                TaskOutput::Exchange(exchange) => exchange.send_chunk(chunk).await?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Forwards a watermark (sinks have no use for it).
+    pub async fn watermark(&mut self, watermark: Timestamp) -> Result<()> {
+        match self {
+            TaskOutput::Sink { .. } => Ok(()),
+            TaskOutput::Exchange(exchange) => exchange.broadcast(Event::Watermark(watermark)).await,
+        }
+    }
+
+    /// Ends the output: the sink flushes and closes, channels get their end of stream.
+    pub async fn finish(&mut self) -> Result<()> {
+        match self {
+            TaskOutput::Sink { writer, .. } => writer.finish().await,
+            TaskOutput::Exchange(exchange) => exchange.broadcast(Event::EndOfStream).await,
+        }
+    }
+}
