@@ -1,1 +1,9 @@
+//! Integration tests: they run the real `eddy` binary as a separate process on SQL
+//! scripts over deterministic inputs, and check its output against results the tests
+//! compute themselves.
 
+mod cli;
+mod examples;
+mod golden;
+mod s3;
+mod support;

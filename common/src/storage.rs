@@ -21,6 +21,19 @@ pub struct StorageLocation {
     pub display: String,
 }
 
+impl StorageLocation {
+    /// How a path inside this store is shown to users: `s3://bucket/key` or `/abs/path`.
+    pub fn show(&self, path: &Path) -> String {
+        match self.display.strip_prefix("s3://") {
+            Some(rest) => {
+                let bucket = rest.split('/').next().unwrap_or(rest);
+                format!("s3://{bucket}/{path}")
+            }
+            None => format!("/{path}"),
+        }
+    }
+}
+
 /// Resolves `location`. S3 credentials, region and endpoint come from the usual AWS
 /// environment variables (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
 /// `AWS_ENDPOINT`, `AWS_ALLOW_HTTP`) unless `s3_options` (`endpoint`, `region`,

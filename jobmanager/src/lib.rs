@@ -90,7 +90,7 @@ impl JobManager {
                 for handle in &handles {
                     handle.abort();
                 }
-                tracing::error!(job = %graph.config.name, %error, "job failed");
+                tracing::info!(job = %graph.config.name, %error, "job failed");
                 return Err(error);
             }
         }

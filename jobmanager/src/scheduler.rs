@@ -30,11 +30,11 @@ pub fn place(graph: &JobGraph, taskmanagers: &[Arc<TaskManager>]) -> Result<Vec<
     })?;
     let mut placement = Vec::with_capacity(graph.subtask_count());
     for vertex in &graph.vertices {
-        for subtask in 0..vertex.parallelism {
+        for (subtask, taskmanager) in slots.iter().take(vertex.parallelism).enumerate() {
             placement.push(Assignment {
                 vertex: vertex.id,
                 subtask,
-                taskmanager: slots[subtask],
+                taskmanager: *taskmanager,
             });
         }
     }

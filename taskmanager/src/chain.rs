@@ -16,12 +16,14 @@ pub struct OperatorChain {
 }
 
 impl OperatorChain {
-    /// Builds the operators of `specs`, registering their counters under `prefix`.
+    /// Builds the operators of `specs`, registering their counters under `prefix` and
+    /// their position in the chain.
     pub fn build(specs: &[OperatorSpec], prefix: &str, metrics: &JobMetrics) -> Result<Self> {
         let operators = specs
             .iter()
-            .map(|spec| {
-                let m = metrics.operator(&format!("{prefix}/{}", short(&spec.description)));
+            .enumerate()
+            .map(|(i, spec)| {
+                let m = metrics.operator(&format!("{prefix}/{i}:{}", short(&spec.description)));
                 Ok((spec.instantiate(m.clone())?, m))
             })
             .collect::<Result<_>>()?;

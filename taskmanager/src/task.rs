@@ -146,7 +146,8 @@ async fn run_source(
     let source_metrics = context.metrics.clone();
     let mut reader = source.connector.create_reader(&context)?;
     let splits = reader.open().await?;
-    let mut scan = OperatorChain::build(&source.scan_operators, prefix, metrics)?;
+    let mut scan =
+        OperatorChain::build(&source.scan_operators, &format!("{prefix}/scan"), metrics)?;
     let mut watermarks = source
         .watermark
         .clone()

@@ -173,7 +173,7 @@ impl FileReader {
         for (split, path) in assigned.into_iter().enumerate() {
             let stream = self.location.store.get(&path).await?.into_stream();
             files.push(OpenFile {
-                name: path.to_string(),
+                name: self.location.show(&path),
                 split,
                 stream: Some(stream),
                 pending: Vec::new(),

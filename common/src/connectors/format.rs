@@ -101,7 +101,7 @@ impl Format {
                     return Err(EddyError::Format {
                         file: location.file.to_string(),
                         line: location.first_line + i as u64,
-                        message: e.to_string(),
+                        message: clean_arrow_message(&e.to_string()),
                     });
                 }
             }
@@ -170,6 +170,21 @@ impl Format {
             }
         }
         Ok(())
+    }
+}
+
+/// Drops Arrow's own position (relative to the block it decoded, so misleading here).
+fn clean_arrow_message(message: &str) -> String {
+    let message = message.strip_prefix("Parser error: ").unwrap_or(message);
+    match message.find(" at line ") {
+        Some(at) => {
+            let rest = &message[at + " at line ".len()..];
+            let after = rest
+                .find(|c: char| !c.is_ascii_digit())
+                .map_or("", |i| &rest[i..]);
+            format!("{}{after}", &message[..at])
+        }
+        None => message.to_string(),
     }
 }
 

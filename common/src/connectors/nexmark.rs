@@ -478,7 +478,10 @@ impl NexmarkGenerator {
 /// The id (from 0) of the newest person at `event`.
 fn last_person(event: u64) -> u64 {
     let epoch = event / TOTAL_PROPORTION;
-    let offset = (event % TOTAL_PROPORTION).min(PERSON_PROPORTION - 1);
+    let offset = match event % TOTAL_PROPORTION {
+        o if o >= PERSON_PROPORTION => PERSON_PROPORTION - 1,
+        o => o,
+    };
     epoch * PERSON_PROPORTION + offset
 }
 

@@ -62,7 +62,7 @@ pub fn compile(sql: &str, overrides: &[(String, String)]) -> Result<CompiledScri
         match item {
             Statement::Set { key, value } => compiled.config.set(&key, &value).map_err(at)?,
             Statement::CreateTable(table) => {
-                let def = create_table(&compiled.catalog, table, location)?;
+                let def = create_table(&compiled.catalog, *table, location)?;
                 compiled
                     .catalog
                     .add_table(def)
@@ -192,7 +192,11 @@ fn create_table(catalog: &Catalog, table: TableStatement, location: Location) ->
                     Expr::Column(Column::new(Some(table.name.as_str()), &column.name))
                 }
                 ColumnKind::Computed(ast_expr) => planner
-                    .sql_to_expr(ast_expr.clone(), plan.schema(), &mut PlannerContext::new())
+                    .sql_to_expr(
+                        ast_expr.as_ref().clone(),
+                        plan.schema(),
+                        &mut PlannerContext::new(),
+                    )
                     .map_err(|e| bind_error(e, column.location))?
                     .alias(&column.name),
             };

@@ -31,7 +31,7 @@ pub enum Statement {
         value: String,
     },
     /// `CREATE TABLE name (...) WITH (...)`.
-    CreateTable(TableStatement),
+    CreateTable(Box<TableStatement>),
     /// `CREATE [TEMPORARY] VIEW name AS query`.
     CreateView {
         /// The view's name.
@@ -85,7 +85,7 @@ pub enum ColumnKind {
         not_null: bool,
     },
     /// `name AS expression`.
-    Computed(ast::Expr),
+    Computed(Box<ast::Expr>),
 }
 
 /// Parses a whole script into statements.
@@ -138,7 +138,7 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement, ParserError> {
     if eat_word(parser, "CREATE") {
         eat_word(parser, "TEMPORARY");
         if eat_word(parser, "TABLE") {
-            return parse_create_table(parser).map(Statement::CreateTable);
+            return parse_create_table(parser).map(|t| Statement::CreateTable(Box::new(t)));
         }
         if eat_word(parser, "VIEW") {
             skip_if_not_exists(parser);
@@ -229,7 +229,7 @@ fn parse_column(parser: &mut Parser) -> Result<ColumnStatement, ParserError> {
         return Ok(ColumnStatement {
             name,
             location,
-            kind: ColumnKind::Computed(expr),
+            kind: ColumnKind::Computed(Box::new(expr)),
         });
     }
     let type_token = parser.peek_token();

@@ -1,0 +1,103 @@
+//! The filesystem connector against a real S3-compatible server (moto) on loopback.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::row;
+use crate::support::{Scratch, assert_result_in, run_script};
+
+/// A moto S3 server on a free loopback port, stopped on drop.
+pub struct S3Server {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub endpoint: String,
+}
+
+impl S3Server {
+    /// Starts `moto_server` and creates `bucket`.
+    pub fn start(bucket: &str) -> S3Server {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("moto_server")
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start moto_server ({e}); `.ci/run` installs it, or: pip install 'moto[server]'")
+            });
+        let server = S3Server {
+            child,
+            endpoint: format!("http://127.0.0.1:{port}"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "moto_server did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        server.request(&format!("PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"));
+        server
+    }
+
+    fn request(&self, text: &str) -> String {
+        let address = self.endpoint.trim_start_matches("http://");
+        let mut stream = TcpStream::connect(address).unwrap();
+        stream.write_all(text.as_bytes()).unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+        response
+    }
+
+    /// The `WITH` options that point a filesystem table at this server.
+    pub fn options(&self) -> String {
+        format!(
+            "'s3.endpoint' = '{}', 's3.allow-http' = 'true', 's3.region' = 'us-east-1', \
+             's3.access-key-id' = 'test', 's3.secret-access-key' = 'test'",
+            self.endpoint
+        )
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn filesystem_tables_on_s3_round_trip() {
+    let s3 = S3Server::start("eddy");
+    let scratch = Scratch::new("s3");
+    let options = s3.options();
+    let write = format!(
+        "CREATE TABLE seq (id BIGINT, k AS id % 3) WITH ('connector' = 'datagen', 'rows-per-second' = '0',
+           'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '500');
+         CREATE TABLE out (id BIGINT, k BIGINT) WITH ('connector' = 'filesystem', 'path' = 's3://eddy/data', 'format' = 'csv', {options});
+         INSERT INTO out SELECT id, k FROM seq;"
+    );
+    let output = run_script(&scratch, &write, 2);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let read = format!(
+        "CREATE TABLE src (id BIGINT, k BIGINT) WITH ('connector' = 'filesystem', 'path' = 's3://eddy/data', 'format' = 'csv', {options});
+         CREATE TABLE o (k BIGINT, c BIGINT, s BIGINT) WITH ('connector' = 'print');
+         INSERT INTO o SELECT k, COUNT(*), SUM(id) FROM src GROUP BY k;"
+    );
+    let expected = (0..3)
+        .map(|k| {
+            let ids: Vec<i64> = (1..=500).filter(|i| i % 3 == k).collect();
+            row![k, ids.len(), ids.iter().sum::<i64>()]
+        })
+        .collect();
+    assert_result_in(&scratch, &read, expected);
+}
