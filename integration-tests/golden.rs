@@ -9,19 +9,19 @@ use crate::support::{
     parse_changes, run_script,
 };
 
-const CUSTOMERS: [&str; 5] = ["ann", "bob", "cid", "dan", "eve"];
+pub(crate) const CUSTOMERS: [&str; 5] = ["ann", "bob", "cid", "dan", "eve"];
 
 /// One order of the test data.
 #[derive(Debug, Clone)]
-struct Order {
-    id: i64,
-    customer: &'static str,
-    amount: i64,
-    t_ms: i64,
+pub(crate) struct Order {
+    pub(crate) id: i64,
+    pub(crate) customer: &'static str,
+    pub(crate) amount: i64,
+    pub(crate) t_ms: i64,
 }
 
 /// `n` orders with pseudo-random customers and amounts and increasing times.
-fn orders(n: i64) -> Vec<Order> {
+pub(crate) fn orders(n: i64) -> Vec<Order> {
     let mut state: u64 = 42;
     let mut next = move || {
         state = state
@@ -45,7 +45,7 @@ fn orders(n: i64) -> Vec<Order> {
 
 /// Writes the orders as CSV spread round-robin over `files` files in `orders/`, each file in
 /// time order.
-fn write_orders(scratch: &Scratch, orders: &[Order], files: usize) {
+pub(crate) fn write_orders(scratch: &Scratch, orders: &[Order], files: usize) {
     for f in 0..files {
         let text: String = orders
             .iter()
@@ -57,7 +57,7 @@ fn write_orders(scratch: &Scratch, orders: &[Order], files: usize) {
     }
 }
 
-fn orders_table(delay: &str) -> String {
+pub(crate) fn orders_table(delay: &str) -> String {
     format!(
         "CREATE TABLE orders (
            id BIGINT, customer STRING, amount BIGINT, t_ms BIGINT,
@@ -145,7 +145,7 @@ fn cast_and_concatenation() {
 }
 
 /// Per customer: (count, sum, min, max) of the amounts of `orders` passing `keep`.
-fn per_customer(
+pub(crate) fn per_customer(
     orders: &[Order],
     keep: impl Fn(&Order) -> bool,
 ) -> BTreeMap<&'static str, (i64, i64, i64, i64)> {
@@ -258,7 +258,7 @@ fn min_and_max_over_a_retracting_input() {
 }
 
 /// Counts and amount sums per (window start, customer) for windows given by `windows`.
-fn windowed(
+pub(crate) fn windowed(
     orders: &[Order],
     windows: impl Fn(i64) -> Vec<(i64, i64)>,
     by_customer: bool,

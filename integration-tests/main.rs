@@ -3,7 +3,9 @@
 //! compute themselves.
 
 mod cli;
+mod cluster;
 mod examples;
 mod golden;
+mod processes;
 mod s3;
 mod support;

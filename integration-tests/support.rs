@@ -198,3 +198,9 @@ pub fn float(v: f64) -> String {
 macro_rules! row {
     ($($v:expr),* $(,)?) => { vec![$($v.to_string()),*] };
 }
+
+/// A number unique within this test process.
+pub fn unique() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}

@@ -1,5 +1,6 @@
 //! `eddy`: the command line of the Eddy stream processor.
 
+mod cluster;
 mod local;
 
 use std::path::PathBuf;
@@ -52,6 +53,42 @@ enum Command {
     Explain {
         #[command(flatten)]
         job: JobArgs,
+    },
+    /// Run a JobManager daemon: takes jobs, schedules them onto TaskManagers.
+    Jobmanager(cluster::JobManagerArgs),
+    /// Run a TaskManager daemon: offers slots to a JobManager and runs tasks.
+    Taskmanager(cluster::TaskManagerArgs),
+    /// Submit a SQL script to a JobManager; prints the job id.
+    Submit {
+        #[command(flatten)]
+        job: JobArgs,
+        #[command(flatten)]
+        target: cluster::Target,
+    },
+    /// List the jobs of a JobManager.
+    List {
+        #[command(flatten)]
+        target: cluster::Target,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = cluster::OutputFormat::Table)]
+        output: cluster::OutputFormat,
+    },
+    /// Show a job: state, vertices, subtasks, their TaskManagers and counters.
+    Status {
+        /// The job's id.
+        job_id: String,
+        #[command(flatten)]
+        target: cluster::Target,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = cluster::OutputFormat::Table)]
+        output: cluster::OutputFormat,
+    },
+    /// Cancel a job.
+    Cancel {
+        /// The job's id.
+        job_id: String,
+        #[command(flatten)]
+        target: cluster::Target,
     },
 }
 
@@ -108,8 +145,28 @@ fn main() -> ExitCode {
     }
 }
 
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the runtime")
+}
+
 fn execute(command: Command) -> Result<()> {
     match command {
+        Command::Jobmanager(args) => runtime()?.block_on(cluster::jobmanager(args)),
+        Command::Taskmanager(args) => runtime()?.block_on(cluster::taskmanager(args)),
+        Command::Submit { job, target } => {
+            let (sql, overrides) = job.read()?;
+            runtime()?.block_on(cluster::submit(&target, sql, overrides))
+        }
+        Command::List { target, output } => runtime()?.block_on(cluster::list(&target, output)),
+        Command::Status {
+            job_id,
+            target,
+            output,
+        } => runtime()?.block_on(cluster::status(&target, job_id, output)),
+        Command::Cancel { job_id, target } => runtime()?.block_on(cluster::cancel(&target, job_id)),
         Command::Explain { job } => {
             let (sql, overrides) = job.read()?;
             let graph = eddy_jobmanager::plan(&sql, &overrides)
@@ -125,11 +182,7 @@ fn execute(command: Command) -> Result<()> {
             let (sql, overrides) = job.read()?;
             let graph = eddy_jobmanager::plan(&sql, &overrides)
                 .with_context(|| format!("in {}", job.file.display()))?;
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .context("cannot start the runtime")?;
-            let outcome = runtime.block_on(local::run(graph, taskmanagers as usize))?;
+            let outcome = runtime()?.block_on(local::run(graph, taskmanagers as usize))?;
             tracing::info!(
                 status = ?outcome.status,
                 time_to_running_ms = outcome.time_to_running.as_secs_f64() * 1e3,

@@ -1,6 +1,9 @@
 //! The JobManager: takes SQL jobs, plans them, schedules their subtasks into the slots of
-//! TaskManagers, and follows them to their end.
+//! TaskManagers, and follows them to their end: in-process for the embedded cluster
+//! ([`JobManager`]), or as a daemon over gRPC ([`cluster`], [`daemon`]).
 
+pub mod cluster;
+pub mod daemon;
 pub mod job;
 pub mod scheduler;
 
@@ -62,6 +65,7 @@ impl JobManager {
                 inputs: channels.take_inputs(assignment.vertex, assignment.subtask),
                 outputs: channels.take_outputs(assignment.vertex, assignment.subtask),
                 metrics: metrics.clone(),
+                counters: Default::default(),
             };
             let taskmanager = &self.taskmanagers[assignment.taskmanager];
             handles.push(taskmanager.deploy(deployment, stop.clone()));

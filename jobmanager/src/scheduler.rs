@@ -22,7 +22,8 @@ pub struct Assignment {
 /// Assigns every subtask of `graph` to a TaskManager.
 pub fn place(graph: &JobGraph, taskmanagers: &[Arc<TaskManager>]) -> Result<Vec<Assignment>> {
     let needed = graph.slots_needed();
-    let slots = spread_slots(taskmanagers, needed).ok_or_else(|| {
+    let mut free: Vec<usize> = taskmanagers.iter().map(|t| t.slots()).collect();
+    let slots = spread_slots(&mut free, needed).ok_or_else(|| {
         EddyError::Runtime(format!(
             "the job needs {needed} slots but the TaskManagers offer {}",
             taskmanagers.iter().map(|t| t.slots()).sum::<usize>()
@@ -41,21 +42,20 @@ pub fn place(graph: &JobGraph, taskmanagers: &[Arc<TaskManager>]) -> Result<Vec<
     Ok(placement)
 }
 
-/// For slots `0..needed`, the TaskManager providing each, taking one slot from each
-/// TaskManager in turn; `None` if there are too few.
-fn spread_slots(taskmanagers: &[Arc<TaskManager>], needed: usize) -> Option<Vec<usize>> {
-    let mut free: Vec<usize> = taskmanagers.iter().map(|t| t.slots()).collect();
+/// For slots `0..needed`, the index of the TaskManager providing each, taking one free
+/// slot from each TaskManager in turn (and counting it in `free`); `None`, with `free`
+/// unchanged, if there are too few.
+pub fn spread_slots(free: &mut [usize], needed: usize) -> Option<Vec<usize>> {
+    if free.iter().sum::<usize>() < needed {
+        return None;
+    }
     let mut slots = Vec::with_capacity(needed);
     while slots.len() < needed {
-        let before = slots.len();
         for (tm, f) in free.iter_mut().enumerate() {
             if *f > 0 && slots.len() < needed {
                 *f -= 1;
                 slots.push(tm);
             }
-        }
-        if slots.len() == before {
-            return None;
         }
     }
     Some(slots)
@@ -67,8 +67,10 @@ mod tests {
 
     #[test]
     fn slots_are_spread_over_taskmanagers() {
-        let tms = vec![TaskManager::new("a", 2), TaskManager::new("b", 2)];
-        assert_eq!(spread_slots(&tms, 3), Some(vec![0, 1, 0]));
-        assert_eq!(spread_slots(&tms, 5), None);
+        let mut free = vec![2, 2];
+        assert_eq!(spread_slots(&mut free, 3), Some(vec![0, 1, 0]));
+        assert_eq!(free, vec![0, 1]);
+        assert_eq!(spread_slots(&mut free, 2), None);
+        assert_eq!(free, vec![0, 1]);
     }
 }

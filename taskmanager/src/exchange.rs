@@ -1,5 +1,7 @@
-//! The channels of a job inside one process: for every edge between vertices, a bounded
-//! channel from each sending subtask to each receiving subtask it can route to.
+//! The channels of a job: for every edge between vertices, one ordered channel from each
+//! sending subtask to each receiving subtask it can route to. Inside one process the
+//! channels are bounded queues ([`LocalChannels`]); across TaskManagers they are gRPC
+//! streams feeding such queues (see [`crate::network`]).
 
 use std::collections::HashMap;
 
@@ -7,7 +9,50 @@ use eddy_common::event::Event;
 use eddy_common::plan::{JobGraph, Partitioning, VertexOutput};
 use tokio::sync::mpsc::{Receiver, Sender, channel};
 
-/// The ends of every channel of a job, to be handed to the subtasks.
+/// One channel: from a subtask of a vertex to a subtask of the vertex it feeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ChannelEnds {
+    /// The sending vertex.
+    pub from_vertex: usize,
+    /// The sending subtask.
+    pub from_subtask: usize,
+    /// The receiving vertex.
+    pub to_vertex: usize,
+    /// The receiving subtask.
+    pub to_subtask: usize,
+}
+
+/// Every channel of `graph`; a sender's channels are in the order of the receiving
+/// subtasks, which is the order its output routes by.
+pub fn channels(graph: &JobGraph) -> Vec<ChannelEnds> {
+    let mut all = Vec::new();
+    for vertex in &graph.vertices {
+        let VertexOutput::Exchange {
+            target,
+            partitioning,
+        } = &vertex.output
+        else {
+            continue;
+        };
+        let receivers = graph.vertices[*target].parallelism;
+        for sender in 0..vertex.parallelism {
+            let targets: Vec<usize> = match partitioning {
+                Partitioning::Forward => vec![sender % receivers],
+                Partitioning::Single => vec![0],
+                Partitioning::Hash { .. } | Partitioning::Rebalance => (0..receivers).collect(),
+            };
+            all.extend(targets.into_iter().map(|receiver| ChannelEnds {
+                from_vertex: vertex.id,
+                from_subtask: sender,
+                to_vertex: *target,
+                to_subtask: receiver,
+            }));
+        }
+    }
+    all
+}
+
+/// The ends of every channel of a job inside one process, to be handed to the subtasks.
 pub struct LocalChannels {
     inputs: HashMap<(usize, usize), Vec<Receiver<Event>>>,
     outputs: HashMap<(usize, usize), Vec<Sender<Event>>>,
@@ -18,27 +63,16 @@ impl LocalChannels {
     pub fn for_job(graph: &JobGraph, capacity: usize) -> Self {
         let mut inputs: HashMap<(usize, usize), Vec<Receiver<Event>>> = HashMap::new();
         let mut outputs: HashMap<(usize, usize), Vec<Sender<Event>>> = HashMap::new();
-        for vertex in &graph.vertices {
-            let VertexOutput::Exchange {
-                target,
-                partitioning,
-            } = &vertex.output
-            else {
-                continue;
-            };
-            let receivers = graph.vertices[*target].parallelism;
-            for sender in 0..vertex.parallelism {
-                let targets: Vec<usize> = match partitioning {
-                    Partitioning::Forward => vec![sender % receivers],
-                    Partitioning::Single => vec![0],
-                    Partitioning::Hash { .. } | Partitioning::Rebalance => (0..receivers).collect(),
-                };
-                for receiver in targets {
-                    let (tx, rx) = channel(capacity);
-                    outputs.entry((vertex.id, sender)).or_default().push(tx);
-                    inputs.entry((*target, receiver)).or_default().push(rx);
-                }
-            }
+        for ends in channels(graph) {
+            let (tx, rx) = channel(capacity);
+            outputs
+                .entry((ends.from_vertex, ends.from_subtask))
+                .or_default()
+                .push(tx);
+            inputs
+                .entry((ends.to_vertex, ends.to_subtask))
+                .or_default()
+                .push(rx);
         }
         LocalChannels { inputs, outputs }
     }

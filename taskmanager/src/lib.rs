@@ -1,10 +1,14 @@
 //! The TaskManager: runs subtasks in its slots, chains their operators, and moves data
-//! and in-band events between them.
+//! and in-band events between them, inside one process or across TaskManagers.
 
 pub mod chain;
+pub mod codec;
+pub mod daemon;
 pub mod exchange;
 pub mod input;
+pub mod network;
 pub mod output;
+pub mod service;
 pub mod task;
 
 use std::sync::Arc;
@@ -13,9 +17,10 @@ use eddy_common::Result;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use task::{TaskDeployment, TaskEnd};
+pub use task::{TaskCounters, TaskDeployment, TaskEnd};
 
-/// A TaskManager: a number of slots, each running one parallel slice of a job.
+/// An in-process TaskManager of the embedded cluster: a number of slots, each running one
+/// parallel slice of a job.
 #[derive(Debug)]
 pub struct TaskManager {
     id: String,

@@ -2,6 +2,7 @@
 //! to its output, until its input ends or it is told to stop.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use eddy_common::Result;
 use eddy_common::chunk::Chunk;
@@ -31,6 +32,28 @@ pub struct TaskDeployment {
     pub outputs: Vec<Sender<Event>>,
     /// The job's counters.
     pub metrics: Arc<JobMetrics>,
+    /// This task's own counters.
+    pub counters: Arc<TaskCounters>,
+}
+
+/// Rows a task took in (read from its source or received) and sent on (to the next
+/// vertex or into its sink).
+#[derive(Debug, Default)]
+pub struct TaskCounters {
+    /// Rows in.
+    pub records_in: AtomicU64,
+    /// Rows out.
+    pub records_out: AtomicU64,
+}
+
+impl TaskCounters {
+    /// The current (in, out) counts.
+    pub fn get(&self) -> (u64, u64) {
+        (
+            self.records_in.load(Ordering::Relaxed),
+            self.records_out.load(Ordering::Relaxed),
+        )
+    }
 }
 
 impl TaskDeployment {
@@ -89,6 +112,11 @@ pub async fn run_task(
         )),
     };
     tracing::debug!(task = %name, "task started");
+    let mut pipeline = Pipeline {
+        chain: &mut chain,
+        output: &mut output,
+        counters: &deployment.counters,
+    };
     let end = match &vertex.source {
         Some(source) => {
             let context = SourceContext {
@@ -101,53 +129,58 @@ pub async fn run_task(
                     .metrics
                     .operator(&format!("{prefix}/Source:{}", source.table)),
             };
-            run_source(
-                source,
-                context,
+            let scan = OperatorChain::build(
+                &source.scan_operators,
+                &format!("{prefix}/scan"),
                 &deployment.metrics,
-                &prefix,
-                &mut chain,
-                &mut output,
-                &mut stop,
-            )
-            .await?
+            )?;
+            run_source(source, context, scan, &mut pipeline, &mut stop).await?
         }
-        None => run_inputs(InputGate::new(deployment.inputs), &mut chain, &mut output).await?,
+        None => run_inputs(InputGate::new(deployment.inputs), &mut pipeline).await?,
     };
     output.finish().await?;
     tracing::debug!(task = %name, ?end, "task ended");
     Ok(end)
 }
 
-async fn emit(chain: &mut OperatorChain, output: &mut TaskOutput, chunk: Chunk) -> Result<()> {
-    let chunks = chain.process(chunk)?;
-    output.send(chunks).await
+/// The operator chain and output of one running task, with its counters.
+struct Pipeline<'a> {
+    chain: &'a mut OperatorChain,
+    output: &'a mut TaskOutput,
+    counters: &'a TaskCounters,
 }
 
-async fn advance(
-    chain: &mut OperatorChain,
-    output: &mut TaskOutput,
-    watermark: Timestamp,
-) -> Result<()> {
-    let chunks = chain.on_watermark(watermark)?;
-    output.send(chunks).await?;
-    output.watermark(watermark).await
+impl Pipeline<'_> {
+    async fn send(&mut self, chunks: Vec<Chunk>) -> Result<()> {
+        let rows: usize = chunks.iter().map(Chunk::num_rows).sum();
+        OperatorMetrics::add(&self.counters.records_out, rows as u64);
+        self.output.send(chunks).await
+    }
+
+    /// Runs rows through the chain and sends what comes out.
+    async fn emit(&mut self, chunk: Chunk) -> Result<()> {
+        let chunks = self.chain.process(chunk)?;
+        self.send(chunks).await
+    }
+
+    /// Advances event time: what the watermark completes is sent, then the watermark.
+    async fn advance(&mut self, watermark: Timestamp) -> Result<()> {
+        let chunks = self.chain.on_watermark(watermark)?;
+        self.send(chunks).await?;
+        self.output.watermark(watermark).await
+    }
 }
 
 async fn run_source(
     source: &SourceSpec,
     context: SourceContext,
-    metrics: &JobMetrics,
-    prefix: &str,
-    chain: &mut OperatorChain,
-    output: &mut TaskOutput,
+    mut scan: OperatorChain,
+    pipeline: &mut Pipeline<'_>,
     stop: &mut watch::Receiver<bool>,
 ) -> Result<TaskEnd> {
     let source_metrics = context.metrics.clone();
     let mut reader = source.connector.create_reader(&context)?;
     let splits = reader.open().await?;
-    let mut scan =
-        OperatorChain::build(&source.scan_operators, &format!("{prefix}/scan"), metrics)?;
     let mut watermarks = source
         .watermark
         .clone()
@@ -164,13 +197,15 @@ async fn run_source(
         let new_watermark = match event {
             None => break,
             Some(SourceEvent::Rows { split, rows }) => {
-                OperatorMetrics::add(&source_metrics.records_out, rows.num_rows() as u64);
+                let count = rows.num_rows() as u64;
+                OperatorMetrics::add(&source_metrics.records_out, count);
+                OperatorMetrics::add(&pipeline.counters.records_in, count);
                 let mut watermark = None;
                 for chunk in scan.process(Chunk::inserts(rows))? {
                     if let Some(w) = watermarks.as_mut() {
                         watermark = w.observe(split, chunk.rows())?.or(watermark);
                     }
-                    emit(chain, output, chunk).await?;
+                    pipeline.emit(chunk).await?;
                 }
                 watermark
             }
@@ -179,25 +214,24 @@ async fn run_source(
             }
         };
         if let Some(watermark) = new_watermark {
-            advance(chain, output, watermark).await?;
+            pipeline.advance(watermark).await?;
         }
     }
     // A bounded source has ended: event time is complete, so every window can fire.
-    advance(chain, output, Timestamp::MAX).await?;
+    pipeline.advance(Timestamp::MAX).await?;
     Ok(TaskEnd::Finished)
 }
 
 /// Runs a task fed by channels until all of them have ended (a stop reaches it as the
 /// end of its inputs, once the sources have stopped).
-async fn run_inputs(
-    mut gate: InputGate,
-    chain: &mut OperatorChain,
-    output: &mut TaskOutput,
-) -> Result<TaskEnd> {
+async fn run_inputs(mut gate: InputGate, pipeline: &mut Pipeline<'_>) -> Result<TaskEnd> {
     while let Some(input) = gate.next().await? {
         match input {
-            Input::Data(chunk) => emit(chain, output, chunk).await?,
-            Input::Watermark(t) => advance(chain, output, t).await?,
+            Input::Data(chunk) => {
+                OperatorMetrics::add(&pipeline.counters.records_in, chunk.num_rows() as u64);
+                pipeline.emit(chunk).await?
+            }
+            Input::Watermark(t) => pipeline.advance(t).await?,
         }
     }
     Ok(TaskEnd::Finished)

@@ -1,7 +1,9 @@
-//! `'connector' = 'blackhole'`: discards every row (for benchmarks).
+//! `'connector' = 'blackhole'`: discards every row (for benchmarks). With
+//! `'rows-per-second'` it takes rows no faster than that, to make a deliberately slow sink.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -13,13 +15,18 @@ use crate::metrics::OperatorMetrics;
 
 /// A sink that keeps nothing.
 #[derive(Debug)]
-pub struct BlackholeConnector;
+pub struct BlackholeConnector {
+    rows_per_second: Option<u64>,
+}
 
 impl BlackholeConnector {
-    /// Validates that no options are given.
+    /// Validates the options.
     pub fn new(table: &str, values: &BTreeMap<String, String>) -> Result<Self> {
-        Options::validate(table, "blackhole", values, &[], &[])?;
-        Ok(BlackholeConnector)
+        let options = Options::validate(table, "blackhole", values, &["rows-per-second"], &[])?;
+        let rows_per_second = options
+            .parse_opt::<u64>("rows-per-second")?
+            .filter(|r| *r > 0);
+        Ok(BlackholeConnector { rows_per_second })
     }
 }
 
@@ -39,18 +46,35 @@ impl TableConnector for BlackholeConnector {
     fn create_writer(&self, context: &SinkContext) -> Result<Box<dyn SinkWriter>> {
         Ok(Box::new(BlackholeWriter {
             metrics: context.metrics.clone(),
+            rows_per_second: self.rows_per_second,
+            started: Instant::now(),
+            taken: 0,
         }))
     }
 }
 
 struct BlackholeWriter {
     metrics: Arc<OperatorMetrics>,
+    rows_per_second: Option<u64>,
+    started: Instant,
+    taken: u64,
 }
 
 impl SinkWriter for BlackholeWriter {
     fn write<'a>(&'a mut self, chunk: &'a Chunk) -> BoxFuture<'a, Result<()>> {
         OperatorMetrics::add(&self.metrics.records_in, chunk.num_rows() as u64);
-        async { Ok(()) }.boxed()
+        self.taken += chunk.num_rows() as u64;
+        let pause = self.rows_per_second.and_then(|rate| {
+            let due = Duration::from_secs_f64(self.taken as f64 / rate as f64);
+            due.checked_sub(self.started.elapsed())
+        });
+        async move {
+            if let Some(pause) = pause {
+                tokio::time::sleep(pause).await;
+            }
+            Ok(())
+        }
+        .boxed()
     }
 
     fn finish(&mut self) -> BoxFuture<'_, Result<()>> {

@@ -1,0 +1,245 @@
+//! A cluster of real processes on loopback: a JobManager and TaskManagers started from the
+//! `eddy` binary, their print-sink output collected, all stopped on drop.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::support::{Scratch, eddy};
+
+/// One daemon process.
+pub struct Daemon {
+    /// The process.
+    pub child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Daemon {
+    fn spawn(mut command: Command) -> Daemon {
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start eddy");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let stdout = child.stdout.take().expect("stdout");
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Daemon { child, lines }
+    }
+
+    /// What it printed so far.
+    pub fn output(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    /// Sends SIGTERM and waits up to `within` for a clean exit.
+    pub fn terminate(&mut self, within: Duration) -> std::process::ExitStatus {
+        signal(self.child.id(), "TERM");
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the daemon did not stop within {within:?} of SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Resident memory in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends a signal to a process.
+pub fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// A free loopback port.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A JobManager and its TaskManagers.
+pub struct Cluster {
+    /// `http://127.0.0.1:PORT`.
+    pub address: String,
+    /// The JobManager.
+    pub jobmanager: Daemon,
+    /// The TaskManagers, in start order.
+    pub taskmanagers: Vec<Daemon>,
+    /// Scratch space for scripts.
+    pub scratch: Scratch,
+}
+
+impl Cluster {
+    /// A JobManager and `count` TaskManagers of `slots` slots each.
+    pub fn start(name: &str, count: usize, slots: usize) -> Cluster {
+        let port = free_port();
+        let mut command = eddy();
+        command.args([
+            "jobmanager",
+            "--bind",
+            &format!("127.0.0.1:{port}"),
+            "--heartbeat-interval-ms",
+            "200",
+            "--heartbeat-timeout-ms",
+            "2000",
+        ]);
+        let mut cluster = Cluster {
+            address: format!("http://127.0.0.1:{port}"),
+            jobmanager: Daemon::spawn(command),
+            taskmanagers: Vec::new(),
+            scratch: Scratch::new(name),
+        };
+        for _ in 0..count {
+            cluster.add_taskmanager(slots);
+        }
+        cluster.wait_for_slots(count * slots);
+        cluster
+    }
+
+    /// Starts one more TaskManager (without waiting for it to register).
+    pub fn add_taskmanager(&mut self, slots: usize) {
+        let id = format!("tm-{}", self.taskmanagers.len() + 1);
+        let mut command = eddy();
+        command.args([
+            "taskmanager",
+            "--jobmanager",
+            &self.address,
+            "--slots",
+            &slots.to_string(),
+            "--bind",
+            "127.0.0.1:0",
+            "--id",
+            &id,
+        ]);
+        self.taskmanagers.push(Daemon::spawn(command));
+    }
+
+    /// Waits until the JobManager offers `slots` slots: a probe job needing that many
+    /// is accepted and runs.
+    fn wait_for_slots(&self, slots: usize) {
+        let probe = format!(
+            "SET 'parallelism.default' = '{slots}';
+             CREATE TABLE t (id BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '1');
+             CREATE TABLE o (id BIGINT) WITH ('connector' = 'blackhole');
+             INSERT INTO o SELECT id FROM t;"
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(job) = self.try_submit(&probe, &[]) {
+                self.wait_for(&job, "FINISHED", Duration::from_secs(30));
+                return;
+            }
+            assert!(Instant::now() < deadline, "the JobManager did not come up");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Runs an `eddy` client command against this cluster.
+    pub fn client(&self, args: &[&str]) -> std::process::Output {
+        eddy()
+            .args(args)
+            .env("EDDY_JOBMANAGER", &self.address)
+            .output()
+            .unwrap()
+    }
+
+    fn try_submit(&self, script: &str, extra: &[&str]) -> Result<String, String> {
+        let file = self
+            .scratch
+            .write(&format!("job-{}.sql", crate::support::unique()), script);
+        let mut args = vec!["submit"];
+        args.extend_from_slice(extra);
+        let file = file.display().to_string();
+        args.push(&file);
+        let output = self.client(&args);
+        if output.status.success() {
+            Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+        } else {
+            Err(String::from_utf8_lossy(&output.stderr).to_string())
+        }
+    }
+
+    /// Submits a script at a parallelism; returns the job id.
+    pub fn submit(&self, script: &str, parallelism: usize) -> String {
+        self.try_submit(script, &["--parallelism", &parallelism.to_string()])
+            .unwrap_or_else(|e| panic!("submit failed: {e}"))
+    }
+
+    /// The job as `eddy status --output json` shows it.
+    pub fn status(&self, job: &str) -> serde_json::Value {
+        let output = self.client(&["status", job, "--output", "json"]);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).unwrap()
+    }
+
+    /// Waits until the job is in `state`; fails fast if it ended in another state.
+    pub fn wait_for(&self, job: &str, state: &str, within: Duration) -> serde_json::Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let status = self.status(job);
+            let current = status["state"].as_str().unwrap_or_default().to_string();
+            if current == state {
+                return status;
+            }
+            let ended = ["FINISHED", "FAILED", "CANCELLED"].contains(&current.as_str());
+            assert!(
+                !ended,
+                "job {job} ended {current}, expected {state}: {status}"
+            );
+            assert!(
+                Instant::now() < deadline,
+                "job {job} is {current}, not {state}, after {within:?}: {status}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Everything the TaskManagers printed (their print sinks).
+    pub fn printed(&self) -> String {
+        self.taskmanagers
+            .iter()
+            .flat_map(Daemon::output)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}

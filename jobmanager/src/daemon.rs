@@ -1,0 +1,43 @@
+//! The JobManager daemon: serves `JobService` and `ResourceManager` and watches
+//! TaskManager heartbeats.
+
+use std::future::Future;
+use std::net::SocketAddr;
+
+use eddy_common::{EddyError, Result};
+use eddy_proto::v1::job_service_server::JobServiceServer;
+use eddy_proto::v1::resource_manager_server::ResourceManagerServer;
+use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
+
+use crate::cluster::{Cluster, ClusterConfig, JobServiceImpl, ResourceManagerImpl};
+
+/// Runs a JobManager on `bind` until `shutdown` resolves.
+pub async fn run(
+    bind: SocketAddr,
+    config: ClusterConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind(bind).await?;
+    let local = listener.local_addr()?;
+    let cluster = Cluster::new(config);
+    let watcher = {
+        let cluster = cluster.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(config.heartbeat_interval);
+            loop {
+                tick.tick().await;
+                cluster.expire_silent();
+            }
+        })
+    };
+    tracing::info!(address = %local, "jobmanager listening");
+    let result = Server::builder()
+        .add_service(JobServiceServer::new(JobServiceImpl(cluster.clone())))
+        .add_service(ResourceManagerServer::new(ResourceManagerImpl(cluster)))
+        .serve_with_incoming_shutdown(TcpIncoming::from(listener), shutdown)
+        .await;
+    watcher.abort();
+    tracing::info!("jobmanager stopped");
+    result.map_err(|e| EddyError::Runtime(format!("jobmanager server: {e}")))
+}

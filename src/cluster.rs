@@ -1,0 +1,332 @@
+//! The daemons and the client commands of a cluster: `eddy jobmanager`,
+//! `eddy taskmanager`, `eddy submit/list/status/cancel`.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+use eddy_proto::v1 as pb;
+use eddy_proto::v1::job_service_client::JobServiceClient;
+use serde::Deserialize;
+use tonic::transport::Channel;
+
+/// Options of `eddy jobmanager`.
+#[derive(Debug, Args)]
+pub struct JobManagerArgs {
+    /// Address to listen on [default: 0.0.0.0:6123].
+    #[arg(long, env = "EDDY_BIND")]
+    bind: Option<SocketAddr>,
+    /// Milliseconds between TaskManager heartbeats [default: 500].
+    #[arg(long, env = "EDDY_HEARTBEAT_INTERVAL_MS")]
+    heartbeat_interval_ms: Option<u64>,
+    /// Milliseconds of silence after which a TaskManager is lost [default: 3000].
+    #[arg(long, env = "EDDY_HEARTBEAT_TIMEOUT_MS")]
+    heartbeat_timeout_ms: Option<u64>,
+    /// A TOML file with the same options (flags and environment variables win).
+    #[arg(long, env = "EDDY_CONFIG")]
+    config: Option<PathBuf>,
+}
+
+/// Options of `eddy taskmanager`.
+#[derive(Debug, Args)]
+pub struct TaskManagerArgs {
+    /// The JobManager to register with [default: http://127.0.0.1:6123].
+    #[arg(long, env = "EDDY_JOBMANAGER")]
+    jobmanager: Option<String>,
+    /// Slots offered [default: 1].
+    #[arg(long, env = "EDDY_SLOTS")]
+    slots: Option<usize>,
+    /// Address to listen on [default: 0.0.0.0:0, any free port].
+    #[arg(long, env = "EDDY_BIND")]
+    bind: Option<SocketAddr>,
+    /// Address other processes reach this TaskManager at, e.g. http://tm-1:6124
+    /// [default: the bound address].
+    #[arg(long, env = "EDDY_ADVERTISE")]
+    advertise: Option<String>,
+    /// Unique id [default: tm-<host>-<pid>].
+    #[arg(long, env = "EDDY_TASKMANAGER_ID")]
+    id: Option<String>,
+    /// A TOML file with the same options (flags and environment variables win).
+    #[arg(long, env = "EDDY_CONFIG")]
+    config: Option<PathBuf>,
+}
+
+/// Options in a TOML file, for either daemon.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct FileConfig {
+    bind: Option<SocketAddr>,
+    heartbeat_interval_ms: Option<u64>,
+    heartbeat_timeout_ms: Option<u64>,
+    jobmanager: Option<String>,
+    slots: Option<usize>,
+    advertise: Option<String>,
+    id: Option<String>,
+}
+
+fn read_config(path: Option<&Path>) -> Result<FileConfig> {
+    let Some(path) = path else {
+        return Ok(FileConfig::default());
+    };
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("invalid configuration in {}", path.display()))
+}
+
+/// Resolves when the process gets SIGTERM or SIGINT.
+async fn termination() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(signal) => signal,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    tracing::info!("shutting down");
+}
+
+/// `eddy jobmanager`.
+pub async fn jobmanager(args: JobManagerArgs) -> Result<()> {
+    let file = read_config(args.config.as_deref())?;
+    let bind = args
+        .bind
+        .or(file.bind)
+        .unwrap_or_else(|| "0.0.0.0:6123".parse().expect("address"));
+    let defaults = eddy_jobmanager::cluster::ClusterConfig::default();
+    let config = eddy_jobmanager::cluster::ClusterConfig {
+        heartbeat_interval: args
+            .heartbeat_interval_ms
+            .or(file.heartbeat_interval_ms)
+            .map_or(defaults.heartbeat_interval, Duration::from_millis),
+        heartbeat_timeout: args
+            .heartbeat_timeout_ms
+            .or(file.heartbeat_timeout_ms)
+            .map_or(defaults.heartbeat_timeout, Duration::from_millis),
+    };
+    if config.heartbeat_timeout <= config.heartbeat_interval {
+        bail!("the heartbeat timeout must exceed the heartbeat interval");
+    }
+    eddy_jobmanager::daemon::run(bind, config, termination())
+        .await
+        .with_context(|| format!("jobmanager on {bind}"))
+}
+
+/// `eddy taskmanager`.
+pub async fn taskmanager(args: TaskManagerArgs) -> Result<()> {
+    let file = read_config(args.config.as_deref())?;
+    let slots = args.slots.or(file.slots).unwrap_or(1);
+    if slots == 0 {
+        bail!("--slots must be at least 1");
+    }
+    let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+    let config = eddy_taskmanager::daemon::TaskManagerConfig {
+        id: args
+            .id
+            .or(file.id)
+            .unwrap_or_else(|| format!("tm-{}-{}", host.trim(), std::process::id())),
+        bind: args
+            .bind
+            .or(file.bind)
+            .unwrap_or_else(|| "0.0.0.0:0".parse().expect("address")),
+        advertise: args.advertise.or(file.advertise),
+        jobmanager: args
+            .jobmanager
+            .or(file.jobmanager)
+            .unwrap_or_else(|| "http://127.0.0.1:6123".into()),
+        slots,
+    };
+    eddy_taskmanager::daemon::run(config, termination())
+        .await
+        .context("taskmanager")
+}
+
+/// The JobManager a client command talks to.
+#[derive(Debug, Args)]
+pub struct Target {
+    /// The JobManager's address.
+    #[arg(long, env = "EDDY_JOBMANAGER", default_value = "http://127.0.0.1:6123")]
+    jobmanager: String,
+}
+
+impl Target {
+    async fn connect(&self) -> Result<JobServiceClient<Channel>> {
+        let endpoint = Channel::from_shared(self.jobmanager.clone())
+            .with_context(|| format!("bad JobManager address '{}'", self.jobmanager))?
+            .connect_timeout(Duration::from_secs(5));
+        let channel = endpoint
+            .connect()
+            .await
+            .with_context(|| format!("cannot reach the JobManager at {}", self.jobmanager))?;
+        Ok(JobServiceClient::new(channel))
+    }
+}
+
+/// Output formats of the client commands.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum OutputFormat {
+    /// A table for people.
+    Table,
+    /// JSON for scripts.
+    Json,
+}
+
+fn status_error(status: tonic::Status) -> anyhow::Error {
+    anyhow::anyhow!("{}", status.message())
+}
+
+/// `eddy submit`.
+pub async fn submit(target: &Target, sql: String, options: Vec<(String, String)>) -> Result<()> {
+    let mut client = target.connect().await?;
+    let request = pb::SubmitJobRequest {
+        sql,
+        options: options.into_iter().collect::<HashMap<_, _>>(),
+    };
+    let response = client.submit_job(request).await.map_err(status_error)?;
+    println!("{}", response.into_inner().job_id);
+    Ok(())
+}
+
+/// `eddy list`.
+pub async fn list(target: &Target, format: OutputFormat) -> Result<()> {
+    let mut client = target.connect().await?;
+    let jobs = client
+        .list_jobs(pb::ListJobsRequest {})
+        .await
+        .map_err(status_error)?
+        .into_inner()
+        .jobs;
+    match format {
+        OutputFormat::Json => {
+            let values: Vec<serde_json::Value> = jobs
+                .iter()
+                .map(|j| {
+                    serde_json::json!({
+                        "job_id": j.job_id, "name": j.name, "state": job_state(j.state),
+                        "submitted_at_ms": j.submitted_at_ms, "slots": j.slots,
+                    })
+                })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&values)?);
+        }
+        OutputFormat::Table => {
+            println!("{:<18} {:<12} {:>5}  NAME", "JOB", "STATE", "SLOTS");
+            for j in jobs {
+                println!(
+                    "{:<18} {:<12} {:>5}  {}",
+                    j.job_id,
+                    job_state(j.state),
+                    j.slots,
+                    j.name
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn job_state(state: i32) -> &'static str {
+    match pb::JobState::try_from(state).unwrap_or(pb::JobState::Unspecified) {
+        pb::JobState::Created => "CREATED",
+        pb::JobState::Running => "RUNNING",
+        pb::JobState::Finished => "FINISHED",
+        pb::JobState::Cancelling => "CANCELLING",
+        pb::JobState::Cancelled => "CANCELLED",
+        pb::JobState::Failed => "FAILED",
+        pb::JobState::Unspecified => "UNKNOWN",
+    }
+}
+
+fn task_state(state: i32) -> &'static str {
+    match pb::TaskState::try_from(state).unwrap_or(pb::TaskState::Unspecified) {
+        pb::TaskState::Scheduled => "SCHEDULED",
+        pb::TaskState::Running => "RUNNING",
+        pb::TaskState::Finished => "FINISHED",
+        pb::TaskState::Cancelled => "CANCELLED",
+        pb::TaskState::Failed => "FAILED",
+        pb::TaskState::Unspecified => "-",
+    }
+}
+
+/// `eddy status`.
+pub async fn status(target: &Target, job_id: String, format: OutputFormat) -> Result<()> {
+    let mut client = target.connect().await?;
+    let job = client
+        .get_job(pb::GetJobRequest { job_id })
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    match format {
+        OutputFormat::Json => {
+            let vertices: Vec<serde_json::Value> = job
+                .vertices
+                .iter()
+                .map(|v| {
+                    let subtasks: Vec<serde_json::Value> = v
+                        .subtasks
+                        .iter()
+                        .map(|s| {
+                            serde_json::json!({
+                                "index": s.index, "taskmanager": s.taskmanager_id, "state": task_state(s.state),
+                                "records_in": s.records_in, "records_out": s.records_out,
+                            })
+                        })
+                        .collect();
+                    serde_json::json!({"id": v.id, "name": v.name, "parallelism": v.parallelism, "subtasks": subtasks})
+                })
+                .collect();
+            let value = serde_json::json!({
+                "job_id": job.job_id, "name": job.name, "state": job_state(job.state), "reason": job.reason,
+                "submitted_at_ms": job.submitted_at_ms, "started_at_ms": job.started_at_ms,
+                "restarts": job.restarts, "vertices": vertices,
+            });
+            println!("{}", serde_json::to_string_pretty(&value)?);
+        }
+        OutputFormat::Table => {
+            println!(
+                "job {} ({}): {}",
+                job.job_id,
+                job.name,
+                job_state(job.state)
+            );
+            if !job.reason.is_empty() {
+                println!("  {}", job.reason);
+            }
+            println!("  restarts: {}", job.restarts);
+            println!(
+                "  {:<24} {:>7}  {:<28} {:<10} {:>12} {:>12}",
+                "VERTEX", "SUBTASK", "TASKMANAGER", "STATE", "RECORDS IN", "RECORDS OUT"
+            );
+            for v in &job.vertices {
+                for s in &v.subtasks {
+                    println!(
+                        "  {:<24} {:>7}  {:<28} {:<10} {:>12} {:>12}",
+                        v.name,
+                        s.index,
+                        s.taskmanager_id,
+                        task_state(s.state),
+                        s.records_in,
+                        s.records_out
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `eddy cancel`.
+pub async fn cancel(target: &Target, job_id: String) -> Result<()> {
+    let mut client = target.connect().await?;
+    client
+        .cancel_job(pb::CancelJobRequest {
+            job_id: job_id.clone(),
+        })
+        .await
+        .map_err(status_error)?;
+    println!("cancelled {job_id}");
+    Ok(())
+}

@@ -1,0 +1,112 @@
+//! Chunks on the wire: an Arrow IPC stream holding the schema and one batch, with the
+//! row kinds of an updating chunk in a trailing `__op` UInt8 column.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, UInt8Array};
+use arrow::buffer::Buffer;
+use arrow::datatypes::{DataType, Field, Schema};
+use arrow::ipc::reader::StreamDecoder;
+use arrow::ipc::writer::StreamWriter;
+use arrow::record_batch::RecordBatch;
+use eddy_common::chunk::Chunk;
+use eddy_common::{EddyError, Result};
+
+const OPS_COLUMN: &str = "__op";
+
+/// Encodes a chunk.
+pub fn encode_chunk(chunk: &Chunk) -> Result<Vec<u8>> {
+    let rows = chunk.rows();
+    let batch = match chunk.ops() {
+        None => rows.clone(),
+        Some(ops) => {
+            let mut fields: Vec<Arc<Field>> = rows.schema().fields().iter().cloned().collect();
+            fields.push(Arc::new(Field::new(OPS_COLUMN, DataType::UInt8, false)));
+            let mut columns: Vec<ArrayRef> = rows.columns().to_vec();
+            columns.push(Arc::new(ops.clone()));
+            RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?
+        }
+    };
+    let mut buffer = Vec::with_capacity(batch.get_array_memory_size() + 512);
+    let mut writer = StreamWriter::try_new(&mut buffer, &batch.schema())?;
+    writer.write(&batch)?;
+    writer.finish()?;
+    drop(writer);
+    Ok(buffer)
+}
+
+/// Decodes a chunk encoded by [`encode_chunk`]. The bytes come from the network, so
+/// lengths they claim are never trusted: the push decoder only consumes bytes present.
+pub fn decode_chunk(bytes: Vec<u8>) -> Result<Chunk> {
+    let mut buffer = Buffer::from(bytes);
+    let mut decoder = StreamDecoder::new();
+    let mut batch = None;
+    while !buffer.is_empty() && batch.is_none() {
+        let before = buffer.len();
+        batch = decoder.decode(&mut buffer)?;
+        if buffer.len() == before && batch.is_none() {
+            break;
+        }
+    }
+    let batch =
+        batch.ok_or_else(|| EddyError::Runtime("a data frame holds no complete batch".into()))?;
+    let schema = batch.schema();
+    let last = schema.fields().len().checked_sub(1);
+    match last {
+        Some(i) if schema.field(i).name() == OPS_COLUMN => {
+            let ops = batch
+                .column(i)
+                .as_any()
+                .downcast_ref::<UInt8Array>()
+                .ok_or_else(|| EddyError::Runtime("the __op column is not UInt8".into()))?
+                .clone();
+            let mut rows = batch;
+            rows.remove_column(i);
+            if ops.len() != rows.num_rows() {
+                return Err(EddyError::Runtime(
+                    "a data frame's ops do not match its rows".into(),
+                ));
+            }
+            Ok(Chunk::with_ops(rows, ops))
+        }
+        _ => Ok(Chunk::inserts(batch)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int64Array, StringArray};
+    use eddy_common::chunk::Op;
+
+    #[test]
+    fn round_trips_rows_and_ops() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Utf8, true),
+            Field::new("v", DataType::Int64, true),
+        ]));
+        let rows = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from(vec![Some("a"), None])),
+                Arc::new(Int64Array::from(vec![1, 2])),
+            ],
+        )
+        .unwrap();
+        let chunk = Chunk::from_ops(rows.clone(), vec![Op::UpdateBefore, Op::UpdateAfter]);
+        let decoded = decode_chunk(encode_chunk(&chunk).unwrap()).unwrap();
+        assert_eq!(decoded.rows(), &rows);
+        assert_eq!(decoded.op(0), Op::UpdateBefore);
+        assert_eq!(decoded.op(1), Op::UpdateAfter);
+        let inserts = decode_chunk(encode_chunk(&Chunk::inserts(rows.clone())).unwrap()).unwrap();
+        assert!(inserts.is_append_only());
+        assert!(decode_chunk(b"garbage".to_vec()).is_err());
+        // A frame claiming a huge message is refused without allocating for it.
+        let mut huge = vec![0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f];
+        huge.extend_from_slice(&[0; 16]);
+        assert!(decode_chunk(huge).is_err());
+        let mut truncated = encode_chunk(&chunk).unwrap();
+        truncated.truncate(truncated.len() / 2);
+        assert!(decode_chunk(truncated).is_err());
+    }
+}

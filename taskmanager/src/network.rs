@@ -1,0 +1,261 @@
+//! Channels between TaskManagers. A sending task writes into a bounded queue; a forwarder
+//! streams the queue's events to the receiving TaskManager in one `Transfer` call per
+//! channel; there the call feeds the receiving task's bounded input queue, reading the next
+//! frame only when the queue has room, so HTTP/2 flow control carries backpressure back to
+//! the sender. Events of a channel keep their order.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use eddy_common::event::Event;
+use eddy_proto::v1 as pb;
+use eddy_proto::v1::data_exchange_client::DataExchangeClient;
+use tokio::sync::mpsc::{Receiver, Sender, channel};
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::codec::{decode_chunk, encode_chunk};
+use crate::exchange::ChannelEnds;
+
+/// How long a transfer for a job not (yet) deployed here waits for its deployment: the
+/// JobManager deploys to all TaskManagers at once, so senders may connect first.
+const DEPLOY_WAIT: Duration = Duration::from_secs(10);
+
+/// A channel of a job.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ChannelKey {
+    /// The job.
+    pub job_id: String,
+    /// The subtasks it connects.
+    pub ends: ChannelEnds,
+}
+
+impl ChannelKey {
+    fn to_proto(&self) -> pb::ChannelId {
+        pb::ChannelId {
+            job_id: self.job_id.clone(),
+            from_vertex: self.ends.from_vertex as u32,
+            from_subtask: self.ends.from_subtask as u32,
+            to_vertex: self.ends.to_vertex as u32,
+            to_subtask: self.ends.to_subtask as u32,
+        }
+    }
+
+    fn from_proto(id: &pb::ChannelId) -> Self {
+        ChannelKey {
+            job_id: id.job_id.clone(),
+            ends: ChannelEnds {
+                from_vertex: id.from_vertex as usize,
+                from_subtask: id.from_subtask as usize,
+                to_vertex: id.to_vertex as usize,
+                to_subtask: id.to_subtask as usize,
+            },
+        }
+    }
+}
+
+/// Both ends of a channel until the task and the sender (local or a transfer) take them.
+struct Slot {
+    sender: Option<Sender<Event>>,
+    receiver: Option<Receiver<Event>>,
+}
+
+/// The input queues of this TaskManager's tasks, by channel.
+pub struct Channels {
+    capacity: usize,
+    slots: Mutex<HashMap<ChannelKey, Slot>>,
+    jobs: Mutex<HashSet<String>>,
+}
+
+impl Channels {
+    /// Queues holding at most `capacity` events.
+    pub fn new(capacity: usize) -> Self {
+        Channels {
+            capacity,
+            slots: Mutex::new(HashMap::new()),
+            jobs: Mutex::new(HashSet::new()),
+        }
+    }
+
+    fn with_slot<T>(&self, key: &ChannelKey, take: impl FnOnce(&mut Slot) -> T) -> T {
+        let mut slots = self.slots.lock().expect("channels lock");
+        let slot = slots.entry(key.clone()).or_insert_with(|| {
+            let (tx, rx) = channel(self.capacity);
+            Slot {
+                sender: Some(tx),
+                receiver: Some(rx),
+            }
+        });
+        let taken = take(slot);
+        if slot.sender.is_none() && slot.receiver.is_none() {
+            slots.remove(key);
+        }
+        taken
+    }
+
+    /// Marks a job as deployed here: transfers for it are accepted.
+    pub fn open_job(&self, job_id: &str) {
+        self.jobs
+            .lock()
+            .expect("jobs lock")
+            .insert(job_id.to_string());
+    }
+
+    /// Forgets a job's channels.
+    pub fn close_job(&self, job_id: &str) {
+        self.jobs.lock().expect("jobs lock").remove(job_id);
+        self.slots
+            .lock()
+            .expect("channels lock")
+            .retain(|k, _| k.job_id != job_id);
+    }
+
+    fn is_open(&self, job_id: &str) -> bool {
+        self.jobs.lock().expect("jobs lock").contains(job_id)
+    }
+
+    /// The receiving end, for the task that reads the channel.
+    pub fn take_receiver(&self, key: &ChannelKey) -> Option<Receiver<Event>> {
+        self.with_slot(key, |slot| slot.receiver.take())
+    }
+
+    /// The sending end, for a local sender or a transfer; there is only one.
+    pub fn take_sender(&self, key: &ChannelKey) -> Option<Sender<Event>> {
+        self.with_slot(key, |slot| slot.sender.take())
+    }
+}
+
+/// The `DataExchange` service: accepts transfers into local input queues.
+pub struct DataExchangeService {
+    channels: Arc<Channels>,
+}
+
+impl DataExchangeService {
+    /// A service feeding `channels`.
+    pub fn new(channels: Arc<Channels>) -> Self {
+        DataExchangeService { channels }
+    }
+}
+
+fn decode_frame(frame: pb::Frame) -> Result<Event, Status> {
+    match frame.event {
+        Some(pb::frame::Event::Chunk(bytes)) => decode_chunk(bytes)
+            .map(Event::Data)
+            .map_err(|e| Status::invalid_argument(format!("bad data frame: {e}"))),
+        Some(pb::frame::Event::Watermark(t)) => Ok(Event::Watermark(t)),
+        Some(pb::frame::Event::EndOfStream(_)) => Ok(Event::EndOfStream),
+        None => Err(Status::invalid_argument("a frame carries no event")),
+    }
+}
+
+fn encode_frame(event: Event, channel: Option<pb::ChannelId>) -> eddy_common::Result<pb::Frame> {
+    let event = match event {
+        Event::Data(chunk) => pb::frame::Event::Chunk(encode_chunk(&chunk)?),
+        Event::Watermark(t) => pb::frame::Event::Watermark(t),
+        Event::EndOfStream => pb::frame::Event::EndOfStream(true),
+    };
+    Ok(pb::Frame {
+        channel,
+        event: Some(event),
+    })
+}
+
+#[tonic::async_trait]
+impl pb::data_exchange_server::DataExchange for DataExchangeService {
+    async fn transfer(
+        &self,
+        request: Request<Streaming<pb::Frame>>,
+    ) -> Result<Response<pb::TransferSummary>, Status> {
+        let mut frames = request.into_inner();
+        let first = frames
+            .message()
+            .await?
+            .ok_or_else(|| Status::invalid_argument("an empty transfer"))?;
+        let id = first
+            .channel
+            .as_ref()
+            .ok_or_else(|| Status::invalid_argument("the first frame names no channel"))?;
+        let key = ChannelKey::from_proto(id);
+        let deadline = Instant::now() + DEPLOY_WAIT;
+        while !self.channels.is_open(&key.job_id) {
+            if Instant::now() > deadline {
+                return Err(Status::not_found(format!(
+                    "job {} is not deployed here",
+                    key.job_id
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let sender = self.channels.take_sender(&key).ok_or_else(|| {
+            Status::already_exists(format!(
+                "channel {:?} is already being transferred",
+                key.ends
+            ))
+        })?;
+        let mut count = 0u64;
+        let mut next = Some(first);
+        loop {
+            let frame = match next.take() {
+                Some(frame) => frame,
+                None => match frames.message().await? {
+                    Some(frame) => frame,
+                    None => break,
+                },
+            };
+            count += 1;
+            let event = decode_frame(frame)?;
+            let end = matches!(event, Event::EndOfStream);
+            sender
+                .send(event)
+                .await
+                .map_err(|_| Status::cancelled("the receiving task is gone"))?;
+            if end {
+                break;
+            }
+        }
+        Ok(Response::new(pb::TransferSummary { frames: count }))
+    }
+}
+
+/// A sender whose events are streamed to the TaskManager at `address`.
+pub fn remote_sender(address: String, key: ChannelKey, capacity: usize) -> Sender<Event> {
+    let (tx, rx) = channel(capacity);
+    tokio::spawn(async move {
+        if let Err(error) = forward(&address, &key, rx).await {
+            tracing::warn!(%address, channel = ?key.ends, %error, "data transfer failed");
+        }
+    });
+    tx
+}
+
+async fn forward(address: &str, key: &ChannelKey, events: Receiver<Event>) -> Result<(), String> {
+    let mut attempt = 0;
+    let mut client = loop {
+        match DataExchangeClient::connect(address.to_string()).await {
+            Ok(client) => break client,
+            Err(e) if attempt < 20 => {
+                attempt += 1;
+                tracing::debug!(%address, error = %e, "connecting for a transfer, retrying");
+                tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
+            }
+            Err(e) => return Err(format!("cannot connect: {e}")),
+        }
+    };
+    let channel = Some(key.to_proto());
+    let frames =
+        futures::stream::unfold((events, channel), |(mut events, mut channel)| async move {
+            let event = events.recv().await?;
+            match encode_frame(event, channel.take()) {
+                Ok(frame) => Some((frame, (events, channel))),
+                Err(error) => {
+                    tracing::error!(%error, "cannot encode a chunk");
+                    None
+                }
+            }
+        });
+    client
+        .transfer(frames)
+        .await
+        .map(|_| ())
+        .map_err(|status| format!("{}: {}", status.code(), status.message()))
+}

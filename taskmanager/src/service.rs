@@ -1,0 +1,351 @@
+//! A TaskManager node: the `TaskExecutor` service that deploys and cancels the tasks of
+//! jobs, wiring their channels locally or over the network, and reports task states to the
+//! JobManager.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use eddy_common::event::Event;
+use eddy_common::metrics::JobMetrics;
+use eddy_common::plan::plan_job;
+use eddy_common::sql::compile;
+use eddy_proto::v1 as pb;
+use eddy_proto::v1::resource_manager_client::ResourceManagerClient;
+use tokio::sync::mpsc::{Receiver, Sender};
+use tokio::sync::watch;
+use tokio::task::AbortHandle;
+use tonic::transport::Channel;
+use tonic::{Request, Response, Status};
+
+use crate::exchange::channels;
+use crate::network::{ChannelKey, Channels, remote_sender};
+use crate::task::{TaskCounters, TaskDeployment, TaskEnd, run_task};
+
+/// Events a channel's queue holds before its sender waits.
+pub const CHANNEL_CAPACITY: usize = 8;
+
+/// The tasks of one job on this TaskManager.
+struct DeployedJob {
+    stop: watch::Sender<bool>,
+    tasks: Vec<((usize, usize), Arc<TaskCounters>, AbortHandle)>,
+}
+
+/// One TaskManager: its identity, slots, channels and running jobs.
+pub struct TaskManagerNode {
+    id: String,
+    address: String,
+    slots: usize,
+    channels: Arc<Channels>,
+    jobs: Mutex<HashMap<String, DeployedJob>>,
+    jobmanager: ResourceManagerClient<Channel>,
+}
+
+impl TaskManagerNode {
+    /// A node named `id`, reachable at `address`, offering `slots`, reporting to the
+    /// JobManager at `jobmanager`.
+    pub fn new(
+        id: String,
+        address: String,
+        slots: usize,
+        jobmanager: &str,
+    ) -> Result<Arc<Self>, String> {
+        let endpoint = Channel::from_shared(jobmanager.to_string())
+            .map_err(|e| format!("bad JobManager address '{jobmanager}': {e}"))?;
+        Ok(Arc::new(TaskManagerNode {
+            id,
+            address,
+            slots,
+            channels: Arc::new(Channels::new(CHANNEL_CAPACITY)),
+            jobs: Mutex::new(HashMap::new()),
+            jobmanager: ResourceManagerClient::new(endpoint.connect_lazy()),
+        }))
+    }
+
+    /// Its id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Where its services listen.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// Its slots.
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+
+    /// Its input queues, for the data exchange service.
+    pub fn channels(&self) -> Arc<Channels> {
+        self.channels.clone()
+    }
+
+    /// A client of the JobManager's resource manager.
+    pub fn jobmanager(&self) -> ResourceManagerClient<Channel> {
+        self.jobmanager.clone()
+    }
+
+    /// Counters of every running task, for heartbeats.
+    pub fn counters(&self) -> Vec<pb::TaskCounters> {
+        let jobs = self.jobs.lock().expect("jobs lock");
+        jobs.iter()
+            .flat_map(|(job_id, job)| {
+                job.tasks
+                    .iter()
+                    .map(move |((vertex, subtask), counters, _)| {
+                        let (records_in, records_out) = counters.get();
+                        pb::TaskCounters {
+                            task: Some(task_id(job_id, *vertex, *subtask)),
+                            records_in,
+                            records_out,
+                        }
+                    })
+            })
+            .collect()
+    }
+
+    fn deploy(self: &Arc<Self>, request: pb::DeployTasksRequest) -> Result<(), Status> {
+        let job_id = request.job_id.clone();
+        if self.jobs.lock().expect("jobs lock").contains_key(&job_id) {
+            return Err(Status::already_exists(format!(
+                "job {job_id} is already deployed here"
+            )));
+        }
+        let options: Vec<(String, String)> = request.options.into_iter().collect();
+        let compiled =
+            compile(&request.sql, &options).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let graph =
+            Arc::new(plan_job(&compiled).map_err(|e| Status::invalid_argument(e.to_string()))?);
+        let parallelism: Vec<u32> = graph
+            .vertices
+            .iter()
+            .map(|v| v.parallelism as u32)
+            .collect();
+        if parallelism != request.vertex_parallelism {
+            return Err(Status::failed_precondition(format!(
+                "this TaskManager planned vertex parallelism {parallelism:?}, the JobManager {:?}",
+                request.vertex_parallelism
+            )));
+        }
+        let mut locations = HashMap::new();
+        for location in &request.locations {
+            let task = location
+                .task
+                .as_ref()
+                .ok_or_else(|| Status::invalid_argument("a location without a task"))?;
+            locations.insert(
+                (task.vertex as usize, task.subtask as usize),
+                location.address.clone(),
+            );
+        }
+        let mine: HashSet<(usize, usize)> = request
+            .tasks
+            .iter()
+            .map(|t| (t.vertex as usize, t.subtask as usize))
+            .collect();
+        for (vertex, subtask) in &mine {
+            if graph
+                .vertices
+                .get(*vertex)
+                .is_none_or(|v| *subtask >= v.parallelism)
+            {
+                return Err(Status::invalid_argument(format!(
+                    "no subtask {subtask} of vertex {vertex}"
+                )));
+            }
+        }
+        self.channels.open_job(&job_id);
+        let mut inputs: HashMap<(usize, usize), Vec<Receiver<Event>>> = HashMap::new();
+        let mut outputs: HashMap<(usize, usize), Vec<Sender<Event>>> = HashMap::new();
+        for ends in channels(&graph) {
+            let key = ChannelKey {
+                job_id: job_id.clone(),
+                ends,
+            };
+            let to = (ends.to_vertex, ends.to_subtask);
+            if mine.contains(&to) {
+                let receiver = self
+                    .channels
+                    .take_receiver(&key)
+                    .ok_or_else(|| Status::internal("channel taken twice"))?;
+                inputs.entry(to).or_default().push(receiver);
+            }
+            if mine.contains(&(ends.from_vertex, ends.from_subtask)) {
+                let target = locations.get(&to).ok_or_else(|| {
+                    Status::invalid_argument(format!("no location for subtask {to:?}"))
+                })?;
+                let sender = if *target == self.address {
+                    self.channels
+                        .take_sender(&key)
+                        .ok_or_else(|| Status::internal("channel taken twice"))?
+                } else {
+                    remote_sender(target.clone(), key, CHANNEL_CAPACITY)
+                };
+                outputs
+                    .entry((ends.from_vertex, ends.from_subtask))
+                    .or_default()
+                    .push(sender);
+            }
+        }
+        let (stop, stop_rx) = watch::channel(false);
+        let metrics = Arc::new(JobMetrics::default());
+        let remaining = Arc::new(AtomicUsize::new(mine.len()));
+        let mut tasks = Vec::new();
+        for (vertex, subtask) in mine {
+            let counters = Arc::new(TaskCounters::default());
+            let deployment = TaskDeployment {
+                graph: graph.clone(),
+                vertex,
+                subtask,
+                inputs: inputs.remove(&(vertex, subtask)).unwrap_or_default(),
+                outputs: outputs.remove(&(vertex, subtask)).unwrap_or_default(),
+                metrics: metrics.clone(),
+                counters: counters.clone(),
+            };
+            let node = self.clone();
+            let stop_rx = stop_rx.clone();
+            let job = job_id.clone();
+            let remaining = remaining.clone();
+            let counters_done = counters.clone();
+            let handle = tokio::spawn(async move {
+                let name = deployment.name();
+                let result = run_task(deployment, stop_rx).await;
+                let (state, error) = match &result {
+                    Ok(TaskEnd::Finished) => (pb::TaskState::Finished, String::new()),
+                    Ok(TaskEnd::Stopped) => (pb::TaskState::Cancelled, String::new()),
+                    Err(e) => (pb::TaskState::Failed, e.to_string()),
+                };
+                if let Err(e) = &result {
+                    tracing::warn!(job = %job, task = %name, error = %e, "task failed");
+                }
+                node.report(&job, (vertex, subtask), state, error, counters_done.get())
+                    .await;
+                if remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+                    node.forget(&job);
+                }
+            });
+            tasks.push(((vertex, subtask), counters, handle.abort_handle()));
+        }
+        tracing::info!(job = %job_id, tasks = tasks.len(), "deployed");
+        self.jobs
+            .lock()
+            .expect("jobs lock")
+            .insert(job_id, DeployedJob { stop, tasks });
+        Ok(())
+    }
+
+    fn forget(&self, job_id: &str) {
+        self.jobs.lock().expect("jobs lock").remove(job_id);
+        self.channels.close_job(job_id);
+    }
+
+    /// Stops every task of a job here and reports them cancelled.
+    pub async fn cancel(&self, job_id: &str) {
+        let job = self.jobs.lock().expect("jobs lock").remove(job_id);
+        self.channels.close_job(job_id);
+        let Some(job) = job else { return };
+        let _ = job.stop.send(true);
+        for (task, counters, handle) in &job.tasks {
+            if !handle.is_finished() {
+                handle.abort();
+                self.report(
+                    job_id,
+                    *task,
+                    pb::TaskState::Cancelled,
+                    String::new(),
+                    counters.get(),
+                )
+                .await;
+            }
+        }
+        tracing::info!(job = %job_id, "cancelled");
+    }
+
+    /// Stops every job (on shutdown).
+    pub async fn cancel_all(&self) {
+        let ids: Vec<String> = self
+            .jobs
+            .lock()
+            .expect("jobs lock")
+            .keys()
+            .cloned()
+            .collect();
+        for id in ids {
+            self.cancel(&id).await;
+        }
+    }
+
+    async fn report(
+        &self,
+        job_id: &str,
+        (vertex, subtask): (usize, usize),
+        state: pb::TaskState,
+        error: String,
+        (records_in, records_out): (u64, u64),
+    ) {
+        let report = pb::TaskStateReport {
+            taskmanager_id: self.id.clone(),
+            task: Some(task_id(job_id, vertex, subtask)),
+            state: state as i32,
+            error,
+            records_in,
+            records_out,
+        };
+        for attempt in 0..5u64 {
+            match self
+                .jobmanager
+                .clone()
+                .report_task_state(report.clone())
+                .await
+            {
+                Ok(_) => return,
+                Err(status) => {
+                    tracing::warn!(job = %job_id, %status, "cannot report a task state, retrying");
+                    tokio::time::sleep(Duration::from_millis(200 * (attempt + 1))).await;
+                }
+            }
+        }
+    }
+}
+
+fn task_id(job_id: &str, vertex: usize, subtask: usize) -> pb::TaskId {
+    pb::TaskId {
+        job_id: job_id.to_string(),
+        vertex: vertex as u32,
+        subtask: subtask as u32,
+    }
+}
+
+/// The `TaskExecutor` service of a node.
+pub struct TaskExecutorService {
+    node: Arc<TaskManagerNode>,
+}
+
+impl TaskExecutorService {
+    /// The service of `node`.
+    pub fn new(node: Arc<TaskManagerNode>) -> Self {
+        TaskExecutorService { node }
+    }
+}
+
+#[tonic::async_trait]
+impl pb::task_executor_server::TaskExecutor for TaskExecutorService {
+    async fn deploy_tasks(
+        &self,
+        request: Request<pb::DeployTasksRequest>,
+    ) -> Result<Response<pb::DeployTasksResponse>, Status> {
+        self.node.deploy(request.into_inner())?;
+        Ok(Response::new(pb::DeployTasksResponse {}))
+    }
+
+    async fn cancel_tasks(
+        &self,
+        request: Request<pb::CancelTasksRequest>,
+    ) -> Result<Response<pb::CancelTasksResponse>, Status> {
+        self.node.cancel(&request.into_inner().job_id).await;
+        Ok(Response::new(pb::CancelTasksResponse {}))
+    }
+}
