@@ -7,5 +7,6 @@ mod cluster;
 mod examples;
 mod golden;
 mod processes;
+mod recovery;
 mod s3;
 mod support;

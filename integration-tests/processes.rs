@@ -103,13 +103,29 @@ pub struct Cluster {
     pub taskmanagers: Vec<Daemon>,
     /// Scratch space for scripts.
     pub scratch: Scratch,
+    env: Vec<(String, String)>,
+    next_id: usize,
 }
 
 impl Cluster {
     /// A JobManager and `count` TaskManagers of `slots` slots each.
     pub fn start(name: &str, count: usize, slots: usize) -> Cluster {
+        Cluster::start_with(name, count, slots, &[], &[])
+    }
+
+    /// As [`Cluster::start`], with extra JobManager arguments and an environment for all
+    /// daemons (e.g. S3 credentials).
+    pub fn start_with(
+        name: &str,
+        count: usize,
+        slots: usize,
+        jobmanager_args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Cluster {
         let port = free_port();
+        let scratch = Scratch::new(name);
         let mut command = eddy();
+        command.envs(env.iter().copied());
         command.args([
             "jobmanager",
             "--bind",
@@ -119,11 +135,21 @@ impl Cluster {
             "--heartbeat-timeout-ms",
             "2000",
         ]);
+        let default_dir = scratch.path().join("checkpoints").display().to_string();
+        if !jobmanager_args.contains(&"--checkpoint-dir") {
+            command.args(["--checkpoint-dir", &default_dir]);
+        }
+        command.args(jobmanager_args);
         let mut cluster = Cluster {
             address: format!("http://127.0.0.1:{port}"),
             jobmanager: Daemon::spawn(command),
             taskmanagers: Vec::new(),
-            scratch: Scratch::new(name),
+            scratch,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            next_id: 0,
         };
         for _ in 0..count {
             cluster.add_taskmanager(slots);
@@ -134,8 +160,10 @@ impl Cluster {
 
     /// Starts one more TaskManager (without waiting for it to register).
     pub fn add_taskmanager(&mut self, slots: usize) {
-        let id = format!("tm-{}", self.taskmanagers.len() + 1);
+        self.next_id += 1;
+        let id = format!("tm-{}", self.next_id);
         let mut command = eddy();
+        command.envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         command.args([
             "taskmanager",
             "--jobmanager",

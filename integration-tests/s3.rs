@@ -44,6 +44,25 @@ impl S3Server {
         server
     }
 
+    /// Overwrites object `key` of `bucket` with `body`, through boto3 (which moto brings).
+    pub fn put(&self, bucket: &str, key: &str, body: &str) {
+        let program = format!(
+            "import boto3; boto3.client('s3', endpoint_url='{}', aws_access_key_id='test', \
+             aws_secret_access_key='test', region_name='us-east-1').put_object(Bucket='{bucket}', \
+             Key='{key}', Body=b'{body}')",
+            self.endpoint
+        );
+        let output = Command::new("python3")
+            .args(["-c", &program])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
     fn request(&self, text: &str) -> String {
         let address = self.endpoint.trim_start_matches("http://");
         let mut stream = TcpStream::connect(address).unwrap();

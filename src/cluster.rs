@@ -25,6 +25,10 @@ pub struct JobManagerArgs {
     /// Milliseconds of silence after which a TaskManager is lost [default: 3000].
     #[arg(long, env = "EDDY_HEARTBEAT_TIMEOUT_MS")]
     heartbeat_timeout_ms: Option<u64>,
+    /// Where checkpoints go unless a job sets execution.checkpointing.dir: a path,
+    /// file:///... or s3://bucket/prefix [default: ./eddy-data/checkpoints].
+    #[arg(long, env = "EDDY_CHECKPOINT_DIR")]
+    checkpoint_dir: Option<String>,
     /// A TOML file with the same options (flags and environment variables win).
     #[arg(long, env = "EDDY_CONFIG")]
     config: Option<PathBuf>,
@@ -61,6 +65,7 @@ struct FileConfig {
     bind: Option<SocketAddr>,
     heartbeat_interval_ms: Option<u64>,
     heartbeat_timeout_ms: Option<u64>,
+    checkpoint_dir: Option<String>,
     jobmanager: Option<String>,
     slots: Option<usize>,
     advertise: Option<String>,
@@ -106,6 +111,10 @@ pub async fn jobmanager(args: JobManagerArgs) -> Result<()> {
             .heartbeat_timeout_ms
             .or(file.heartbeat_timeout_ms)
             .map_or(defaults.heartbeat_timeout, Duration::from_millis),
+        checkpoint_root: args
+            .checkpoint_dir
+            .or(file.checkpoint_dir)
+            .unwrap_or(defaults.checkpoint_root),
     };
     if config.heartbeat_timeout <= config.heartbeat_interval {
         bail!("the heartbeat timeout must exceed the heartbeat interval");
@@ -236,6 +245,7 @@ fn job_state(state: i32) -> &'static str {
         pb::JobState::Cancelling => "CANCELLING",
         pb::JobState::Cancelled => "CANCELLED",
         pb::JobState::Failed => "FAILED",
+        pb::JobState::Restarting => "RESTARTING",
         pb::JobState::Unspecified => "UNKNOWN",
     }
 }
@@ -252,7 +262,12 @@ fn task_state(state: i32) -> &'static str {
 }
 
 /// `eddy status`.
-pub async fn status(target: &Target, job_id: String, format: OutputFormat) -> Result<()> {
+pub async fn status(
+    target: &Target,
+    job_id: String,
+    format: OutputFormat,
+    checkpoints: bool,
+) -> Result<()> {
     let mut client = target.connect().await?;
     let job = client
         .get_job(pb::GetJobRequest { job_id })
@@ -278,10 +293,13 @@ pub async fn status(target: &Target, job_id: String, format: OutputFormat) -> Re
                     serde_json::json!({"id": v.id, "name": v.name, "parallelism": v.parallelism, "subtasks": subtasks})
                 })
                 .collect();
+            let checkpoint_list: Vec<serde_json::Value> =
+                job.checkpoints.iter().map(checkpoint_json).collect();
             let value = serde_json::json!({
                 "job_id": job.job_id, "name": job.name, "state": job_state(job.state), "reason": job.reason,
                 "submitted_at_ms": job.submitted_at_ms, "started_at_ms": job.started_at_ms,
-                "restarts": job.restarts, "vertices": vertices,
+                "restarts": job.restarts, "restored_from": job.restored_from, "vertices": vertices,
+                "checkpoints": checkpoint_list,
             });
             println!("{}", serde_json::to_string_pretty(&value)?);
         }
@@ -296,6 +314,9 @@ pub async fn status(target: &Target, job_id: String, format: OutputFormat) -> Re
                 println!("  {}", job.reason);
             }
             println!("  restarts: {}", job.restarts);
+            if job.restored_from > 0 {
+                println!("  restored from checkpoint {}", job.restored_from);
+            }
             println!(
                 "  {:<24} {:>7}  {:<28} {:<10} {:>12} {:>12}",
                 "VERTEX", "SUBTASK", "TASKMANAGER", "STATE", "RECORDS IN", "RECORDS OUT"
@@ -313,9 +334,67 @@ pub async fn status(target: &Target, job_id: String, format: OutputFormat) -> Re
                     );
                 }
             }
+            if checkpoints {
+                print_checkpoints(&job.checkpoints);
+            }
         }
     }
     Ok(())
+}
+
+fn checkpoint_state(state: i32) -> &'static str {
+    match pb::CheckpointState::try_from(state).unwrap_or(pb::CheckpointState::Unspecified) {
+        pb::CheckpointState::InProgress => "IN_PROGRESS",
+        pb::CheckpointState::Completed => "COMPLETED",
+        pb::CheckpointState::Failed => "FAILED",
+        pb::CheckpointState::Unspecified => "-",
+    }
+}
+
+fn checkpoint_json(c: &pb::CheckpointInfo) -> serde_json::Value {
+    let acks: Vec<serde_json::Value> = c
+        .acks
+        .iter()
+        .map(|a| {
+            serde_json::json!({
+                "vertex": a.vertex, "subtask": a.subtask, "ack_ms": a.ack_ms,
+                "alignment_ms": a.alignment_ms, "size_bytes": a.size_bytes,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "id": c.id, "state": checkpoint_state(c.state), "triggered_at_ms": c.triggered_at_ms,
+        "duration_ms": c.duration_ms, "size_bytes": c.size_bytes, "alignment_ms": c.alignment_ms,
+        "failure": c.failure, "acks": acks,
+    })
+}
+
+fn print_checkpoints(checkpoints: &[pb::CheckpointInfo]) {
+    println!(
+        "  {:>6} {:<12} {:>15} {:>10} {:>12} {:>12}  TASK ACKS (vertex[subtask]: ms)",
+        "ID", "STATE", "TRIGGERED (ms)", "DURATION", "SIZE", "ALIGNMENT"
+    );
+    for c in checkpoints {
+        let acks: Vec<String> = c
+            .acks
+            .iter()
+            .map(|a| format!("v{}[{}]: {}", a.vertex, a.subtask, a.ack_ms))
+            .collect();
+        println!(
+            "  {:>6} {:<12} {:>15} {:>8}ms {:>10} B {:>10}ms  {}",
+            c.id,
+            checkpoint_state(c.state),
+            c.triggered_at_ms,
+            c.duration_ms,
+            c.size_bytes,
+            c.alignment_ms,
+            if c.failure.is_empty() {
+                acks.join(", ")
+            } else {
+                c.failure.clone()
+            }
+        );
+    }
 }
 
 /// `eddy cancel`.

@@ -82,6 +82,10 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = cluster::OutputFormat::Table)]
         output: cluster::OutputFormat,
+        /// Also list recent checkpoints: id, trigger time, duration, size, alignment and
+        /// each task's acknowledgement time.
+        #[arg(long)]
+        checkpoints: bool,
     },
     /// Cancel a job.
     Cancel {
@@ -165,7 +169,8 @@ fn execute(command: Command) -> Result<()> {
             job_id,
             target,
             output,
-        } => runtime()?.block_on(cluster::status(&target, job_id, output)),
+            checkpoints,
+        } => runtime()?.block_on(cluster::status(&target, job_id, output, checkpoints)),
         Command::Cancel { job_id, target } => runtime()?.block_on(cluster::cancel(&target, job_id)),
         Command::Explain { job } => {
             let (sql, overrides) = job.read()?;

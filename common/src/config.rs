@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::checkpointing::{CheckpointConfig, CheckpointingMode, RestartStrategy, parse_duration};
 use crate::{EddyError, Result};
 
 /// Default parallelism of every operator (`parallelism.default`).
@@ -14,10 +15,29 @@ pub const BATCH_SIZE: &str = "table.exec.mini-batch.size";
 /// A name for the job, shown in logs (`pipeline.name`).
 pub const PIPELINE_NAME: &str = "pipeline.name";
 
-const KNOWN_KEYS: &[&str] = &[PARALLELISM, MAX_PARALLELISM, BATCH_SIZE, PIPELINE_NAME];
+const KNOWN_KEYS: &[&str] = &[
+    PARALLELISM,
+    MAX_PARALLELISM,
+    BATCH_SIZE,
+    PIPELINE_NAME,
+    "execution.checkpointing.interval",
+    "execution.checkpointing.mode",
+    "execution.checkpointing.timeout",
+    "execution.checkpointing.min-pause",
+    "execution.checkpointing.tolerable-failed-checkpoints",
+    "execution.checkpointing.num-retained",
+    "execution.checkpointing.unaligned",
+    "execution.checkpointing.dir",
+    "state.checkpoints.dir",
+    "restart-strategy.type",
+    "restart-strategy.exponential-delay.initial-backoff",
+    "restart-strategy.exponential-delay.max-backoff",
+    "restart-strategy.exponential-delay.backoff-multiplier",
+    "restart-strategy.exponential-delay.attempts-before-reset-backoff",
+];
 
 /// The options of one job, validated.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct JobConfig {
     /// Parallelism of every operator that has no reason to run with less.
     pub parallelism: usize,
@@ -27,6 +47,10 @@ pub struct JobConfig {
     pub batch_size: usize,
     /// The job's name.
     pub name: String,
+    /// Checkpointing.
+    pub checkpoints: CheckpointConfig,
+    /// Restarts after failures.
+    pub restart: RestartStrategy,
     raw: BTreeMap<String, String>,
 }
 
@@ -37,6 +61,8 @@ impl Default for JobConfig {
             max_parallelism: 128,
             batch_size: 4096,
             name: "eddy-job".to_string(),
+            checkpoints: CheckpointConfig::default(),
+            restart: RestartStrategy::default(),
             raw: BTreeMap::new(),
         }
     }
@@ -58,6 +84,69 @@ impl JobConfig {
             }
             BATCH_SIZE => self.batch_size = parse_positive(key, value)?,
             PIPELINE_NAME => self.name = value.to_string(),
+            "execution.checkpointing.interval" => {
+                let interval = parse_duration(key, value)?;
+                self.checkpoints.interval = (!interval.is_zero()).then_some(interval);
+            }
+            "execution.checkpointing.mode" => {
+                self.checkpoints.mode = match value.trim().to_ascii_uppercase().as_str() {
+                    "EXACTLY_ONCE" => CheckpointingMode::ExactlyOnce,
+                    "AT_LEAST_ONCE" => CheckpointingMode::AtLeastOnce,
+                    _ => {
+                        return Err(EddyError::Config(format!(
+                            "'{key}' = '{value}': expected EXACTLY_ONCE or AT_LEAST_ONCE"
+                        )));
+                    }
+                }
+            }
+            "execution.checkpointing.timeout" => {
+                self.checkpoints.timeout = parse_duration(key, value)?
+            }
+            "execution.checkpointing.min-pause" => {
+                self.checkpoints.min_pause = parse_duration(key, value)?
+            }
+            "execution.checkpointing.tolerable-failed-checkpoints" => {
+                self.checkpoints.tolerable_failures = parse_count(key, value)? as u32
+            }
+            "execution.checkpointing.num-retained" => {
+                self.checkpoints.retained = parse_positive(key, value)?
+            }
+            "execution.checkpointing.unaligned" => {
+                self.checkpoints.unaligned = parse_bool(key, value)?
+            }
+            "execution.checkpointing.dir" | "state.checkpoints.dir" => {
+                self.checkpoints.directory = Some(value.trim().to_string())
+            }
+            "restart-strategy.type" => {
+                self.restart.enabled = match value.trim().to_ascii_lowercase().as_str() {
+                    "none" | "disable" | "off" => false,
+                    "exponential-delay" | "exponentialdelay" | "exponential" => true,
+                    _ => {
+                        return Err(EddyError::Config(format!(
+                            "'{key}' = '{value}': expected exponential-delay or none"
+                        )));
+                    }
+                }
+            }
+            "restart-strategy.exponential-delay.initial-backoff" => {
+                self.restart.initial_backoff = parse_duration(key, value)?
+            }
+            "restart-strategy.exponential-delay.max-backoff" => {
+                self.restart.max_backoff = parse_duration(key, value)?
+            }
+            "restart-strategy.exponential-delay.backoff-multiplier" => {
+                self.restart.multiplier = match value.trim().parse::<f64>() {
+                    Ok(m) if m >= 1.0 => m,
+                    _ => {
+                        return Err(EddyError::Config(format!(
+                            "'{key}' = '{value}': expected a number of at least 1"
+                        )));
+                    }
+                }
+            }
+            "restart-strategy.exponential-delay.attempts-before-reset-backoff" => {
+                self.restart.max_attempts = parse_count(key, value)? as u32
+            }
             _ => {
                 return Err(EddyError::Config(format!(
                     "unknown option '{key}'; valid options are: {}",
@@ -71,6 +160,11 @@ impl JobConfig {
 
     /// Checks the options fit together.
     pub fn validate(&self) -> Result<()> {
+        if self.checkpoints.unaligned && self.checkpoints.mode == CheckpointingMode::AtLeastOnce {
+            return Err(EddyError::Config(
+                "unaligned checkpoints need execution.checkpointing.mode = EXACTLY_ONCE".into(),
+            ));
+        }
         if self.parallelism > self.max_parallelism {
             return Err(EddyError::Config(format!(
                 "'{PARALLELISM}' ({}) exceeds '{MAX_PARALLELISM}' ({})",
@@ -83,6 +177,23 @@ impl JobConfig {
     /// The options as they were set, for display.
     pub fn entries(&self) -> impl Iterator<Item = (&str, &str)> {
         self.raw.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+}
+
+fn parse_count(key: &str, value: &str) -> Result<usize> {
+    value
+        .trim()
+        .parse::<usize>()
+        .map_err(|_| EddyError::Config(format!("'{key}' = '{value}': expected a whole number")))
+}
+
+fn parse_bool(key: &str, value: &str) -> Result<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(EddyError::Config(format!(
+            "'{key}' = '{value}': expected true or false"
+        ))),
     }
 }
 

@@ -13,6 +13,18 @@ pub enum Event {
     Data(Chunk),
     /// No row with an event time at or below this will follow on this channel.
     Watermark(Timestamp),
+    /// Checkpoint barrier: everything before it belongs to checkpoint `n`, everything after
+    /// to later ones.
+    Barrier(Barrier),
     /// The channel carries nothing more.
     EndOfStream,
+}
+
+/// A checkpoint barrier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Barrier {
+    /// The checkpoint's id (increasing).
+    pub checkpoint: u64,
+    /// When the coordinator triggered it, in milliseconds since the epoch.
+    pub triggered_at: Timestamp,
 }

@@ -1,6 +1,8 @@
 //! Eddy's engine: the data model, SQL planning, streaming operators, connectors and
 //! configuration shared by the JobManager and the TaskManagers.
 
+pub mod checkpoint;
+pub mod checkpointing;
 pub mod chunk;
 pub mod config;
 pub mod connectors;
@@ -11,6 +13,7 @@ pub mod operators;
 pub mod partition;
 pub mod plan;
 pub mod sql;
+pub mod state;
 pub mod storage;
 
 pub use chunk::{Chunk, Op};

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::UInt32Array;
+use arrow::array::{ArrayRef, UInt32Array};
 use datafusion_common::hash_utils::{RandomState, create_hashes};
 use datafusion_physical_expr::PhysicalExpr;
 
@@ -25,6 +25,37 @@ pub fn key_group(hash: u64, max_parallelism: usize) -> usize {
 /// The subtask (of `parallelism`) that owns `key_group`.
 pub fn subtask_of_key_group(key_group: usize, max_parallelism: usize, parallelism: usize) -> usize {
     key_group * parallelism / max_parallelism
+}
+
+/// The key groups of the rows of `keys` (the key columns, as the partitioner sees them).
+pub fn key_groups(keys: &[ArrayRef], max_parallelism: usize) -> Result<Vec<usize>> {
+    let rows = keys.first().map_or(0, |k| k.len());
+    let mut hashes = vec![0; rows];
+    if !keys.is_empty() {
+        create_hashes(keys, &HASH_STATE, &mut hashes)?;
+    }
+    Ok(hashes
+        .into_iter()
+        .map(|h| key_group(h, max_parallelism))
+        .collect())
+}
+
+/// Which key groups one subtask owns: the state it keeps when restoring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyScope {
+    /// This subtask.
+    pub subtask: usize,
+    /// Of how many.
+    pub parallelism: usize,
+    /// Number of key groups.
+    pub max_parallelism: usize,
+}
+
+impl KeyScope {
+    /// Whether this subtask owns `key_group`.
+    pub fn owns(&self, key_group: usize) -> bool {
+        subtask_of_key_group(key_group, self.max_parallelism, self.parallelism) == self.subtask
+    }
 }
 
 /// Splits chunks by the hash of key expressions over the subtasks of the next vertex.

@@ -1,29 +1,36 @@
 //! The JobManager of a cluster of TaskManager daemons: keeps the registered TaskManagers
 //! and their slots, queues jobs until enough slots are free, deploys them, follows their
-//! tasks' states, and fails the jobs of a TaskManager that goes silent.
+//! tasks' states, coordinates their checkpoints, and restarts a failed job from its latest
+//! checkpoint. Every deployment of a job is an attempt with its own execution id
+//! (`{job}.{attempt}`): reports from an earlier attempt are fenced off.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use eddy_common::EddyError;
-
-use crate::scheduler::spread_slots;
+use eddy_common::checkpoint::{CheckpointMetadata, CheckpointStorage, StateHandle};
 use eddy_common::plan::{JobGraph, plan_job};
 use eddy_common::sql::compile;
+use eddy_common::storage::resolve;
 use eddy_proto::v1 as pb;
 use eddy_proto::v1::task_executor_client::TaskExecutorClient;
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
-/// Timing of the membership protocol.
-#[derive(Debug, Clone, Copy)]
+use crate::coordinator::{AckOutcome, Acknowledgement, CheckpointCoordinator};
+use crate::scheduler::spread_slots;
+
+/// How the JobManager runs.
+#[derive(Debug, Clone)]
 pub struct ClusterConfig {
     /// How often TaskManagers heartbeat.
     pub heartbeat_interval: Duration,
     /// Silence after which a TaskManager is considered lost.
     pub heartbeat_timeout: Duration,
+    /// Where checkpoints go unless a job says otherwise.
+    pub checkpoint_root: String,
 }
 
 impl Default for ClusterConfig {
@@ -31,6 +38,7 @@ impl Default for ClusterConfig {
         ClusterConfig {
             heartbeat_interval: Duration::from_millis(500),
             heartbeat_timeout: Duration::from_secs(3),
+            checkpoint_root: "./eddy-data/checkpoints".into(),
         }
     }
 }
@@ -59,7 +67,31 @@ struct JobRecord {
     reason: String,
     submitted_at_ms: i64,
     started_at_ms: i64,
+    /// The current deployment's number.
+    attempt: u32,
+    restarts: u32,
     tasks: BTreeMap<(usize, usize), TaskRecord>,
+    /// Where the job's checkpoints go, if it checkpoints.
+    storage: Option<(String, CheckpointStorage)>,
+    coordinator: Option<CheckpointCoordinator>,
+    /// Checkpoints of earlier attempts, for the history.
+    history: Vec<pb::CheckpointInfo>,
+    next_checkpoint: u64,
+    restore_from: u64,
+}
+
+impl JobRecord {
+    fn execution_id(&self, job_id: &str) -> String {
+        format!("{job_id}.{}", self.attempt)
+    }
+
+    fn history(&self) -> Vec<pb::CheckpointInfo> {
+        let mut all = self.history.clone();
+        if let Some(c) = &self.coordinator {
+            all.extend(c.history());
+        }
+        all
+    }
 }
 
 #[derive(Default)]
@@ -83,10 +115,27 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// Splits an execution id `{job}.{attempt}`.
+fn parse_execution(execution: &str) -> Option<(&str, u32)> {
+    let (job, attempt) = execution.rsplit_once('.')?;
+    Some((job, attempt.parse().ok()?))
+}
+
 /// A command to send to a TaskManager once the state lock is released.
 enum Command {
-    Deploy(TaskExecutorClient<Channel>, pb::DeployTasksRequest),
+    Deploy(
+        String,
+        TaskExecutorClient<Channel>,
+        Box<pb::DeployTasksRequest>,
+    ),
     Cancel(TaskExecutorClient<Channel>, String),
+    Trigger(TaskExecutorClient<Channel>, pb::TriggerCheckpointRequest),
+    Notify(
+        TaskExecutorClient<Channel>,
+        pb::NotifyCheckpointCompleteRequest,
+    ),
+    Commit(String, u32, CheckpointStorage, CheckpointMetadata, usize),
+    Restart(String, u32, Duration),
 }
 
 impl Cluster {
@@ -120,6 +169,19 @@ impl Cluster {
             (now_ms() as u64) & 0xffff_ffff,
             self.next_job.fetch_add(1, Ordering::Relaxed)
         );
+        let storage = match graph.config.checkpoints.interval {
+            None => None,
+            Some(_) => {
+                let root = graph
+                    .config
+                    .checkpoints
+                    .directory
+                    .clone()
+                    .unwrap_or_else(|| self.config.checkpoint_root.clone());
+                let location = resolve(&root, &[]).map_err(invalid)?;
+                Some((root, CheckpointStorage::new(&location, &job_id)))
+            }
+        };
         let record = JobRecord {
             name: graph.config.name.clone(),
             sql,
@@ -129,7 +191,14 @@ impl Cluster {
             reason: "waiting for slots".into(),
             submitted_at_ms: now_ms(),
             started_at_ms: 0,
+            attempt: 1,
+            restarts: 0,
             tasks: BTreeMap::new(),
+            storage,
+            coordinator: None,
+            history: Vec::new(),
+            next_checkpoint: 1,
+            restore_from: 0,
         };
         {
             let mut state = self.lock();
@@ -154,21 +223,18 @@ impl Cluster {
                 }
                 let needed = job.graph.slots_needed();
                 let total: usize = state.taskmanagers.values().map(|t| t.slots).sum();
-                let free: usize = state.taskmanagers.values().map(|t| t.slots - t.used).sum();
-                if needed > free {
-                    job.reason = format!(
-                        "waiting for slots: needs {needed}, {free} of {total} free on {} TaskManagers",
-                        state.taskmanagers.len()
-                    );
-                    continue;
-                }
                 let ids: Vec<String> = state.taskmanagers.keys().cloned().collect();
-                let mut free_per_tm: Vec<usize> = state
+                let mut free: Vec<usize> = state
                     .taskmanagers
                     .values()
                     .map(|t| t.slots - t.used)
                     .collect();
-                let Some(slots) = spread_slots(&mut free_per_tm, needed) else {
+                let Some(slots) = spread_slots(&mut free, needed) else {
+                    job.reason = format!(
+                        "waiting for slots: needs {needed}, {} of {total} free on {} TaskManagers",
+                        free.iter().sum::<usize>(),
+                        state.taskmanagers.len()
+                    );
                     continue;
                 };
                 let slots: Vec<String> = slots.into_iter().map(|i| ids[i].clone()).collect();
@@ -177,25 +243,26 @@ impl Cluster {
                         tm.used += 1;
                     }
                 }
+                let execution = job.execution_id(&job_id);
                 let mut locations = Vec::new();
                 let mut per_tm: BTreeMap<String, Vec<pb::TaskId>> = BTreeMap::new();
+                job.tasks.clear();
                 for vertex in &job.graph.vertices {
                     for (subtask, tm) in slots.iter().take(vertex.parallelism).enumerate() {
-                        let tm = tm.clone();
                         let task = pb::TaskId {
-                            job_id: job_id.clone(),
+                            job_id: execution.clone(),
                             vertex: vertex.id as u32,
                             subtask: subtask as u32,
                         };
                         locations.push(pb::TaskLocation {
                             task: Some(task.clone()),
-                            address: state.taskmanagers[&tm].address.clone(),
+                            address: state.taskmanagers[tm].address.clone(),
                         });
                         per_tm.entry(tm.clone()).or_default().push(task);
                         job.tasks.insert(
                             (vertex.id, subtask),
                             TaskRecord {
-                                taskmanager: tm,
+                                taskmanager: tm.clone(),
                                 state: pb::TaskState::Scheduled,
                                 records_in: 0,
                                 records_out: 0,
@@ -203,29 +270,42 @@ impl Cluster {
                         );
                     }
                 }
-                let vertex_parallelism = job
-                    .graph
-                    .vertices
-                    .iter()
-                    .map(|v| v.parallelism as u32)
-                    .collect::<Vec<_>>();
+                let vertex_parallelism: Vec<usize> =
+                    job.graph.vertices.iter().map(|v| v.parallelism).collect();
+                let (checkpoint_root, checkpoint_job) = match &job.storage {
+                    Some((root, _)) => (root.clone(), job_id.clone()),
+                    None => (String::new(), String::new()),
+                };
                 for (tm, tasks) in per_tm {
                     commands.push(Command::Deploy(
+                        tm.clone(),
                         state.taskmanagers[&tm].client.clone(),
-                        pb::DeployTasksRequest {
-                            job_id: job_id.clone(),
+                        Box::new(pb::DeployTasksRequest {
+                            job_id: execution.clone(),
                             sql: job.sql.clone(),
                             options: job.options.clone(),
-                            vertex_parallelism: vertex_parallelism.clone(),
+                            vertex_parallelism: vertex_parallelism
+                                .iter()
+                                .map(|p| *p as u32)
+                                .collect(),
                             tasks,
                             locations: locations.clone(),
-                        },
+                            checkpoint_root: checkpoint_root.clone(),
+                            checkpoint_job: checkpoint_job.clone(),
+                            restore_checkpoint: job.restore_from,
+                        }),
                     ));
                 }
+                job.coordinator = CheckpointCoordinator::new(
+                    &job.graph.config.checkpoints,
+                    job.tasks.keys().copied().collect::<BTreeSet<_>>(),
+                    vertex_parallelism,
+                    job.next_checkpoint,
+                );
                 job.state = pb::JobState::Running;
                 job.reason = String::new();
                 job.started_at_ms = now_ms();
-                tracing::info!(job = %job_id, slots = needed, "job deployed");
+                tracing::info!(job = %job_id, attempt = job.attempt, slots = needed, restored_from = job.restore_from, "job deployed");
             }
         }
         self.send(commands);
@@ -234,72 +314,171 @@ impl Cluster {
     fn send(self: &Arc<Self>, commands: Vec<Command>) {
         for command in commands {
             let cluster = self.clone();
-            tokio::spawn(async move {
-                match command {
-                    Command::Deploy(mut client, request) => {
-                        let job_id = request.job_id.clone();
-                        if let Err(status) = client.deploy_tasks(request).await {
-                            cluster
-                                .fail(&job_id, format!("deploying failed: {}", status.message()));
-                        }
-                    }
-                    Command::Cancel(mut client, job_id) => {
-                        let request = pb::CancelTasksRequest {
-                            job_id: job_id.clone(),
-                        };
-                        if let Err(status) = client.cancel_tasks(request).await {
-                            tracing::warn!(job = %job_id, %status, "cancelling tasks failed");
-                        }
-                    }
-                }
-            });
+            tokio::spawn(async move { cluster.execute(command).await });
         }
     }
 
-    /// Ends a job in `end` state: frees its slots and cancels its tasks that may still run.
-    fn end_job(state: &mut State, job_id: &str, end: pb::JobState, reason: String) -> Vec<Command> {
+    async fn execute(self: Arc<Self>, command: Command) {
+        match command {
+            Command::Deploy(taskmanager, mut client, request) => {
+                let execution = request.job_id.clone();
+                if let Err(status) = client.deploy_tasks(*request).await {
+                    if status.code() == tonic::Code::Unavailable {
+                        // It is gone: forget it now rather than place the restart there.
+                        tracing::warn!(%taskmanager, "taskmanager unreachable; forgetting it");
+                        self.lock().taskmanagers.remove(&taskmanager);
+                    }
+                    let reason = format!("deploying to {taskmanager} failed: {}", status.message());
+                    self.execution_failed(&execution, reason);
+                }
+            }
+            Command::Cancel(mut client, execution) => {
+                let request = pb::CancelTasksRequest {
+                    job_id: execution.clone(),
+                };
+                if let Err(status) = client.cancel_tasks(request).await {
+                    tracing::debug!(job = %execution, %status, "cancelling tasks failed");
+                }
+            }
+            Command::Trigger(mut client, request) => {
+                if let Err(status) = client.trigger_checkpoint(request).await {
+                    tracing::debug!(%status, "triggering a checkpoint failed");
+                }
+            }
+            Command::Notify(mut client, request) => {
+                if let Err(status) = client.notify_checkpoint_complete(request).await {
+                    tracing::debug!(%status, "notifying a checkpoint failed");
+                }
+            }
+            Command::Commit(job_id, attempt, storage, metadata, retained) => {
+                let id = metadata.checkpoint;
+                match storage.commit(&metadata).await {
+                    Ok(()) => {
+                        self.committed(&job_id, attempt, id, metadata.size());
+                        if let Err(error) = storage.retain(retained, id).await {
+                            tracing::warn!(job = %job_id, %error, "deleting old checkpoints failed");
+                        }
+                    }
+                    Err(error) => self.commit_failed(&job_id, attempt, id, error.to_string()),
+                }
+            }
+            Command::Restart(job_id, attempt, backoff) => {
+                tokio::time::sleep(backoff).await;
+                let storage = {
+                    let state = self.lock();
+                    match state.jobs.get(&job_id) {
+                        Some(job)
+                            if job.state == pb::JobState::Restarting && job.attempt == attempt =>
+                        {
+                            job.storage.as_ref().map(|(_, s)| s.clone())
+                        }
+                        _ => return,
+                    }
+                };
+                let latest = match &storage {
+                    Some(storage) => match storage.latest().await {
+                        Ok(latest) => latest.map(|m| m.checkpoint),
+                        Err(error) => {
+                            tracing::warn!(job = %job_id, %error, "cannot list checkpoints; restarting from the beginning");
+                            None
+                        }
+                    },
+                    None => None,
+                };
+                {
+                    let mut state = self.lock();
+                    let Some(job) = state.jobs.get_mut(&job_id) else {
+                        return;
+                    };
+                    if job.state != pb::JobState::Restarting || job.attempt != attempt {
+                        return;
+                    }
+                    job.attempt += 1;
+                    job.restore_from = latest.unwrap_or(0);
+                    job.state = pb::JobState::Created;
+                    job.reason = format!("restarting from checkpoint {}", job.restore_from);
+                    tracing::info!(job = %job_id, attempt = job.attempt, checkpoint = job.restore_from, "restarting");
+                }
+                self.schedule();
+            }
+        }
+    }
+
+    /// Ends the current run of a job: frees its slots and cancels its tasks that may still
+    /// run. The caller sets the job's new state.
+    fn end_run(state: &mut State, job_id: &str, cancel_tasks: bool) -> Vec<Command> {
         let Some(job) = state.jobs.get_mut(job_id) else {
             return Vec::new();
         };
-        let was_running =
-            job.state == pb::JobState::Running || job.state == pb::JobState::Cancelling;
-        job.state = end;
-        job.reason = reason;
         let mut commands = Vec::new();
-        if was_running {
-            let mut involved: Vec<String> =
-                job.tasks.values().map(|t| t.taskmanager.clone()).collect();
-            for tm in &involved {
-                if let Some(record) = state.taskmanagers.get_mut(tm) {
-                    record.used = record.used.saturating_sub(1);
-                }
+        if !matches!(job.state, pb::JobState::Running | pb::JobState::Cancelling) {
+            return commands;
+        }
+        let execution = job.execution_id(job_id);
+        if let Some(coordinator) = job.coordinator.take() {
+            job.next_checkpoint = coordinator.next_id();
+            job.history.extend(coordinator.history());
+        }
+        let mut involved: Vec<String> = job.tasks.values().map(|t| t.taskmanager.clone()).collect();
+        for tm in &involved {
+            if let Some(record) = state.taskmanagers.get_mut(tm) {
+                record.used = record.used.saturating_sub(1);
             }
-            involved.sort();
-            involved.dedup();
-            if end != pb::JobState::Finished {
-                for tm in involved {
-                    if let Some(record) = state.taskmanagers.get(&tm) {
-                        commands.push(Command::Cancel(record.client.clone(), job_id.to_string()));
-                    }
+        }
+        involved.sort();
+        involved.dedup();
+        if cancel_tasks {
+            for tm in involved {
+                if let Some(record) = state.taskmanagers.get(&tm) {
+                    commands.push(Command::Cancel(record.client.clone(), execution.clone()));
                 }
             }
         }
         commands
     }
 
+    /// A run of a job failed: restart it from its latest checkpoint, or fail it for good.
     fn fail(self: &Arc<Self>, job_id: &str, reason: String) {
         let commands = {
             let mut state = self.lock();
-            match state.jobs.get(job_id) {
-                Some(job) if matches!(job.state, pb::JobState::Running | pb::JobState::Created) => {
-                    tracing::warn!(job = %job_id, %reason, "job failed");
-                    Self::end_job(&mut state, job_id, pb::JobState::Failed, reason)
-                }
-                _ => Vec::new(),
+            let Some(job) = state.jobs.get(job_id) else {
+                return;
+            };
+            if !matches!(job.state, pb::JobState::Running | pb::JobState::Created) {
+                return;
             }
+            let strategy = job.graph.config.restart.clone();
+            let checkpointing = job.storage.is_some();
+            let restarts = job.restarts;
+            let mut commands = Self::end_run(&mut state, job_id, true);
+            let job = state.jobs.get_mut(job_id).expect("job exists");
+            if checkpointing && strategy.enabled && restarts < strategy.max_attempts {
+                job.restarts += 1;
+                let backoff = strategy.backoff(job.restarts);
+                job.state = pb::JobState::Restarting;
+                job.reason = format!("{reason}; restart {} in {backoff:?}", job.restarts);
+                tracing::warn!(job = %job_id, %reason, restart = job.restarts, "job failed, restarting");
+                commands.push(Command::Restart(job_id.to_string(), job.attempt, backoff));
+            } else {
+                job.state = pb::JobState::Failed;
+                job.reason = reason.clone();
+                tracing::warn!(job = %job_id, %reason, "job failed");
+            }
+            commands
         };
         self.send(commands);
         self.schedule();
+    }
+
+    /// A failure reported for an execution: applies only to the job's current attempt.
+    fn execution_failed(self: &Arc<Self>, execution: &str, reason: String) {
+        let Some((job_id, attempt)) = parse_execution(execution) else {
+            return;
+        };
+        let current = self.lock().jobs.get(job_id).map(|j| j.attempt);
+        if current == Some(attempt) {
+            self.fail(job_id, reason);
+        }
     }
 
     /// Cancels a job.
@@ -310,21 +489,20 @@ impl Cluster {
                 .jobs
                 .get(job_id)
                 .ok_or_else(|| Status::not_found(format!("no job {job_id}")))?;
-            match job.state {
-                pb::JobState::Created | pb::JobState::Running => {}
-                other => {
-                    return Err(Status::failed_precondition(format!(
-                        "job {job_id} is {}",
-                        other.as_str_name()
-                    )));
-                }
+            if !matches!(
+                job.state,
+                pb::JobState::Created | pb::JobState::Running | pb::JobState::Restarting
+            ) {
+                return Err(Status::failed_precondition(format!(
+                    "job {job_id} is {}",
+                    job.state.as_str_name()
+                )));
             }
-            Self::end_job(
-                &mut state,
-                job_id,
-                pb::JobState::Cancelled,
-                "cancelled on request".into(),
-            )
+            let commands = Self::end_run(&mut state, job_id, true);
+            let job = state.jobs.get_mut(job_id).expect("job exists");
+            job.state = pb::JobState::Cancelled;
+            job.reason = "cancelled on request".into();
+            commands
         };
         tracing::info!(job = %job_id, "job cancelled");
         self.send(commands);
@@ -387,7 +565,11 @@ impl Cluster {
         tm.last_seen = Instant::now();
         for counters in request.tasks {
             let Some(task) = counters.task else { continue };
-            if let Some(job) = state.jobs.get_mut(&task.job_id)
+            let Some((job_id, attempt)) = parse_execution(&task.job_id) else {
+                continue;
+            };
+            if let Some(job) = state.jobs.get_mut(job_id)
+                && job.attempt == attempt
                 && let Some(record) = job
                     .tasks
                     .get_mut(&(task.vertex as usize, task.subtask as usize))
@@ -403,41 +585,58 @@ impl Cluster {
         Ok(())
     }
 
+    /// Rejects calls from TaskManagers that have not registered.
+    fn known_taskmanager(&self, id: &str) -> Result<(), Status> {
+        match self.lock().taskmanagers.contains_key(id) {
+            true => Ok(()),
+            false => Err(unknown_taskmanager(id)),
+        }
+    }
+
     /// Takes a task's new state.
     pub fn report(self: &Arc<Self>, report: pb::TaskStateReport) -> Result<(), Status> {
+        self.known_taskmanager(&report.taskmanager_id)?;
         let task = report
             .task
             .ok_or_else(|| Status::invalid_argument("a report without a task"))?;
-        let state_reported = pb::TaskState::try_from(report.state).map_err(|_| {
+        let reported = pb::TaskState::try_from(report.state).map_err(|_| {
             Status::invalid_argument(format!("unknown task state {}", report.state))
         })?;
+        let (job_id, attempt) = parse_execution(&task.job_id).ok_or_else(|| {
+            Status::invalid_argument(format!("bad execution id '{}'", task.job_id))
+        })?;
+        let key = (task.vertex as usize, task.subtask as usize);
         let (failed, finished) = {
             let mut state = self.lock();
-            if !state.taskmanagers.contains_key(&report.taskmanager_id) {
-                return Err(unknown_taskmanager(&report.taskmanager_id));
-            }
             let job = state
                 .jobs
-                .get_mut(&task.job_id)
-                .ok_or_else(|| Status::not_found(format!("no job {}", task.job_id)))?;
+                .get_mut(job_id)
+                .ok_or_else(|| Status::not_found(format!("no job {job_id}")))?;
+            if job.attempt != attempt {
+                tracing::info!(job = %job_id, attempt, current = job.attempt, "fenced a report from an earlier attempt");
+                return Ok(());
+            }
             let record = job
                 .tasks
-                .get_mut(&(task.vertex as usize, task.subtask as usize))
+                .get_mut(&key)
                 .filter(|r| r.taskmanager == report.taskmanager_id)
                 .ok_or_else(|| {
                     Status::permission_denied("that task does not run on that TaskManager")
                 })?;
-            record.state = state_reported;
+            record.state = reported;
             record.records_in = report.records_in;
             record.records_out = report.records_out;
             let running = job.state == pb::JobState::Running;
+            if running
+                && reported == pb::TaskState::Finished
+                && let Some(coordinator) = job.coordinator.as_mut()
+            {
+                coordinator.task_finished();
+            }
             // A task the JobManager did not ask to cancel was stopped by its TaskManager
             // (shutting down): the job cannot go on without it.
-            let failed = running
-                && matches!(
-                    state_reported,
-                    pb::TaskState::Failed | pb::TaskState::Cancelled
-                );
+            let failed =
+                running && matches!(reported, pb::TaskState::Failed | pb::TaskState::Cancelled);
             let finished = running
                 && job
                     .tasks
@@ -449,29 +648,199 @@ impl Cluster {
             let reason = match report.error.as_str() {
                 "" => format!(
                     "task v{}[{}] was stopped by TaskManager {}",
-                    task.vertex, task.subtask, report.taskmanager_id
+                    key.0, key.1, report.taskmanager_id
                 ),
-                error => format!("task v{}[{}] failed: {error}", task.vertex, task.subtask),
+                error => format!("task v{}[{}] failed: {error}", key.0, key.1),
             };
-            self.fail(&task.job_id, reason);
+            self.fail(job_id, reason);
         } else if finished {
             let commands = {
                 let mut state = self.lock();
-                Self::end_job(
-                    &mut state,
-                    &task.job_id,
-                    pb::JobState::Finished,
-                    String::new(),
-                )
+                let commands = Self::end_run(&mut state, job_id, false);
+                if let Some(job) = state.jobs.get_mut(job_id) {
+                    job.state = pb::JobState::Finished;
+                }
+                commands
             };
-            tracing::info!(job = %task.job_id, "job finished");
+            tracing::info!(job = %job_id, "job finished");
             self.send(commands);
             self.schedule();
         }
         Ok(())
     }
 
-    /// Fails the jobs of TaskManagers silent for longer than the heartbeat timeout, and
+    /// Takes a task's checkpoint acknowledgement.
+    pub fn acknowledge(self: &Arc<Self>, ack: pb::CheckpointAck) -> Result<(), Status> {
+        self.known_taskmanager(&ack.taskmanager_id)?;
+        let task = ack
+            .task
+            .ok_or_else(|| Status::invalid_argument("an acknowledgement without a task"))?;
+        let (job_id, attempt) = parse_execution(&task.job_id).ok_or_else(|| {
+            Status::invalid_argument(format!("bad execution id '{}'", task.job_id))
+        })?;
+        let key = (task.vertex as usize, task.subtask as usize);
+        let (outcome, commands) = {
+            let mut state = self.lock();
+            let Some(job) = state.jobs.get_mut(job_id) else {
+                return Err(Status::not_found(format!("no job {job_id}")));
+            };
+            if job.attempt != attempt || job.state != pb::JobState::Running {
+                return Ok(());
+            }
+            let Some(coordinator) = job.coordinator.as_mut() else {
+                return Ok(());
+            };
+            let result = match ack.error.is_empty() {
+                true => Ok(StateHandle {
+                    vertex: key.0,
+                    subtask: key.1,
+                    file: ack.file,
+                    size: ack.size_bytes,
+                    crc32: ack.crc32,
+                }),
+                false => Err(ack.error),
+            };
+            let outcome = coordinator.acknowledge(
+                key,
+                Acknowledgement {
+                    checkpoint: ack.checkpoint,
+                    result,
+                    alignment: Duration::from_millis(ack.alignment_ms),
+                },
+            );
+            let mut commands = Vec::new();
+            if let AckOutcome::Complete(metadata) = &outcome {
+                let (_, storage) = job
+                    .storage
+                    .clone()
+                    .expect("a checkpointing job has storage");
+                let retained = job.graph.config.checkpoints.retained;
+                commands.push(Command::Commit(
+                    job_id.to_string(),
+                    attempt,
+                    storage,
+                    metadata.clone(),
+                    retained,
+                ));
+            }
+            (outcome, commands)
+        };
+        self.send(commands);
+        if outcome == AckOutcome::Aborted(true) {
+            self.fail(job_id, "too many failed checkpoints".into());
+        }
+        Ok(())
+    }
+
+    fn committed(self: &Arc<Self>, job_id: &str, attempt: u32, checkpoint: u64, size: u64) {
+        let commands = {
+            let mut state = self.lock();
+            let Some(job) = state.jobs.get_mut(job_id) else {
+                return;
+            };
+            if job.attempt != attempt {
+                return;
+            }
+            if let Some(coordinator) = job.coordinator.as_mut() {
+                coordinator.committed(checkpoint);
+            }
+            tracing::info!(job = %job_id, checkpoint, size, "checkpoint complete");
+            let execution = job.execution_id(job_id);
+            let involved: BTreeSet<String> =
+                job.tasks.values().map(|t| t.taskmanager.clone()).collect();
+            involved
+                .into_iter()
+                .filter_map(|tm| state.taskmanagers.get(&tm))
+                .map(|tm| {
+                    Command::Notify(
+                        tm.client.clone(),
+                        pb::NotifyCheckpointCompleteRequest {
+                            job_id: execution.clone(),
+                            checkpoint,
+                        },
+                    )
+                })
+                .collect()
+        };
+        self.send(commands);
+    }
+
+    fn commit_failed(
+        self: &Arc<Self>,
+        job_id: &str,
+        attempt: u32,
+        checkpoint: u64,
+        reason: String,
+    ) {
+        let must_fail = {
+            let mut state = self.lock();
+            match state.jobs.get_mut(job_id) {
+                Some(job) if job.attempt == attempt => job
+                    .coordinator
+                    .as_mut()
+                    .is_some_and(|c| c.commit_failed(checkpoint, &reason)),
+                _ => false,
+            }
+        };
+        tracing::warn!(job = %job_id, checkpoint, %reason, "writing checkpoint metadata failed");
+        if must_fail {
+            self.fail(
+                job_id,
+                format!("checkpoint {checkpoint} could not be committed: {reason}"),
+            );
+        }
+    }
+
+    /// Triggers due checkpoints and aborts timed-out ones; the daemon calls this often.
+    pub fn tick_checkpoints(self: &Arc<Self>) {
+        let now = Instant::now();
+        let mut commands = Vec::new();
+        let mut failing = Vec::new();
+        {
+            let mut guard = self.lock();
+            let state = &mut *guard;
+            for (job_id, job) in state.jobs.iter_mut() {
+                if job.state != pb::JobState::Running {
+                    continue;
+                }
+                let execution = job.execution_id(job_id);
+                let Some(coordinator) = job.coordinator.as_mut() else {
+                    continue;
+                };
+                if coordinator.check_timeout(now) {
+                    failing.push(job_id.clone());
+                    continue;
+                }
+                let Some(barrier) = coordinator.due(now) else {
+                    continue;
+                };
+                let sources: BTreeSet<String> = job
+                    .tasks
+                    .iter()
+                    .filter(|((v, _), _)| job.graph.vertices[*v].source.is_some())
+                    .map(|(_, t)| t.taskmanager.clone())
+                    .collect();
+                for tm in sources {
+                    if let Some(record) = state.taskmanagers.get(&tm) {
+                        commands.push(Command::Trigger(
+                            record.client.clone(),
+                            pb::TriggerCheckpointRequest {
+                                job_id: execution.clone(),
+                                checkpoint: barrier.checkpoint,
+                                triggered_at_ms: barrier.triggered_at,
+                            },
+                        ));
+                    }
+                }
+            }
+        }
+        self.send(commands);
+        for job_id in failing {
+            self.fail(&job_id, "too many failed checkpoints".into());
+        }
+    }
+
+    /// Fails the runs of TaskManagers silent for longer than the heartbeat timeout, and
     /// forgets those TaskManagers.
     pub fn expire_silent(self: &Arc<Self>) {
         let lost: Vec<(String, Vec<String>)> = {
@@ -499,9 +868,9 @@ impl Cluster {
         }
     }
 
-    /// The heartbeat interval TaskManagers are told.
-    pub fn config(&self) -> ClusterConfig {
-        self.config
+    /// The membership timing.
+    pub fn config(&self) -> &ClusterConfig {
+        &self.config
     }
 
     /// Summaries of all jobs, newest first.
@@ -562,9 +931,11 @@ impl Cluster {
             reason: job.reason.clone(),
             submitted_at_ms: job.submitted_at_ms,
             started_at_ms: job.started_at_ms,
-            restarts: 0,
+            restarts: job.restarts,
             vertices,
             plan: job.graph.explain(),
+            restored_from: job.restore_from,
+            checkpoints: job.history(),
         })
     }
 }
@@ -658,5 +1029,13 @@ impl pb::resource_manager_server::ResourceManager for ResourceManagerImpl {
     ) -> Result<Response<pb::TaskStateAck>, Status> {
         self.0.report(request.into_inner())?;
         Ok(Response::new(pb::TaskStateAck {}))
+    }
+
+    async fn acknowledge_checkpoint(
+        &self,
+        request: Request<pb::CheckpointAck>,
+    ) -> Result<Response<pb::CheckpointAckResponse>, Status> {
+        self.0.acknowledge(request.into_inner())?;
+        Ok(Response::new(pb::CheckpointAckResponse {}))
     }
 }

@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
 use eddy_common::{EddyError, Result};
 use eddy_proto::v1::job_service_server::JobServiceServer;
@@ -20,14 +21,19 @@ pub async fn run(
 ) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(bind).await?;
     let local = listener.local_addr()?;
-    let cluster = Cluster::new(config);
+    let cluster = Cluster::new(config.clone());
     let watcher = {
         let cluster = cluster.clone();
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(config.heartbeat_interval);
+            let mut tick = tokio::time::interval(Duration::from_millis(50));
+            let mut last_expiry = Instant::now();
             loop {
                 tick.tick().await;
-                cluster.expire_silent();
+                cluster.tick_checkpoints();
+                if last_expiry.elapsed() >= cluster.config().heartbeat_interval {
+                    last_expiry = Instant::now();
+                    cluster.expire_silent();
+                }
             }
         })
     };

@@ -3,6 +3,7 @@
 //! ([`JobManager`]), or as a daemon over gRPC ([`cluster`], [`daemon`]).
 
 pub mod cluster;
+pub mod coordinator;
 pub mod daemon;
 pub mod job;
 pub mod scheduler;
@@ -66,6 +67,8 @@ impl JobManager {
                 outputs: channels.take_outputs(assignment.vertex, assignment.subtask),
                 metrics: metrics.clone(),
                 counters: Default::default(),
+                checkpointing: None,
+                restore: None,
             };
             let taskmanager = &self.taskmanagers[assignment.taskmanager];
             handles.push(taskmanager.deploy(deployment, stop.clone()));

@@ -3,12 +3,13 @@
 
 use std::sync::Arc;
 
-use eddy_common::Result;
 use eddy_common::chunk::Chunk;
 use eddy_common::event::Timestamp;
 use eddy_common::metrics::{JobMetrics, OperatorMetrics};
 use eddy_common::operators::Operator;
+use eddy_common::partition::KeyScope;
 use eddy_common::plan::OperatorSpec;
+use eddy_common::{EddyError, Result};
 
 /// Operators of one subtask, in order, with their counters.
 pub struct OperatorChain {
@@ -18,13 +19,18 @@ pub struct OperatorChain {
 impl OperatorChain {
     /// Builds the operators of `specs`, registering their counters under `prefix` and
     /// their position in the chain.
-    pub fn build(specs: &[OperatorSpec], prefix: &str, metrics: &JobMetrics) -> Result<Self> {
+    pub fn build(
+        specs: &[OperatorSpec],
+        prefix: &str,
+        metrics: &JobMetrics,
+        max_parallelism: usize,
+    ) -> Result<Self> {
         let operators = specs
             .iter()
             .enumerate()
             .map(|(i, spec)| {
                 let m = metrics.operator(&format!("{prefix}/{i}:{}", short(&spec.description)));
-                Ok((spec.instantiate(m.clone())?, m))
+                Ok((spec.instantiate(m.clone(), max_parallelism)?, m))
             })
             .collect::<Result<_>>()?;
         Ok(OperatorChain { operators })
@@ -46,6 +52,31 @@ impl OperatorChain {
             current = next;
         }
         Ok(current)
+    }
+
+    /// Every operator's state, in chain order.
+    pub fn snapshot(&mut self) -> Result<Vec<Vec<u8>>> {
+        self.operators
+            .iter_mut()
+            .map(|(op, _)| op.snapshot())
+            .collect()
+    }
+
+    /// Restores every operator from the snapshots of the previous run: `states[i]` holds
+    /// operator `i`'s state from each previous subtask.
+    pub fn restore(&mut self, states: &[Vec<Vec<u8>>], scope: &KeyScope) -> Result<()> {
+        if states.len() != self.operators.len() {
+            return Err(EddyError::Runtime(format!(
+                "the checkpoint holds {} operators for this task but the plan has {}: the job changed",
+                states.len(),
+                self.operators.len()
+            )));
+        }
+        for ((operator, _), snapshots) in self.operators.iter_mut().zip(states) {
+            let refs: Vec<&[u8]> = snapshots.iter().map(Vec::as_slice).collect();
+            operator.restore(&refs, scope)?;
+        }
+        Ok(())
     }
 
     /// Passes a watermark down the chain: each operator first sees the chunks the

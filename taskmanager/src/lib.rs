@@ -17,7 +17,7 @@ use eddy_common::Result;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use task::{TaskCounters, TaskDeployment, TaskEnd};
+pub use task::{TaskAck, TaskCheckpointing, TaskCounters, TaskDeployment, TaskEnd, TaskRestore};
 
 /// An in-process TaskManager of the embedded cluster: a number of slots, each running one
 /// parallel slice of a job.

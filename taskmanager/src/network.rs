@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use eddy_common::event::Event;
+use eddy_common::event::{Barrier, Event};
 use eddy_proto::v1 as pb;
 use eddy_proto::v1::data_exchange_client::DataExchangeClient;
 use tokio::sync::mpsc::{Receiver, Sender, channel};
@@ -144,6 +144,10 @@ fn decode_frame(frame: pb::Frame) -> Result<Event, Status> {
             .map_err(|e| Status::invalid_argument(format!("bad data frame: {e}"))),
         Some(pb::frame::Event::Watermark(t)) => Ok(Event::Watermark(t)),
         Some(pb::frame::Event::EndOfStream(_)) => Ok(Event::EndOfStream),
+        Some(pb::frame::Event::Barrier(b)) => Ok(Event::Barrier(Barrier {
+            checkpoint: b.checkpoint,
+            triggered_at: b.triggered_at_ms,
+        })),
         None => Err(Status::invalid_argument("a frame carries no event")),
     }
 }
@@ -153,6 +157,10 @@ fn encode_frame(event: Event, channel: Option<pb::ChannelId>) -> eddy_common::Re
         Event::Data(chunk) => pb::frame::Event::Chunk(encode_chunk(&chunk)?),
         Event::Watermark(t) => pb::frame::Event::Watermark(t),
         Event::EndOfStream => pb::frame::Event::EndOfStream(true),
+        Event::Barrier(b) => pb::frame::Event::Barrier(pb::CheckpointBarrier {
+            checkpoint: b.checkpoint,
+            triggered_at_ms: b.triggered_at,
+        }),
     };
     Ok(pb::Frame {
         channel,

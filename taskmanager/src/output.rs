@@ -9,7 +9,7 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use eddy_common::chunk::Chunk;
 use eddy_common::connectors::SinkWriter;
-use eddy_common::event::{Event, Timestamp};
+use eddy_common::event::{Barrier, Event, Timestamp};
 use eddy_common::metrics::OperatorMetrics;
 use eddy_common::partition::HashPartitioner;
 use eddy_common::plan::Partitioning;
@@ -150,6 +150,14 @@ impl TaskOutput {
         match self {
             TaskOutput::Sink { .. } => Ok(()),
             TaskOutput::Exchange(exchange) => exchange.broadcast(Event::Watermark(watermark)).await,
+        }
+    }
+
+    /// Forwards a checkpoint barrier after everything sent before it.
+    pub async fn barrier(&mut self, barrier: Barrier) -> Result<()> {
+        match self {
+            TaskOutput::Sink { .. } => Ok(()),
+            TaskOutput::Exchange(exchange) => exchange.broadcast(Event::Barrier(barrier)).await,
         }
     }
 

@@ -7,13 +7,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use eddy_common::checkpoint::CheckpointStorage;
+use eddy_common::event::Barrier;
 use eddy_common::event::Event;
 use eddy_common::metrics::JobMetrics;
 use eddy_common::plan::plan_job;
 use eddy_common::sql::compile;
+use eddy_common::storage::resolve;
 use eddy_proto::v1 as pb;
 use eddy_proto::v1::resource_manager_client::ResourceManagerClient;
-use tokio::sync::mpsc::{Receiver, Sender};
+use tokio::sync::mpsc::{Receiver, Sender, UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tonic::transport::Channel;
@@ -21,7 +24,9 @@ use tonic::{Request, Response, Status};
 
 use crate::exchange::channels;
 use crate::network::{ChannelKey, Channels, remote_sender};
-use crate::task::{TaskCounters, TaskDeployment, TaskEnd, run_task};
+use crate::task::{
+    TaskAck, TaskCheckpointing, TaskCounters, TaskDeployment, TaskEnd, TaskRestore, run_task,
+};
 
 /// Events a channel's queue holds before its sender waits.
 pub const CHANNEL_CAPACITY: usize = 8;
@@ -30,6 +35,8 @@ pub const CHANNEL_CAPACITY: usize = 8;
 struct DeployedJob {
     stop: watch::Sender<bool>,
     tasks: Vec<((usize, usize), Arc<TaskCounters>, AbortHandle)>,
+    /// Checkpoint triggers of the source tasks here.
+    triggers: Vec<UnboundedSender<Barrier>>,
 }
 
 /// One TaskManager: its identity, slots, channels and running jobs.
@@ -107,13 +114,8 @@ impl TaskManagerNode {
             .collect()
     }
 
-    fn deploy(self: &Arc<Self>, request: pb::DeployTasksRequest) -> Result<(), Status> {
+    async fn deploy(self: &Arc<Self>, request: pb::DeployTasksRequest) -> Result<(), Status> {
         let job_id = request.job_id.clone();
-        if self.jobs.lock().expect("jobs lock").contains_key(&job_id) {
-            return Err(Status::already_exists(format!(
-                "job {job_id} is already deployed here"
-            )));
-        }
         let options: Vec<(String, String)> = request.options.into_iter().collect();
         let compiled =
             compile(&request.sql, &options).map_err(|e| Status::invalid_argument(e.to_string()))?;
@@ -157,6 +159,48 @@ impl TaskManagerNode {
                 )));
             }
         }
+        let checkpointing = match graph.config.checkpoints.interval.is_some()
+            && !request.checkpoint_root.is_empty()
+        {
+            false => None,
+            true => {
+                let root = resolve(&request.checkpoint_root, &[])
+                    .map_err(|e| Status::invalid_argument(e.to_string()))?;
+                Some(CheckpointStorage::new(&root, &request.checkpoint_job))
+            }
+        };
+        // Read what every vertex restores before any task starts.
+        let mut restores: HashMap<usize, TaskRestore> = HashMap::new();
+        if request.restore_checkpoint > 0 {
+            let storage = checkpointing
+                .as_ref()
+                .ok_or_else(|| Status::invalid_argument("a restore without checkpoint storage"))?;
+            let metadata = storage
+                .verified(request.restore_checkpoint)
+                .await
+                .map_err(|e| {
+                    Status::failed_precondition(format!(
+                        "checkpoint {}: {e}",
+                        request.restore_checkpoint
+                    ))
+                })?;
+            let vertices: HashSet<usize> = mine.iter().map(|(v, _)| *v).collect();
+            for vertex in vertices {
+                let restore = TaskRestore::load(storage, &metadata, vertex)
+                    .await
+                    .map_err(|e| Status::failed_precondition(e.to_string()))?;
+                restores.insert(vertex, restore);
+            }
+        }
+        if self.jobs.lock().expect("jobs lock").contains_key(&job_id) {
+            return Err(Status::already_exists(format!(
+                "job {job_id} is already deployed here"
+            )));
+        }
+        let (acks, acks_rx) = unbounded_channel();
+        if checkpointing.is_some() {
+            tokio::spawn(self.clone().forward_acks(job_id.clone(), acks_rx));
+        }
         self.channels.open_job(&job_id);
         let mut inputs: HashMap<(usize, usize), Vec<Receiver<Event>>> = HashMap::new();
         let mut outputs: HashMap<(usize, usize), Vec<Sender<Event>>> = HashMap::new();
@@ -194,8 +238,22 @@ impl TaskManagerNode {
         let metrics = Arc::new(JobMetrics::default());
         let remaining = Arc::new(AtomicUsize::new(mine.len()));
         let mut tasks = Vec::new();
+        let mut triggers = Vec::new();
         for (vertex, subtask) in mine {
             let counters = Arc::new(TaskCounters::default());
+            let task_checkpointing = checkpointing.as_ref().map(|storage| {
+                let triggers_rx = graph.vertices[vertex].source.is_some().then(|| {
+                    let (tx, rx) = unbounded_channel();
+                    triggers.push(tx);
+                    rx
+                });
+                TaskCheckpointing {
+                    storage: storage.clone(),
+                    mode: graph.config.checkpoints.mode,
+                    triggers: triggers_rx,
+                    acks: acks.clone(),
+                }
+            });
             let deployment = TaskDeployment {
                 graph: graph.clone(),
                 vertex,
@@ -204,6 +262,8 @@ impl TaskManagerNode {
                 outputs: outputs.remove(&(vertex, subtask)).unwrap_or_default(),
                 metrics: metrics.clone(),
                 counters: counters.clone(),
+                checkpointing: task_checkpointing,
+                restore: restores.get(&vertex).cloned(),
             };
             let node = self.clone();
             let stop_rx = stop_rx.clone();
@@ -230,10 +290,56 @@ impl TaskManagerNode {
             tasks.push(((vertex, subtask), counters, handle.abort_handle()));
         }
         tracing::info!(job = %job_id, tasks = tasks.len(), "deployed");
-        self.jobs
-            .lock()
-            .expect("jobs lock")
-            .insert(job_id, DeployedJob { stop, tasks });
+        self.jobs.lock().expect("jobs lock").insert(
+            job_id,
+            DeployedJob {
+                stop,
+                tasks,
+                triggers,
+            },
+        );
+        Ok(())
+    }
+
+    /// Sends this job's checkpoint acknowledgements to the JobManager.
+    async fn forward_acks(self: Arc<Self>, job_id: String, mut acks: UnboundedReceiver<TaskAck>) {
+        while let Some(ack) = acks.recv().await {
+            let (error, file, size_bytes, crc32) = match ack.result {
+                Ok(handle) => (String::new(), handle.file, handle.size, handle.crc32),
+                Err(error) => (error, String::new(), 0, 0),
+            };
+            let message = pb::CheckpointAck {
+                taskmanager_id: self.id.clone(),
+                task: Some(task_id(&job_id, ack.vertex, ack.subtask)),
+                checkpoint: ack.checkpoint,
+                error,
+                file,
+                size_bytes,
+                crc32,
+                alignment_ms: ack.alignment.as_millis() as u64,
+                sync_ms: ack.sync_duration.as_millis() as u64,
+            };
+            if let Err(status) = self
+                .jobmanager
+                .clone()
+                .acknowledge_checkpoint(message)
+                .await
+            {
+                tracing::warn!(job = %job_id, checkpoint = ack.checkpoint, %status, "cannot acknowledge a checkpoint");
+            }
+        }
+    }
+
+    /// Starts a checkpoint at the job's source tasks here.
+    pub fn trigger(&self, job_id: &str, barrier: Barrier) -> Result<(), Status> {
+        let jobs = self.jobs.lock().expect("jobs lock");
+        let job = jobs
+            .get(job_id)
+            .ok_or_else(|| Status::not_found(format!("job {job_id} does not run here")))?;
+        for trigger in &job.triggers {
+            // A source that has finished has dropped its receiver: nothing to trigger.
+            let _ = trigger.send(barrier);
+        }
         Ok(())
     }
 
@@ -337,7 +443,7 @@ impl pb::task_executor_server::TaskExecutor for TaskExecutorService {
         &self,
         request: Request<pb::DeployTasksRequest>,
     ) -> Result<Response<pb::DeployTasksResponse>, Status> {
-        self.node.deploy(request.into_inner())?;
+        self.node.deploy(request.into_inner()).await?;
         Ok(Response::new(pb::DeployTasksResponse {}))
     }
 
@@ -347,5 +453,27 @@ impl pb::task_executor_server::TaskExecutor for TaskExecutorService {
     ) -> Result<Response<pb::CancelTasksResponse>, Status> {
         self.node.cancel(&request.into_inner().job_id).await;
         Ok(Response::new(pb::CancelTasksResponse {}))
+    }
+
+    async fn trigger_checkpoint(
+        &self,
+        request: Request<pb::TriggerCheckpointRequest>,
+    ) -> Result<Response<pb::TriggerCheckpointResponse>, Status> {
+        let request = request.into_inner();
+        let barrier = Barrier {
+            checkpoint: request.checkpoint,
+            triggered_at: request.triggered_at_ms,
+        };
+        self.node.trigger(&request.job_id, barrier)?;
+        Ok(Response::new(pb::TriggerCheckpointResponse {}))
+    }
+
+    async fn notify_checkpoint_complete(
+        &self,
+        request: Request<pb::NotifyCheckpointCompleteRequest>,
+    ) -> Result<Response<pb::NotifyCheckpointCompleteResponse>, Status> {
+        let request = request.into_inner();
+        tracing::debug!(job = %request.job_id, checkpoint = request.checkpoint, "checkpoint complete");
+        Ok(Response::new(pb::NotifyCheckpointCompleteResponse {}))
     }
 }

@@ -1,17 +1,23 @@
 //! One subtask: reads its source or input channels, runs its operator chain, and writes
-//! to its output, until its input ends or it is told to stop.
+//! to its output, until its input ends or it is told to stop. With checkpointing, a source
+//! takes triggers between reads and other tasks snapshot when a barrier has been aligned;
+//! snapshots are uploaded in the background and acknowledged.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-use eddy_common::Result;
+use eddy_common::checkpoint::{CheckpointMetadata, CheckpointStorage, StateHandle, TaskSnapshot};
+use eddy_common::checkpointing::CheckpointingMode;
 use eddy_common::chunk::Chunk;
-use eddy_common::connectors::{SinkContext, SourceContext, SourceEvent};
-use eddy_common::event::{Event, Timestamp};
+use eddy_common::connectors::{SinkContext, SourceContext, SourceEvent, SourceReader};
+use eddy_common::event::{Barrier, Event, Timestamp};
 use eddy_common::metrics::{JobMetrics, OperatorMetrics};
 use eddy_common::operators::watermark::SplitWatermarks;
+use eddy_common::partition::KeyScope;
 use eddy_common::plan::{JobGraph, SourceSpec, VertexOutput};
-use tokio::sync::mpsc::{Receiver, Sender};
+use eddy_common::{EddyError, Result};
+use tokio::sync::mpsc::{Receiver, Sender, UnboundedReceiver, UnboundedSender};
 use tokio::sync::watch;
 
 use crate::chain::OperatorChain;
@@ -34,6 +40,88 @@ pub struct TaskDeployment {
     pub metrics: Arc<JobMetrics>,
     /// This task's own counters.
     pub counters: Arc<TaskCounters>,
+    /// How it takes part in checkpoints (`None`: the job does not checkpoint).
+    pub checkpointing: Option<TaskCheckpointing>,
+    /// State to start from.
+    pub restore: Option<TaskRestore>,
+}
+
+/// A task's part in checkpointing.
+pub struct TaskCheckpointing {
+    /// Where snapshots go.
+    pub storage: CheckpointStorage,
+    /// Aligned (exactly-once) or not (at-least-once).
+    pub mode: CheckpointingMode,
+    /// Checkpoint triggers, for a source task.
+    pub triggers: Option<UnboundedReceiver<Barrier>>,
+    /// Where acknowledgements go.
+    pub acks: UnboundedSender<TaskAck>,
+}
+
+/// A task's answer to a checkpoint.
+#[derive(Debug, Clone)]
+pub struct TaskAck {
+    /// The checkpoint.
+    pub checkpoint: u64,
+    /// The vertex.
+    pub vertex: usize,
+    /// The subtask.
+    pub subtask: usize,
+    /// Its stored snapshot, or why it could not be stored (a decline).
+    pub result: std::result::Result<StateHandle, String>,
+    /// How long the barrier was aligned.
+    pub alignment: Duration,
+    /// How long the synchronous part of the snapshot took.
+    pub sync_duration: Duration,
+}
+
+/// The state a task restores: its vertex's snapshots from every subtask of the previous
+/// run (several when the parallelism changed).
+#[derive(Debug, Clone, Default)]
+pub struct TaskRestore {
+    /// The checkpoint.
+    pub checkpoint: u64,
+    /// Source positions of the previous subtasks.
+    pub source_positions: Vec<Vec<u8>>,
+    /// For each operator of the chain, its state in each previous subtask.
+    pub operators: Vec<Vec<Vec<u8>>>,
+}
+
+impl TaskRestore {
+    /// Reads what `vertex` needs from a verified checkpoint.
+    pub async fn load(
+        storage: &CheckpointStorage,
+        metadata: &CheckpointMetadata,
+        vertex: usize,
+    ) -> Result<Self> {
+        let mut restore = TaskRestore {
+            checkpoint: metadata.checkpoint,
+            ..Default::default()
+        };
+        for handle in metadata.tasks.iter().filter(|t| t.vertex == vertex) {
+            let bytes = storage.read_task(metadata.checkpoint, handle).await?;
+            let what = format!(
+                "checkpoint {} task {}-{}",
+                metadata.checkpoint, handle.vertex, handle.subtask
+            );
+            let snapshot = TaskSnapshot::decode(&bytes, &what)?;
+            if let Some(position) = snapshot.source {
+                restore.source_positions.push(position);
+            }
+            if restore.operators.is_empty() {
+                restore.operators = vec![Vec::new(); snapshot.operators.len()];
+            }
+            if restore.operators.len() != snapshot.operators.len() {
+                return Err(EddyError::Runtime(format!(
+                    "{what}: operator count differs between subtasks"
+                )));
+            }
+            for (i, state) in snapshot.operators.into_iter().enumerate() {
+                restore.operators[i].push(state);
+            }
+        }
+        Ok(restore)
+    }
 }
 
 /// Rows a task took in (read from its source or received) and sent on (to the next
@@ -79,14 +167,28 @@ pub enum TaskEnd {
 /// Runs a subtask to its end. Setting `stop` to true ends sources cleanly: what has been
 /// read flows through and sinks flush. Aborting the task's future cancels it outright.
 pub async fn run_task(
-    deployment: TaskDeployment,
+    mut deployment: TaskDeployment,
     mut stop: watch::Receiver<bool>,
 ) -> Result<TaskEnd> {
     let graph = deployment.graph.clone();
     let vertex = &graph.vertices[deployment.vertex];
     let name = deployment.name();
     let prefix = vertex.name();
-    let mut chain = OperatorChain::build(&vertex.operators, &prefix, &deployment.metrics)?;
+    let max_parallelism = graph.config.max_parallelism;
+    let scope = KeyScope {
+        subtask: deployment.subtask,
+        parallelism: vertex.parallelism,
+        max_parallelism,
+    };
+    let mut chain = OperatorChain::build(
+        &vertex.operators,
+        &prefix,
+        &deployment.metrics,
+        max_parallelism,
+    )?;
+    if let Some(restore) = &deployment.restore {
+        chain.restore(&restore.operators, &scope)?;
+    }
     let mut output = match &vertex.output {
         VertexOutput::Sink(sink) => {
             let context = SinkContext {
@@ -105,17 +207,24 @@ pub async fn run_task(
             }
         }
         VertexOutput::Exchange { partitioning, .. } => TaskOutput::Exchange(ExchangeOutput::new(
-            deployment.outputs,
+            std::mem::take(&mut deployment.outputs),
             partitioning,
-            graph.config.max_parallelism,
+            max_parallelism,
             deployment.metrics.operator(&format!("{prefix}/Exchange")),
         )),
     };
-    tracing::debug!(task = %name, "task started");
+    tracing::debug!(task = %name, restored = ?deployment.restore.as_ref().map(|r| r.checkpoint), "task started");
+    let mut checkpointing = deployment.checkpointing.take();
+    let mode = checkpointing
+        .as_ref()
+        .map_or(CheckpointingMode::ExactlyOnce, |c| c.mode);
     let mut pipeline = Pipeline {
         chain: &mut chain,
         output: &mut output,
         counters: &deployment.counters,
+        checkpointing: checkpointing.as_mut(),
+        vertex: deployment.vertex,
+        subtask: deployment.subtask,
     };
     let end = match &vertex.source {
         Some(source) => {
@@ -133,10 +242,19 @@ pub async fn run_task(
                 &source.scan_operators,
                 &format!("{prefix}/scan"),
                 &deployment.metrics,
+                max_parallelism,
             )?;
-            run_source(source, context, scan, &mut pipeline, &mut stop).await?
+            let mut reader = source.connector.create_reader(&context)?;
+            if let Some(restore) = &deployment.restore {
+                let refs: Vec<&[u8]> = restore.source_positions.iter().map(Vec::as_slice).collect();
+                reader.restore(&refs)?;
+            }
+            run_source(source, reader, context, scan, &mut pipeline, &mut stop).await?
         }
-        None => run_inputs(InputGate::new(deployment.inputs), &mut pipeline).await?,
+        None => {
+            let gate = InputGate::new(std::mem::take(&mut deployment.inputs), mode);
+            run_inputs(gate, &mut pipeline).await?
+        }
     };
     output.finish().await?;
     tracing::debug!(task = %name, ?end, "task ended");
@@ -148,6 +266,9 @@ struct Pipeline<'a> {
     chain: &'a mut OperatorChain,
     output: &'a mut TaskOutput,
     counters: &'a TaskCounters,
+    checkpointing: Option<&'a mut TaskCheckpointing>,
+    vertex: usize,
+    subtask: usize,
 }
 
 impl Pipeline<'_> {
@@ -169,17 +290,65 @@ impl Pipeline<'_> {
         self.send(chunks).await?;
         self.output.watermark(watermark).await
     }
+
+    /// Takes this task's snapshot for `barrier`, forwards the barrier, and uploads the
+    /// snapshot in the background, acknowledging when it is stored.
+    async fn checkpoint(
+        &mut self,
+        barrier: Barrier,
+        source: Option<Vec<u8>>,
+        alignment: Duration,
+    ) -> Result<()> {
+        let Some(checkpointing) = self.checkpointing.as_deref() else {
+            return Ok(());
+        };
+        let started = Instant::now();
+        let snapshot = TaskSnapshot {
+            source,
+            operators: self.chain.snapshot()?,
+        };
+        let bytes = snapshot.encode();
+        let sync_duration = started.elapsed();
+        self.output.barrier(barrier).await?;
+        let storage = checkpointing.storage.clone();
+        let acks = checkpointing.acks.clone();
+        let (vertex, subtask) = (self.vertex, self.subtask);
+        tokio::spawn(async move {
+            let result = storage
+                .write_task(barrier.checkpoint, vertex, subtask, bytes)
+                .await
+                .map_err(|e| e.to_string());
+            let _ = acks.send(TaskAck {
+                checkpoint: barrier.checkpoint,
+                vertex,
+                subtask,
+                result,
+                alignment,
+                sync_duration,
+            });
+        });
+        Ok(())
+    }
+
+    fn pending_trigger(&mut self) -> Option<Barrier> {
+        let triggers = self.checkpointing.as_mut()?.triggers.as_mut()?;
+        let mut latest = None;
+        while let Ok(barrier) = triggers.try_recv() {
+            latest = Some(barrier);
+        }
+        latest
+    }
 }
 
 async fn run_source(
     source: &SourceSpec,
+    mut reader: Box<dyn SourceReader>,
     context: SourceContext,
     mut scan: OperatorChain,
     pipeline: &mut Pipeline<'_>,
     stop: &mut watch::Receiver<bool>,
 ) -> Result<TaskEnd> {
     let source_metrics = context.metrics.clone();
-    let mut reader = source.connector.create_reader(&context)?;
     let splits = reader.open().await?;
     let mut watermarks = source
         .watermark
@@ -188,6 +357,13 @@ async fn run_source(
     loop {
         if *stop.borrow() {
             return Ok(TaskEnd::Stopped);
+        }
+        // Triggers are taken between reads, so a barrier sits exactly between the rows
+        // read before and after it.
+        if let Some(barrier) = pipeline.pending_trigger() {
+            pipeline
+                .checkpoint(barrier, Some(reader.position()?), Duration::ZERO)
+                .await?;
         }
         let event = tokio::select! {
             biased;
@@ -232,6 +408,10 @@ async fn run_inputs(mut gate: InputGate, pipeline: &mut Pipeline<'_>) -> Result<
                 pipeline.emit(chunk).await?
             }
             Input::Watermark(t) => pipeline.advance(t).await?,
+            Input::Barrier {
+                barrier,
+                aligned_for,
+            } => pipeline.checkpoint(barrier, None, aligned_for).await?,
         }
     }
     Ok(TaskEnd::Finished)

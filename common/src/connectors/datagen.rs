@@ -14,6 +14,7 @@ use arrow::record_batch::RecordBatch;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
+use super::progress::StridedProgress;
 use super::random::SplitMix64;
 use super::{Options, SourceContext, SourceEvent, SourceReader, TableConnector};
 use crate::Result;
@@ -168,8 +169,7 @@ impl TableConnector for DatagenConnector {
         Ok(Box::new(DatagenReader {
             schema: self.schema.clone(),
             fields: self.fields.clone(),
-            next_index: context.subtask as u64,
-            stride: context.parallelism as u64,
+            progress: StridedProgress::new(context.subtask, context.parallelism),
             total_rows: self.total_rows,
             batch_size,
             rate,
@@ -184,8 +184,7 @@ impl TableConnector for DatagenConnector {
 struct DatagenReader {
     schema: SchemaRef,
     fields: Vec<FieldGenerator>,
-    next_index: u64,
-    stride: u64,
+    progress: StridedProgress,
     total_rows: Option<u64>,
     batch_size: usize,
     rate: Option<f64>,
@@ -201,10 +200,11 @@ impl DatagenReader {
             return Ok(None);
         }
         let mut indices = Vec::with_capacity(self.batch_size);
-        while indices.len() < self.batch_size && self.total_rows.is_none_or(|n| self.next_index < n)
-        {
-            indices.push(self.next_index);
-            self.next_index += self.stride;
+        while indices.len() < self.batch_size {
+            match self.progress.advance(self.total_rows) {
+                Some(index) => indices.push(index),
+                None => break,
+            }
         }
         if indices.is_empty() {
             self.ended = true;
@@ -236,6 +236,14 @@ impl SourceReader for DatagenReader {
 
     fn next(&mut self) -> BoxFuture<'_, Result<Option<SourceEvent>>> {
         self.next_rows().boxed()
+    }
+
+    fn position(&self) -> Result<Vec<u8>> {
+        Ok(self.progress.position())
+    }
+
+    fn restore(&mut self, positions: &[&[u8]]) -> Result<()> {
+        self.progress.restore(positions)
     }
 }
 

@@ -2,7 +2,7 @@
 //! or on S3. A subtask reading several files interleaves them and keeps a watermark per
 //! file, so reading one file after another never turns rows late.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -22,6 +22,7 @@ use super::{
 };
 use crate::chunk::Chunk;
 use crate::metrics::OperatorMetrics;
+use crate::state::{StateReader, StateWriter};
 use crate::storage::{StorageLocation, resolve};
 use crate::{EddyError, Result};
 
@@ -84,6 +85,8 @@ impl TableConnector for FilesystemConnector {
             context: context.clone(),
             files: None,
             cursor: 0,
+            finished: Vec::new(),
+            restored: HashMap::new(),
         }))
     }
 
@@ -115,6 +118,8 @@ struct OpenFile {
     stream: Option<SyncStream>,
     pending: Vec<u8>,
     next_line: u64,
+    /// Lines to drop before reading (already read before a restore).
+    skip_lines: u64,
 }
 
 struct FileReader {
@@ -125,6 +130,10 @@ struct FileReader {
     context: SourceContext,
     files: Option<Vec<OpenFile>>,
     cursor: usize,
+    /// Files read to their end.
+    finished: Vec<String>,
+    /// Positions of an earlier run, by file: the next line, or `None` when it was finished.
+    restored: HashMap<String, Option<u64>>,
 }
 
 impl FileReader {
@@ -170,14 +179,24 @@ impl FileReader {
     async fn open_files(&mut self) -> Result<usize> {
         let mut files = Vec::new();
         let assigned = Self::assigned_files(&self.location, &self.context).await?;
-        for (split, path) in assigned.into_iter().enumerate() {
+        for path in assigned {
+            let name = self.location.show(&path);
+            let next_line = match self.restored.get(&name) {
+                Some(None) => {
+                    self.finished.push(name);
+                    continue;
+                }
+                Some(Some(line)) => *line,
+                None => 1,
+            };
             let stream = self.location.store.get(&path).await?.into_stream();
             files.push(OpenFile {
-                name: self.location.show(&path),
-                split,
+                name,
+                split: files.len(),
                 stream: Some(stream),
                 pending: Vec::new(),
-                next_line: 1,
+                next_line,
+                skip_lines: next_line - 1,
             });
         }
         let count = files.len();
@@ -200,7 +219,8 @@ impl FileReader {
             let lines = fill_lines(file, self.context.batch_size).await?;
             let Some(lines) = lines else {
                 let split = file.split;
-                files.remove(self.cursor);
+                let done = files.remove(self.cursor);
+                self.finished.push(done.name);
                 return Ok(Some(SourceEvent::SplitEnd(split)));
             };
             self.cursor += 1;
@@ -231,8 +251,27 @@ impl FileReader {
 /// takes those lines out; `None` when the file is exhausted.
 async fn fill_lines(file: &mut OpenFile, max_lines: usize) -> Result<Option<Vec<u8>>> {
     loop {
+        if file.skip_lines > 0 {
+            let mut cut = 0;
+            for (i, b) in file.pending.iter().enumerate() {
+                if *b == b'\n' {
+                    file.skip_lines -= 1;
+                    cut = i + 1;
+                    if file.skip_lines == 0 {
+                        break;
+                    }
+                }
+            }
+            file.pending.drain(..cut);
+        }
         let newlines = file.pending.iter().filter(|b| **b == b'\n').count();
-        if newlines >= max_lines || file.stream.is_none() {
+        if file.skip_lines == 0 && (newlines >= max_lines || file.stream.is_none()) {
+            break;
+        }
+        if file.stream.is_none() {
+            // The file ended within the lines to skip.
+            file.pending.clear();
+            file.skip_lines = 0;
             break;
         }
         let stream = file.stream.as_mut().expect("stream open");
@@ -276,6 +315,31 @@ impl SourceReader for FileReader {
 
     fn next(&mut self) -> BoxFuture<'_, Result<Option<SourceEvent>>> {
         self.next_rows().boxed()
+    }
+
+    fn position(&self) -> Result<Vec<u8>> {
+        let open = self.files.iter().flatten();
+        let mut out = StateWriter::new();
+        out.u64((self.finished.len() + open.clone().count()) as u64);
+        for name in &self.finished {
+            out.bytes(name.as_bytes()).u64(0);
+        }
+        for file in open {
+            out.bytes(file.name.as_bytes()).u64(file.next_line);
+        }
+        Ok(out.finish())
+    }
+
+    fn restore(&mut self, positions: &[&[u8]]) -> Result<()> {
+        for position in positions {
+            let mut input = StateReader::new(position, "a filesystem source position");
+            for _ in 0..input.count(16)? {
+                let name = String::from_utf8_lossy(input.bytes()?).into_owned();
+                let line = input.u64()?;
+                self.restored.insert(name, (line > 0).then_some(line));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -7,6 +7,7 @@ pub mod format;
 pub mod nexmark;
 mod options;
 pub mod print;
+pub mod progress;
 mod random;
 
 use std::collections::BTreeMap;
@@ -115,6 +116,13 @@ pub trait SourceReader: Send {
 
     /// The next rows, or `None` once every split has ended.
     fn next(&mut self) -> BoxFuture<'_, Result<Option<SourceEvent>>>;
+
+    /// Where the reader is, for a checkpoint: every row before it has been returned.
+    fn position(&self) -> Result<Vec<u8>>;
+
+    /// Continues after the positions of every subtask of the previous run (several when
+    /// the parallelism changed). Called before [`SourceReader::open`].
+    fn restore(&mut self, positions: &[&[u8]]) -> Result<()>;
 }
 
 /// Writes one subtask's share of a sink.

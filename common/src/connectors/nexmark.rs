@@ -13,6 +13,7 @@ use arrow::record_batch::RecordBatch;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
+use super::progress::StridedProgress;
 use super::random::SplitMix64;
 use super::{Options, SourceContext, SourceEvent, SourceReader, TableConnector};
 use crate::Result;
@@ -239,8 +240,7 @@ impl TableConnector for NexmarkConnector {
             schema: self.schema.clone(),
             stream: self.stream,
             columns: self.columns.clone(),
-            next_event: context.subtask as u64,
-            stride: context.parallelism as u64,
+            progress: StridedProgress::new(context.subtask, context.parallelism),
             events: self.events,
             batch_size,
             rate,
@@ -256,8 +256,7 @@ struct NexmarkReader {
     schema: SchemaRef,
     stream: NexmarkStream,
     columns: Vec<usize>,
-    next_event: u64,
-    stride: u64,
+    progress: StridedProgress,
     events: Option<u64>,
     batch_size: usize,
     rate: Option<f64>,
@@ -273,9 +272,10 @@ impl NexmarkReader {
         }
         let mut builder = RowsBuilder::new(self.stream, self.batch_size);
         let mut scanned = 0u64;
-        while builder.len < self.batch_size && self.events.is_none_or(|n| self.next_event < n) {
-            let event = self.next_event;
-            self.next_event += self.stride;
+        while builder.len < self.batch_size {
+            let Some(event) = self.progress.advance(self.events) else {
+                break;
+            };
             scanned += 1;
             if self.stream.matches(event) {
                 self.config.append(self.stream, event, &mut builder);
@@ -311,6 +311,14 @@ impl SourceReader for NexmarkReader {
 
     fn next(&mut self) -> BoxFuture<'_, Result<Option<SourceEvent>>> {
         self.next_rows().boxed()
+    }
+
+    fn position(&self) -> Result<Vec<u8>> {
+        Ok(self.progress.position())
+    }
+
+    fn restore(&mut self, positions: &[&[u8]]) -> Result<()> {
+        self.progress.restore(positions)
     }
 }
 

@@ -15,6 +15,7 @@ use datafusion_physical_expr::PhysicalExpr;
 use crate::Result;
 use crate::chunk::Chunk;
 use crate::event::Timestamp;
+use crate::partition::KeyScope;
 
 /// A streaming operator of one subtask.
 pub trait Operator: Send {
@@ -25,6 +26,19 @@ pub trait Operator: Send {
     /// The watermark itself is forwarded by the caller after `out`.
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
         let _ = (watermark, out);
+        Ok(())
+    }
+
+    /// The operator's state for a checkpoint (empty for a stateless operator). Called
+    /// between chunks, when a barrier has been aligned.
+    fn snapshot(&mut self) -> Result<Vec<u8>> {
+        Ok(Vec::new())
+    }
+
+    /// Restores state from the snapshots of every subtask of the previous run (several
+    /// when the parallelism changed), keeping what `scope` owns.
+    fn restore(&mut self, snapshots: &[&[u8]], scope: &KeyScope) -> Result<()> {
+        let _ = (snapshots, scope);
         Ok(())
     }
 }

@@ -17,7 +17,9 @@ use crate::config::JobConfig;
 use crate::connectors::TableConnector;
 use crate::metrics::OperatorMetrics;
 use crate::operators::Operator;
-use crate::operators::aggregate::{AggregateCall, GroupAggregate, WindowAggregate, WindowColumns};
+use crate::operators::aggregate::{
+    AggregateCall, GroupAggregate, WindowAggregate, WindowAggregateSpec,
+};
 use crate::operators::calc::Calc;
 use crate::operators::window_assign::WindowAssign;
 use crate::sql::nodes::WindowKind;
@@ -213,25 +215,17 @@ pub enum OperatorKind {
         schema: SchemaRef,
     },
     /// Window aggregate.
-    WindowAggregate {
-        /// Grouping expressions other than the window bounds.
-        keys: Vec<Arc<dyn PhysicalExpr>>,
-        /// Their types.
-        key_types: Vec<DataType>,
-        /// Where the window bounds are.
-        columns: WindowColumns,
-        /// The gap, for session windows.
-        session_gap: Option<i64>,
-        /// Aggregate calls.
-        calls: Vec<AggregateCall>,
-        /// Output rows.
-        schema: SchemaRef,
-    },
+    WindowAggregate(WindowAggregateSpec),
 }
 
 impl OperatorSpec {
-    /// Builds the operator for one subtask.
-    pub fn instantiate(&self, metrics: Arc<OperatorMetrics>) -> Result<Box<dyn Operator>> {
+    /// Builds the operator for one subtask; keyed state is split into `max_parallelism` key
+    /// groups.
+    pub fn instantiate(
+        &self,
+        metrics: Arc<OperatorMetrics>,
+        max_parallelism: usize,
+    ) -> Result<Box<dyn Operator>> {
         let operator: Box<dyn Operator> = match &self.kind {
             OperatorKind::Filter(predicate) => Box::new(Calc::filter(predicate.clone())),
             OperatorKind::Project(exprs, schema) => {
@@ -254,22 +248,12 @@ impl OperatorSpec {
                 calls.clone(),
                 *emit_update_before,
                 schema.clone(),
+                max_parallelism,
             )?),
-            OperatorKind::WindowAggregate {
-                keys,
-                key_types,
-                columns,
-                session_gap,
-                calls,
-                schema,
-            } => Box::new(WindowAggregate::new(
-                keys.clone(),
-                key_types.clone(),
-                columns.clone(),
-                *session_gap,
-                calls.clone(),
-                schema.clone(),
+            OperatorKind::WindowAggregate(spec) => Box::new(WindowAggregate::new(
+                spec.clone(),
                 metrics,
+                max_parallelism,
             )?),
         };
         Ok(operator)

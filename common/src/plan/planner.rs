@@ -17,7 +17,9 @@ use super::{
     Changelog, JobGraph, OperatorKind, OperatorSpec, Partitioning, SinkSpec, SourceSpec, Vertex,
     VertexOutput,
 };
-use crate::operators::aggregate::{AggregateCall, AggregateKind, OutputColumn, WindowColumns};
+use crate::operators::aggregate::{
+    AggregateCall, AggregateKind, OutputColumn, WindowAggregateSpec, WindowColumns,
+};
 use crate::sql::catalog::ConnectorSource;
 use crate::sql::nodes::{WINDOW_END, WINDOW_START, WatermarkAssigner, WindowKind, WindowTvf};
 use crate::sql::{CompiledScript, PlannedInsert};
@@ -616,14 +618,14 @@ impl Planner {
                             call_names.join(", ")
                         ),
                         changelog: Changelog::AppendOnly,
-                        kind: OperatorKind::WindowAggregate {
+                        kind: OperatorKind::WindowAggregate(WindowAggregateSpec {
                             keys,
                             key_types,
                             columns,
                             session_gap,
                             calls,
                             schema,
-                        },
+                        }),
                     },
                 );
                 Ok(stream)

@@ -14,6 +14,7 @@ use arrow::datatypes::{
 use arrow::row::{RowConverter, SortField};
 use hashbrown::HashMap;
 
+use crate::state::{StateReader, StateWriter};
 use crate::{EddyError, Result};
 
 /// The aggregate functions Eddy evaluates incrementally.
@@ -93,6 +94,12 @@ pub trait GroupAccumulator: Send + std::fmt::Debug {
 
     /// Forgets a group so its slot can be reused.
     fn reset(&mut self, group: u32);
+
+    /// Writes a group's state into a snapshot.
+    fn save(&self, group: u32, out: &mut StateWriter);
+
+    /// Reads a group's state from a snapshot into (an empty) `group`.
+    fn load(&mut self, group: u32, input: &mut StateReader<'_>) -> Result<()>;
 }
 
 /// `COUNT(x)`: non-null values added minus retracted.
@@ -129,6 +136,15 @@ impl GroupAccumulator for CountAccumulator {
     fn reset(&mut self, group: u32) {
         self.counts[group as usize] = 0;
     }
+
+    fn save(&self, group: u32, out: &mut StateWriter) {
+        out.i64(self.counts[group as usize]);
+    }
+
+    fn load(&mut self, group: u32, input: &mut StateReader<'_>) -> Result<()> {
+        self.counts[group as usize] = input.i64()?;
+        Ok(())
+    }
 }
 
 /// `SUM(x)` in the output type, with a count of values so an empty group yields NULL.
@@ -156,7 +172,7 @@ impl<T: ArrowPrimitiveType> SumAccumulator<T> {
 
 impl<T: ArrowPrimitiveType> GroupAccumulator for SumAccumulator<T>
 where
-    T::Native: ArrowNativeTypeOp,
+    T::Native: ArrowNativeTypeOp + SnapshotValue,
 {
     fn resize(&mut self, groups: usize) {
         self.sums.resize(groups, T::Native::ZERO);
@@ -200,7 +216,39 @@ where
         self.sums[group as usize] = T::Native::ZERO;
         self.counts[group as usize] = 0;
     }
+
+    fn save(&self, group: u32, out: &mut StateWriter) {
+        self.sums[group as usize].save(out);
+        out.i64(self.counts[group as usize]);
+    }
+
+    fn load(&mut self, group: u32, input: &mut StateReader<'_>) -> Result<()> {
+        self.sums[group as usize] = T::Native::load(input)?;
+        self.counts[group as usize] = input.i64()?;
+        Ok(())
+    }
 }
+
+/// Native values a sum keeps, as they are written into snapshots.
+trait SnapshotValue: Copy {
+    fn save(self, out: &mut StateWriter);
+    fn load(input: &mut StateReader<'_>) -> Result<Self>;
+}
+
+macro_rules! snapshot_value {
+    ($($t:ty => $method:ident),*) => {$(
+        impl SnapshotValue for $t {
+            fn save(self, out: &mut StateWriter) {
+                out.$method(self);
+            }
+            fn load(input: &mut StateReader<'_>) -> Result<Self> {
+                input.$method()
+            }
+        }
+    )*};
+}
+
+snapshot_value!(i64 => i64, u64 => u64, f64 => f64, i128 => i128);
 
 /// `AVG(x)`: sum and count in floating point, cast to the output type.
 #[derive(Debug)]
@@ -258,6 +306,17 @@ impl GroupAccumulator for AvgAccumulator {
     fn reset(&mut self, group: u32) {
         self.sums[group as usize] = 0.0;
         self.counts[group as usize] = 0;
+    }
+
+    fn save(&self, group: u32, out: &mut StateWriter) {
+        out.f64(self.sums[group as usize])
+            .i64(self.counts[group as usize]);
+    }
+
+    fn load(&mut self, group: u32, input: &mut StateReader<'_>) -> Result<()> {
+        self.sums[group as usize] = input.f64()?;
+        self.counts[group as usize] = input.i64()?;
+        Ok(())
     }
 }
 
@@ -404,6 +463,39 @@ impl GroupAccumulator for ExtremeAccumulator {
     fn reset(&mut self, group: u32) {
         self.values[group as usize] = BTreeMap::new();
     }
+
+    fn save(&self, group: u32, out: &mut StateWriter) {
+        save_multiset(self.values[group as usize].iter(), out);
+    }
+
+    fn load(&mut self, group: u32, input: &mut StateReader<'_>) -> Result<()> {
+        let set = &mut self.values[group as usize];
+        load_multiset(input, |value, n| {
+            set.insert(value.into(), n);
+        })
+    }
+}
+
+/// Writes a multiset of encoded values with their multiplicities.
+fn save_multiset<'a>(
+    entries: impl ExactSizeIterator<Item = (&'a Box<[u8]>, &'a u64)>,
+    out: &mut StateWriter,
+) {
+    out.u64(entries.len() as u64);
+    for (value, n) in entries {
+        out.bytes(value).u64(*n);
+    }
+}
+
+/// Reads a multiset written by [`save_multiset`].
+fn load_multiset(input: &mut StateReader<'_>, mut insert: impl FnMut(&[u8], u64)) -> Result<()> {
+    let len = input.count(16)?;
+    for _ in 0..len {
+        let value = input.bytes()?;
+        let n = input.u64()?;
+        insert(value, n);
+    }
+    Ok(())
 }
 
 /// `COUNT(DISTINCT x)`: how often each distinct value occurs, so retractions are exact.
@@ -457,6 +549,17 @@ impl GroupAccumulator for DistinctCountAccumulator {
     fn reset(&mut self, group: u32) {
         self.values[group as usize] = HashMap::new();
     }
+
+    fn save(&self, group: u32, out: &mut StateWriter) {
+        save_multiset(self.values[group as usize].iter(), out);
+    }
+
+    fn load(&mut self, group: u32, input: &mut StateReader<'_>) -> Result<()> {
+        let set = &mut self.values[group as usize];
+        load_multiset(input, |value, n| {
+            set.insert(value.into(), n);
+        })
+    }
 }
 
 #[cfg(test)]
@@ -485,6 +588,62 @@ mod tests {
         acc.update(&[0, 0], &[-1, -1], &ints(vec![Some(5), Some(7)]))
             .unwrap();
         assert!(acc.evaluate(&[0]).unwrap().is_null(0));
+    }
+
+    #[test]
+    fn every_accumulator_survives_save_and_load() {
+        let values = ints(vec![Some(2), Some(4), Some(4), Some(9)]);
+        let kinds = [
+            AggregateKind::Count,
+            AggregateKind::CountDistinct,
+            AggregateKind::Sum,
+            AggregateKind::Avg,
+            AggregateKind::Min,
+            AggregateKind::Max,
+        ];
+        for kind in kinds {
+            let output = if kind == AggregateKind::Avg {
+                DataType::Float64
+            } else {
+                DataType::Int64
+            };
+            let mut acc = kind.accumulator(&DataType::Int64, &output).unwrap();
+            acc.resize(1);
+            acc.update(&[0, 0, 0, 0], &[1, 1, 1, 1], &values).unwrap();
+            acc.update(&[0], &[-1], &ints(vec![Some(9)])).unwrap();
+            let mut out = StateWriter::new();
+            acc.save(0, &mut out);
+            let bytes = out.finish();
+            let mut restored = kind.accumulator(&DataType::Int64, &output).unwrap();
+            restored.resize(2);
+            restored
+                .load(1, &mut StateReader::new(&bytes, "test"))
+                .unwrap();
+            assert_eq!(
+                acc.evaluate(&[0]).unwrap().as_ref(),
+                restored.evaluate(&[1]).unwrap().as_ref(),
+                "{kind:?}"
+            );
+            // Retraction keeps working after a restore (MAX falls back from 4 to 2).
+            restored
+                .update(&[1, 1], &[-1, -1], &ints(vec![Some(4), Some(4)]))
+                .unwrap();
+            if kind == AggregateKind::Max {
+                assert_eq!(
+                    restored
+                        .evaluate(&[1])
+                        .unwrap()
+                        .as_primitive::<Int64Type>()
+                        .value(0),
+                    2
+                );
+            }
+            assert!(
+                restored
+                    .load(0, &mut StateReader::new(&bytes[..bytes.len() - 1], "test"))
+                    .is_err()
+            );
+        }
     }
 
     #[test]

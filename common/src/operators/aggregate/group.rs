@@ -12,10 +12,14 @@ use arrow::row::{RowConverter, SortField};
 use datafusion_physical_expr::PhysicalExpr;
 use hashbrown::HashMap;
 
-use super::{Accumulators, AggregateCall, Emitted, Slots, signs_of};
+use super::{
+    Accumulators, AggregateCall, Emitted, SNAPSHOT_VERSION, Slots, open_snapshot, signs_of,
+};
 use crate::Result;
 use crate::chunk::{Chunk, Op};
 use crate::operators::{Operator, evaluate};
+use crate::partition::{KeyScope, key_groups};
+use crate::state::StateWriter;
 
 /// A non-windowed aggregation producing a retract (or upsert) changelog.
 #[derive(Debug)]
@@ -31,6 +35,7 @@ pub struct GroupAggregate {
     slots: Slots,
     emit_update_before: bool,
     schema: SchemaRef,
+    max_parallelism: usize,
 }
 
 impl GroupAggregate {
@@ -43,6 +48,7 @@ impl GroupAggregate {
         calls: Vec<AggregateCall>,
         emit_update_before: bool,
         schema: SchemaRef,
+        max_parallelism: usize,
     ) -> Result<Self> {
         let key_codec = RowConverter::new(key_types.into_iter().map(SortField::new).collect())?;
         let result_codec = RowConverter::new(
@@ -63,7 +69,19 @@ impl GroupAggregate {
             slots: Slots::default(),
             emit_update_before,
             schema,
+            max_parallelism,
         })
+    }
+
+    /// A new group for `key`.
+    fn insert_group(&mut self, key: &[u8]) -> u32 {
+        let (slot, grown) = self.slots.acquire();
+        if grown {
+            self.grow();
+        }
+        self.index.insert(key.into(), slot);
+        self.group_keys[slot as usize] = key.into();
+        slot
     }
 
     fn grow(&mut self) {
@@ -89,6 +107,47 @@ impl GroupAggregate {
 }
 
 impl Operator for GroupAggregate {
+    fn snapshot(&mut self) -> Result<Vec<u8>> {
+        let live: Vec<u32> = (0..self.slots.len as u32)
+            .filter(|g| self.row_counts[*g as usize] > 0)
+            .collect();
+        let key_groups = match self.keys.is_empty() {
+            true => vec![0; live.len()],
+            false => key_groups(&self.key_columns(&live)?, self.max_parallelism)?,
+        };
+        let mut out = StateWriter::new();
+        out.u64(SNAPSHOT_VERSION).u64(live.len() as u64);
+        for (group, key_group) in live.iter().zip(key_groups) {
+            out.bytes(&self.group_keys[*group as usize])
+                .u64(key_group as u64)
+                .i64(self.row_counts[*group as usize]);
+            self.accumulators.save(*group, &mut out);
+        }
+        Ok(out.finish())
+    }
+
+    fn restore(&mut self, snapshots: &[&[u8]], scope: &KeyScope) -> Result<()> {
+        for snapshot in snapshots {
+            let mut input = open_snapshot(snapshot, "a GROUP BY")?;
+            for _ in 0..input.count(24)? {
+                let key = input.bytes()?;
+                let key_group = input.u64()? as usize;
+                let rows = input.i64()?;
+                let group = self.insert_group(key);
+                self.row_counts[group as usize] = rows;
+                self.accumulators.load(group, &mut input)?;
+                if !self.keys.is_empty() && !scope.owns(key_group) {
+                    // Another subtask owns this key now.
+                    self.index.remove(key);
+                    self.row_counts[group as usize] = 0;
+                    self.accumulators.reset(group);
+                    self.slots.release(group);
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn process(&mut self, chunk: Chunk, out: &mut Vec<Chunk>) -> Result<()> {
         let key_arrays = self
             .keys
@@ -113,15 +172,7 @@ impl Operator for GroupAggregate {
                     group_ids.push(0);
                     continue;
                 }
-                None => {
-                    let (slot, grown) = self.slots.acquire();
-                    if grown {
-                        self.grow();
-                    }
-                    self.index.insert(key.into(), slot);
-                    self.group_keys[slot as usize] = key.into();
-                    slot
-                }
+                None => self.insert_group(key),
             };
             if !self.touched_mark[group as usize] {
                 self.touched_mark[group as usize] = true;

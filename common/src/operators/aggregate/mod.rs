@@ -14,11 +14,12 @@ use datafusion_physical_expr::PhysicalExpr;
 
 pub use accumulator::{AggregateKind, GroupAccumulator};
 pub use group::GroupAggregate;
-pub use window::{OutputColumn, WindowAggregate, WindowColumns};
+pub use window::{OutputColumn, WindowAggregate, WindowAggregateSpec, WindowColumns};
 
 use super::evaluate;
-use crate::Result;
 use crate::chunk::{Chunk, Op};
+use crate::state::{StateReader, StateWriter};
+use crate::{EddyError, Result};
 
 /// One aggregate function call of a `GROUP BY`.
 #[derive(Debug, Clone)]
@@ -108,6 +109,34 @@ impl Accumulators {
             s.reset(group);
         }
     }
+
+    fn save(&self, group: u32, out: &mut StateWriter) {
+        for s in &self.states {
+            s.save(group, out);
+        }
+    }
+
+    fn load(&mut self, group: u32, input: &mut StateReader<'_>) -> Result<()> {
+        for s in &mut self.states {
+            s.load(group, input)?;
+        }
+        Ok(())
+    }
+}
+
+/// Version of the aggregate snapshot format.
+const SNAPSHOT_VERSION: u64 = 1;
+
+/// Reads a snapshot's header; returns its reader positioned after it.
+fn open_snapshot<'a>(bytes: &'a [u8], what: &'a str) -> Result<StateReader<'a>> {
+    let mut reader = StateReader::new(bytes, what);
+    let version = reader.u64()?;
+    if version != SNAPSHOT_VERSION {
+        return Err(EddyError::Runtime(format!(
+            "snapshot of {what} has format version {version}; this Eddy reads version {SNAPSHOT_VERSION}"
+        )));
+    }
+    Ok(reader)
 }
 
 /// Slot numbers for groups, reused once a group is gone.

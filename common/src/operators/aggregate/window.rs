@@ -13,11 +13,13 @@ use arrow::row::{RowConverter, SortField};
 use datafusion_physical_expr::PhysicalExpr;
 use hashbrown::HashMap;
 
-use super::{Accumulators, AggregateCall, Slots, signs_of};
+use super::{Accumulators, AggregateCall, SNAPSHOT_VERSION, Slots, open_snapshot, signs_of};
 use crate::chunk::Chunk;
 use crate::event::Timestamp;
 use crate::metrics::OperatorMetrics;
 use crate::operators::{Operator, evaluate};
+use crate::partition::{KeyScope, key_groups};
+use crate::state::StateWriter;
 use crate::{EddyError, Result};
 
 /// Where the window bounds are, in the input and in the output.
@@ -43,6 +45,23 @@ pub enum OutputColumn {
     WindowEnd,
 }
 
+/// What a window aggregate computes.
+#[derive(Debug, Clone)]
+pub struct WindowAggregateSpec {
+    /// Grouping expressions other than the window bounds.
+    pub keys: Vec<Arc<dyn PhysicalExpr>>,
+    /// Their types.
+    pub key_types: Vec<DataType>,
+    /// Where the window bounds are.
+    pub columns: WindowColumns,
+    /// The gap, for session windows.
+    pub session_gap: Option<i64>,
+    /// Aggregate calls.
+    pub calls: Vec<AggregateCall>,
+    /// Output rows.
+    pub schema: SchemaRef,
+}
+
 /// A window aggregate of one subtask.
 #[derive(Debug)]
 pub struct WindowAggregate {
@@ -63,20 +82,25 @@ pub struct WindowAggregate {
     schema: SchemaRef,
     metrics: Arc<OperatorMetrics>,
     buffer: Vec<u8>,
+    max_parallelism: usize,
 }
 
 impl WindowAggregate {
-    /// A window aggregate grouping by `keys` within windows (merging sessions when
-    /// `session_gap` is set), emitting rows of `schema`.
+    /// A window aggregate grouping by its keys within windows (merging sessions when the
+    /// spec has a session gap); keyed state is split into `max_parallelism` key groups.
     pub fn new(
-        keys: Vec<Arc<dyn PhysicalExpr>>,
-        key_types: Vec<DataType>,
-        columns: WindowColumns,
-        session_gap: Option<i64>,
-        calls: Vec<AggregateCall>,
-        schema: SchemaRef,
+        spec: WindowAggregateSpec,
         metrics: Arc<OperatorMetrics>,
+        max_parallelism: usize,
     ) -> Result<Self> {
+        let WindowAggregateSpec {
+            keys,
+            key_types,
+            columns,
+            session_gap,
+            calls,
+            schema,
+        } = spec;
         let key_codec = match key_types.is_empty() {
             true => None,
             false => Some(RowConverter::new(
@@ -99,7 +123,23 @@ impl WindowAggregate {
             schema,
             metrics,
             buffer: Vec::new(),
+            max_parallelism,
         })
+    }
+
+    /// The decoded key columns of `slots`.
+    fn key_columns(&self, slots: &[u32]) -> Result<Vec<ArrayRef>> {
+        match &self.key_codec {
+            None => Ok(Vec::new()),
+            Some(codec) => {
+                let parser = codec.parser();
+                let rows: Vec<_> = slots
+                    .iter()
+                    .map(|s| parser.parse(&self.slot_keys[*s as usize]))
+                    .collect();
+                Ok(codec.convert_rows(rows)?)
+            }
+        }
     }
 
     fn new_slot(&mut self, start: Timestamp, end: Timestamp, key: &[u8]) -> u32 {
@@ -190,17 +230,7 @@ impl WindowAggregate {
         }
         let slots: Vec<u32> = fired.iter().map(|f| f.2).collect();
         let results = self.accumulators.evaluate(&slots)?;
-        let keys = match &self.key_codec {
-            None => Vec::new(),
-            Some(codec) => {
-                let parser = codec.parser();
-                let rows: Vec<_> = slots
-                    .iter()
-                    .map(|s| parser.parse(&self.slot_keys[*s as usize]))
-                    .collect();
-                codec.convert_rows(rows)?
-            }
-        };
+        let keys = self.key_columns(&slots)?;
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.schema.fields().len());
         for column in &self.columns.layout {
             let array: ArrayRef = match column {
@@ -267,6 +297,65 @@ fn millis(array: &ArrayRef) -> Result<Int64Array> {
 }
 
 impl Operator for WindowAggregate {
+    fn snapshot(&mut self) -> Result<Vec<u8>> {
+        let open: Vec<(Timestamp, Timestamp, u32)> = self.timers.iter().copied().collect();
+        let slots: Vec<u32> = open.iter().map(|t| t.2).collect();
+        let key_groups = match self.key_codec {
+            None => vec![0; slots.len()],
+            Some(_) => key_groups(&self.key_columns(&slots)?, self.max_parallelism)?,
+        };
+        let mut out = StateWriter::new();
+        out.u64(SNAPSHOT_VERSION)
+            .i64(self.watermark)
+            .u64(open.len() as u64);
+        for ((end, start, slot), key_group) in open.into_iter().zip(key_groups) {
+            out.bytes(&self.slot_keys[slot as usize])
+                .u64(key_group as u64)
+                .i64(start)
+                .i64(end);
+            self.accumulators.save(slot, &mut out);
+        }
+        Ok(out.finish())
+    }
+
+    fn restore(&mut self, snapshots: &[&[u8]], scope: &KeyScope) -> Result<()> {
+        let mut watermark = None;
+        for snapshot in snapshots {
+            let mut input = open_snapshot(snapshot, "a window aggregate")?;
+            let w = input.i64()?;
+            watermark = Some(watermark.map_or(w, |m: Timestamp| m.min(w)));
+            for _ in 0..input.count(40)? {
+                let key = input.bytes()?;
+                let key_group = input.u64()? as usize;
+                let start = input.i64()?;
+                let end = input.i64()?;
+                let slot = self.new_slot(start, end, key);
+                self.accumulators.load(slot, &mut input)?;
+                if self.key_codec.is_some() && !scope.owns(key_group) {
+                    // Another subtask owns this key now.
+                    self.timers.remove(&(end, start, slot));
+                    self.accumulators.reset(slot);
+                    self.slots.release(slot);
+                    continue;
+                }
+                match self.session_gap {
+                    Some(_) => self.sessions.entry(key.into()).or_default().push(slot),
+                    None => {
+                        self.buffer.clear();
+                        self.buffer.extend_from_slice(&start.to_be_bytes());
+                        self.buffer.extend_from_slice(&end.to_be_bytes());
+                        self.buffer.extend_from_slice(key);
+                        self.index.insert(self.buffer.as_slice().into(), slot);
+                    }
+                }
+            }
+        }
+        if let Some(w) = watermark {
+            self.watermark = w;
+        }
+        Ok(())
+    }
+
     fn process(&mut self, chunk: Chunk, _out: &mut Vec<Chunk>) -> Result<()> {
         if !chunk.is_append_only() {
             return Err(EddyError::Runtime(

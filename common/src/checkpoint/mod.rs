@@ -1,0 +1,15 @@
+//! Checkpoints in object storage (DESIGN §6):
+//!
+//! ```text
+//! {root}/{job}/chk-{n}/{vertex}-{subtask}.state   task snapshots, written first
+//! {root}/{job}/chk-{n}/_metadata                  written last: its presence means complete
+//! ```
+//!
+//! `_metadata` lists every task snapshot with its size and CRC-32; a checkpoint whose
+//! metadata or files do not check out is skipped, with a warning, for the previous one.
+
+mod snapshot;
+mod storage;
+
+pub use snapshot::TaskSnapshot;
+pub use storage::{CheckpointMetadata, CheckpointStorage, StateHandle};

@@ -1,0 +1,139 @@
+//! Checkpointing and restart options, named as in Flink.
+
+use std::time::Duration;
+
+use crate::{EddyError, Result};
+
+/// How checkpoints treat records that cross a barrier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointingMode {
+    /// Aligned barriers: every record affects state exactly once.
+    ExactlyOnce,
+    /// No alignment: after a recovery some records are processed twice.
+    AtLeastOnce,
+}
+
+/// `execution.checkpointing.*`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointConfig {
+    /// Time between checkpoints; `None` disables checkpointing (at-most-once).
+    pub interval: Option<Duration>,
+    /// Exactly-once or at-least-once.
+    pub mode: CheckpointingMode,
+    /// A checkpoint not complete after this is aborted.
+    pub timeout: Duration,
+    /// Least time between the end of one checkpoint and the start of the next.
+    pub min_pause: Duration,
+    /// Consecutive failed checkpoints tolerated before the job fails.
+    pub tolerable_failures: u32,
+    /// Completed checkpoints kept (older ones are deleted).
+    pub retained: usize,
+    /// Unaligned checkpoints (exactly-once only).
+    pub unaligned: bool,
+    /// Where checkpoints go (`file:///...`, a path, or `s3://bucket/prefix`); `None` uses the
+    /// cluster's default.
+    pub directory: Option<String>,
+}
+
+impl Default for CheckpointConfig {
+    fn default() -> Self {
+        CheckpointConfig {
+            interval: None,
+            mode: CheckpointingMode::ExactlyOnce,
+            timeout: Duration::from_secs(600),
+            min_pause: Duration::ZERO,
+            tolerable_failures: 0,
+            retained: 3,
+            unaligned: false,
+            directory: None,
+        }
+    }
+}
+
+/// `restart-strategy.*`: how a failed job is restarted from its latest checkpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestartStrategy {
+    /// Whether to restart at all (`restart-strategy.type` = `none` disables it).
+    pub enabled: bool,
+    /// First delay.
+    pub initial_backoff: Duration,
+    /// Largest delay.
+    pub max_backoff: Duration,
+    /// Factor between consecutive delays.
+    pub multiplier: f64,
+    /// Restarts allowed before the job fails for good.
+    pub max_attempts: u32,
+}
+
+impl Default for RestartStrategy {
+    fn default() -> Self {
+        RestartStrategy {
+            enabled: true,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(30),
+            multiplier: 2.0,
+            max_attempts: 10,
+        }
+    }
+}
+
+impl RestartStrategy {
+    /// The delay before restart number `attempt` (from 1).
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let factor = self.multiplier.powi(attempt.saturating_sub(1) as i32);
+        self.initial_backoff.mul_f64(factor).min(self.max_backoff)
+    }
+}
+
+/// Parses a duration as Flink writes them: `500ms`, `1s`, `2 min`, `1h`, or plain
+/// milliseconds.
+pub fn parse_duration(key: &str, value: &str) -> Result<Duration> {
+    let text = value.trim().to_ascii_lowercase();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number.parse().map_err(|_| bad_duration(key, value))?;
+    let millis = match unit.trim() {
+        "" | "ms" | "milli" | "millis" | "milliseconds" => number,
+        "s" | "sec" | "secs" | "second" | "seconds" => number * 1e3,
+        "m" | "min" | "mins" | "minute" | "minutes" => number * 60e3,
+        "h" | "hour" | "hours" => number * 3600e3,
+        "d" | "day" | "days" => number * 86_400e3,
+        _ => return Err(bad_duration(key, value)),
+    };
+    Ok(Duration::from_secs_f64(millis / 1e3))
+}
+
+fn bad_duration(key: &str, value: &str) -> EddyError {
+    EddyError::Config(format!(
+        "'{key}' = '{value}': expected a duration such as 500ms, 1s, 2min or 1h"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_backoff() {
+        assert_eq!(parse_duration("k", "1s").unwrap(), Duration::from_secs(1));
+        assert_eq!(
+            parse_duration("k", "250 ms").unwrap(),
+            Duration::from_millis(250)
+        );
+        assert_eq!(
+            parse_duration("k", "2min").unwrap(),
+            Duration::from_secs(120)
+        );
+        assert_eq!(
+            parse_duration("k", "1500").unwrap(),
+            Duration::from_millis(1500)
+        );
+        assert!(parse_duration("k", "soon").is_err());
+        let strategy = RestartStrategy::default();
+        assert_eq!(strategy.backoff(1), Duration::from_millis(500));
+        assert_eq!(strategy.backoff(3), Duration::from_secs(2));
+        assert_eq!(strategy.backoff(30), Duration::from_secs(30));
+    }
+}

@@ -1,0 +1,362 @@
+//! The checkpoint coordinator of one job run: decides when to trigger, collects the
+//! tasks' acknowledgements, and says when a checkpoint is ready to commit. It does no I/O;
+//! the cluster sends its triggers and writes its commits.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use eddy_common::checkpoint::{CheckpointMetadata, StateHandle};
+use eddy_common::checkpointing::CheckpointConfig;
+use eddy_common::event::Barrier;
+use eddy_proto::v1 as pb;
+
+/// Checkpoints kept in the job's history for `eddy status --checkpoints`.
+const HISTORY: usize = 32;
+
+/// A task, as (vertex, subtask).
+pub type TaskKey = (usize, usize);
+
+/// What a task reported for a checkpoint.
+#[derive(Debug, Clone)]
+pub struct Acknowledgement {
+    /// The checkpoint.
+    pub checkpoint: u64,
+    /// Its stored snapshot, or why it declined.
+    pub result: Result<StateHandle, String>,
+    /// Its barrier alignment.
+    pub alignment: Duration,
+}
+
+/// What an acknowledgement led to.
+#[derive(Debug, PartialEq)]
+pub enum AckOutcome {
+    /// Not for the pending checkpoint (late, or of an aborted one).
+    Ignored,
+    /// Recorded; other tasks are still to acknowledge.
+    Waiting,
+    /// Every task has acknowledged: write this metadata to commit.
+    Complete(CheckpointMetadata),
+    /// A task declined: the checkpoint was aborted. `true` when failures exceed the
+    /// tolerated number and the job must fail.
+    Aborted(bool),
+}
+
+struct Pending {
+    id: u64,
+    started: Instant,
+    waiting: BTreeSet<TaskKey>,
+    handles: Vec<StateHandle>,
+    info: pb::CheckpointInfo,
+}
+
+/// The coordinator of one run of a job.
+pub struct CheckpointCoordinator {
+    config: CheckpointConfig,
+    interval: Duration,
+    tasks: BTreeSet<TaskKey>,
+    vertex_parallelism: Vec<usize>,
+    next_id: u64,
+    pending: Option<Pending>,
+    committing: Option<(u64, Instant, pb::CheckpointInfo)>,
+    last_end: Instant,
+    consecutive_failures: u32,
+    any_task_finished: bool,
+    history: VecDeque<pb::CheckpointInfo>,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl CheckpointCoordinator {
+    /// A coordinator for a run of `tasks`, numbering checkpoints from `first_id` (after
+    /// the last one of earlier runs). `None` when the job does not checkpoint.
+    pub fn new(
+        config: &CheckpointConfig,
+        tasks: BTreeSet<TaskKey>,
+        vertex_parallelism: Vec<usize>,
+        first_id: u64,
+    ) -> Option<Self> {
+        let interval = config.interval?;
+        Some(CheckpointCoordinator {
+            config: config.clone(),
+            interval,
+            tasks,
+            vertex_parallelism,
+            next_id: first_id.max(1),
+            pending: None,
+            committing: None,
+            last_end: Instant::now(),
+            consecutive_failures: 0,
+            any_task_finished: false,
+            history: VecDeque::new(),
+        })
+    }
+
+    /// The barrier to trigger now, if one is due: the interval and the minimum pause have
+    /// passed since the last checkpoint ended, none is in flight, and no task has finished
+    /// (a finished task can no longer take part, so a bounded job's last stretch is
+    /// replayed from the checkpoint before).
+    pub fn due(&mut self, now: Instant) -> Option<Barrier> {
+        if self.pending.is_some() || self.committing.is_some() || self.any_task_finished {
+            return None;
+        }
+        let wait = self.interval.max(self.config.min_pause);
+        if now.duration_since(self.last_end) < wait {
+            return None;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let triggered_at = now_ms();
+        self.pending = Some(Pending {
+            id,
+            started: now,
+            waiting: self.tasks.clone(),
+            handles: Vec::new(),
+            info: pb::CheckpointInfo {
+                id,
+                state: pb::CheckpointState::InProgress as i32,
+                triggered_at_ms: triggered_at,
+                ..Default::default()
+            },
+        });
+        Some(Barrier {
+            checkpoint: id,
+            triggered_at,
+        })
+    }
+
+    /// Takes a task's acknowledgement.
+    pub fn acknowledge(&mut self, task: TaskKey, ack: Acknowledgement) -> AckOutcome {
+        let Some(pending) = self.pending.as_mut().filter(|p| p.id == ack.checkpoint) else {
+            return AckOutcome::Ignored;
+        };
+        if !pending.waiting.remove(&task) {
+            return AckOutcome::Ignored;
+        }
+        let handle = match ack.result {
+            Ok(handle) => handle,
+            Err(reason) => {
+                let reason = format!("task v{}[{}] declined: {reason}", task.0, task.1);
+                return AckOutcome::Aborted(self.abort(&reason));
+            }
+        };
+        pending.info.acks.push(pb::TaskAckTime {
+            vertex: task.0 as u32,
+            subtask: task.1 as u32,
+            ack_ms: pending.started.elapsed().as_millis() as u64,
+            alignment_ms: ack.alignment.as_millis() as u64,
+            size_bytes: handle.size,
+        });
+        pending.info.alignment_ms = pending
+            .info
+            .alignment_ms
+            .max(ack.alignment.as_millis() as u64);
+        pending.info.size_bytes += handle.size;
+        pending.handles.push(handle);
+        if !pending.waiting.is_empty() {
+            return AckOutcome::Waiting;
+        }
+        let pending = self.pending.take().expect("pending checkpoint");
+        let metadata = CheckpointMetadata {
+            checkpoint: pending.id,
+            completed_at_ms: now_ms(),
+            vertex_parallelism: self.vertex_parallelism.clone(),
+            tasks: pending.handles,
+        };
+        self.committing = Some((pending.id, pending.started, pending.info));
+        AckOutcome::Complete(metadata)
+    }
+
+    /// The metadata of `checkpoint` has been written: it is complete.
+    pub fn committed(&mut self, checkpoint: u64) {
+        if let Some((id, started, mut info)) = self.committing.take() {
+            if id == checkpoint {
+                info.state = pb::CheckpointState::Completed as i32;
+                info.duration_ms = started.elapsed().as_millis() as u64;
+                self.remember(info);
+                self.consecutive_failures = 0;
+                self.last_end = Instant::now();
+            } else {
+                self.committing = Some((id, started, info));
+            }
+        }
+    }
+
+    /// Writing the metadata failed; returns whether the job must fail.
+    pub fn commit_failed(&mut self, checkpoint: u64, reason: &str) -> bool {
+        match self.committing.take() {
+            Some((id, _, mut info)) if id == checkpoint => {
+                info.state = pb::CheckpointState::Failed as i32;
+                info.failure = reason.to_string();
+                self.remember(info);
+                self.failed()
+            }
+            other => {
+                self.committing = other;
+                false
+            }
+        }
+    }
+
+    /// A task finished: the pending checkpoint can no longer complete, and no further
+    /// checkpoint is triggered.
+    pub fn task_finished(&mut self) {
+        self.any_task_finished = true;
+        if let Some(mut pending) = self.pending.take() {
+            pending.info.state = pb::CheckpointState::Failed as i32;
+            pending.info.failure = "a task finished before acknowledging".into();
+            self.remember(pending.info);
+            self.last_end = Instant::now();
+        }
+    }
+
+    /// Aborts the pending checkpoint if it has run past the timeout; returns whether the
+    /// job must fail.
+    pub fn check_timeout(&mut self, now: Instant) -> bool {
+        match &self.pending {
+            Some(p) if now.duration_since(p.started) > self.config.timeout => {
+                let reason = format!(
+                    "timed out after {:?} waiting for {} tasks",
+                    self.config.timeout,
+                    p.waiting.len()
+                );
+                self.abort(&reason)
+            }
+            _ => false,
+        }
+    }
+
+    fn abort(&mut self, reason: &str) -> bool {
+        if let Some(mut pending) = self.pending.take() {
+            tracing::warn!(checkpoint = pending.id, %reason, "checkpoint aborted");
+            pending.info.state = pb::CheckpointState::Failed as i32;
+            pending.info.failure = reason.to_string();
+            pending.info.duration_ms = pending.started.elapsed().as_millis() as u64;
+            self.remember(pending.info);
+        }
+        self.last_end = Instant::now();
+        self.failed()
+    }
+
+    fn failed(&mut self) -> bool {
+        self.consecutive_failures += 1;
+        self.consecutive_failures > self.config.tolerable_failures
+    }
+
+    fn remember(&mut self, info: pb::CheckpointInfo) {
+        self.history.push_back(info);
+        while self.history.len() > HISTORY {
+            self.history.pop_front();
+        }
+    }
+
+    /// Recent checkpoints, the one in flight last.
+    pub fn history(&self) -> Vec<pb::CheckpointInfo> {
+        let mut all: Vec<pb::CheckpointInfo> = self.history.iter().cloned().collect();
+        if let Some((_, _, info)) = &self.committing {
+            all.push(info.clone());
+        }
+        if let Some(pending) = &self.pending {
+            all.push(pending.info.clone());
+        }
+        all
+    }
+
+    /// The id the next run should start numbering from.
+    pub fn next_id(&self) -> u64 {
+        self.next_id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn coordinator(tolerable: u32) -> CheckpointCoordinator {
+        let config = CheckpointConfig {
+            interval: Some(Duration::from_millis(10)),
+            tolerable_failures: tolerable,
+            timeout: Duration::from_millis(50),
+            ..Default::default()
+        };
+        CheckpointCoordinator::new(&config, [(0, 0), (1, 0)].into(), vec![1, 1], 1).unwrap()
+    }
+
+    fn ack(checkpoint: u64, vertex: usize) -> Acknowledgement {
+        Acknowledgement {
+            checkpoint,
+            result: Ok(StateHandle {
+                vertex,
+                subtask: 0,
+                file: format!("{vertex}-0.state"),
+                size: 10,
+                crc32: 1,
+            }),
+            alignment: Duration::from_millis(3),
+        }
+    }
+
+    #[test]
+    fn completes_when_every_task_acknowledged() {
+        let mut c = coordinator(0);
+        let start = Instant::now();
+        assert!(c.due(start).is_none(), "the interval has not passed");
+        let barrier = c.due(start + Duration::from_millis(20)).unwrap();
+        assert_eq!(barrier.checkpoint, 1);
+        assert!(
+            c.due(start + Duration::from_millis(40)).is_none(),
+            "one at a time"
+        );
+        assert_eq!(c.acknowledge((0, 0), ack(1, 0)), AckOutcome::Waiting);
+        assert_eq!(
+            c.acknowledge((0, 0), ack(1, 0)),
+            AckOutcome::Ignored,
+            "a duplicate"
+        );
+        let AckOutcome::Complete(metadata) = c.acknowledge((1, 0), ack(1, 1)) else {
+            panic!("expected completion");
+        };
+        assert_eq!(metadata.tasks.len(), 2);
+        assert_eq!(metadata.size(), 20);
+        c.committed(1);
+        let history = c.history();
+        assert_eq!(history[0].state, pb::CheckpointState::Completed as i32);
+        assert_eq!(history[0].alignment_ms, 3);
+    }
+
+    #[test]
+    fn declines_and_timeouts_abort_and_fail_the_job_past_the_tolerance() {
+        let mut c = coordinator(1);
+        let later = Instant::now() + Duration::from_secs(1);
+        let first = c.due(later).unwrap();
+        let declined = Acknowledgement {
+            result: Err("disk full".into()),
+            ..ack(first.checkpoint, 0)
+        };
+        assert_eq!(c.acknowledge((0, 0), declined), AckOutcome::Aborted(false));
+        assert_eq!(
+            c.acknowledge((1, 0), ack(first.checkpoint, 1)),
+            AckOutcome::Ignored
+        );
+        let second = c.due(later + Duration::from_secs(1)).unwrap();
+        assert_eq!(second.checkpoint, 2);
+        assert!(
+            c.check_timeout(later + Duration::from_secs(5)),
+            "a second failure exceeds one tolerated"
+        );
+    }
+
+    #[test]
+    fn a_finished_task_stops_checkpointing() {
+        let mut c = coordinator(0);
+        let later = Instant::now() + Duration::from_secs(1);
+        c.due(later).unwrap();
+        c.task_finished();
+        assert!(c.due(later + Duration::from_secs(1)).is_none());
+        assert_eq!(c.history()[0].state, pb::CheckpointState::Failed as i32);
+    }
+}
