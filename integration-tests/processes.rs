@@ -104,7 +104,35 @@ pub struct Cluster {
     /// Scratch space for scripts.
     pub scratch: Scratch,
     env: Vec<(String, String)>,
+    jobmanager_args: Vec<String>,
     next_id: usize,
+}
+
+/// The command that starts a JobManager on `port`, keeping checkpoints and the job store in
+/// the scratch directory unless the arguments say otherwise.
+fn jobmanager_command(
+    port: u16,
+    scratch: &Scratch,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Command {
+    let mut command = eddy();
+    command.envs(env.iter().copied());
+    command.args([
+        "jobmanager",
+        "--bind",
+        &format!("127.0.0.1:{port}"),
+        "--heartbeat-interval-ms",
+        "200",
+        "--heartbeat-timeout-ms",
+        "2000",
+    ]);
+    let default_dir = scratch.path().join("checkpoints").display().to_string();
+    if !args.contains(&"--checkpoint-dir") {
+        command.args(["--checkpoint-dir", &default_dir]);
+    }
+    command.args(args);
+    command
 }
 
 impl Cluster {
@@ -124,31 +152,18 @@ impl Cluster {
     ) -> Cluster {
         let port = free_port();
         let scratch = Scratch::new(name);
-        let mut command = eddy();
-        command.envs(env.iter().copied());
-        command.args([
-            "jobmanager",
-            "--bind",
-            &format!("127.0.0.1:{port}"),
-            "--heartbeat-interval-ms",
-            "200",
-            "--heartbeat-timeout-ms",
-            "2000",
-        ]);
-        let default_dir = scratch.path().join("checkpoints").display().to_string();
-        if !jobmanager_args.contains(&"--checkpoint-dir") {
-            command.args(["--checkpoint-dir", &default_dir]);
-        }
-        command.args(jobmanager_args);
+        let address = format!("http://127.0.0.1:{port}");
+        let jobmanager = Daemon::spawn(jobmanager_command(port, &scratch, jobmanager_args, env));
         let mut cluster = Cluster {
-            address: format!("http://127.0.0.1:{port}"),
-            jobmanager: Daemon::spawn(command),
+            address,
+            jobmanager,
             taskmanagers: Vec::new(),
             scratch,
             env: env
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            jobmanager_args: jobmanager_args.iter().map(|a| a.to_string()).collect(),
             next_id: 0,
         };
         for _ in 0..count {
@@ -156,6 +171,20 @@ impl Cluster {
         }
         cluster.wait_for_slots(count * slots);
         cluster
+    }
+
+    /// SIGKILLs the JobManager and starts a new one on the same address and storage.
+    pub fn restart_jobmanager(&mut self) {
+        self.jobmanager.child.kill().unwrap();
+        let _ = self.jobmanager.child.wait();
+        let port: u16 = self.address.rsplit(':').next().unwrap().parse().unwrap();
+        let args: Vec<&str> = self.jobmanager_args.iter().map(String::as_str).collect();
+        let env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        self.jobmanager = Daemon::spawn(jobmanager_command(port, &self.scratch, &args, &env));
     }
 
     /// Starts one more TaskManager (without waiting for it to register).
@@ -229,15 +258,19 @@ impl Cluster {
             .unwrap_or_else(|e| panic!("submit failed: {e}"))
     }
 
-    /// The job as `eddy status --output json` shows it.
+    /// The job as `eddy status --output json` shows it (retrying for a while when the
+    /// JobManager is not answering, e.g. while it restarts).
     pub fn status(&self, job: &str) -> serde_json::Value {
-        let output = self.client(&["status", job, "--output", "json"]);
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        serde_json::from_slice(&output.stdout).unwrap()
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let output = self.client(&["status", job, "--output", "json"]);
+            if output.status.success() {
+                return serde_json::from_slice(&output.stdout).unwrap();
+            }
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert!(Instant::now() < deadline, "eddy status failed: {stderr}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Waits until the job is in `state`; fails fast if it ended in another state.

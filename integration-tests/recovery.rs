@@ -199,3 +199,27 @@ fn restore_skips_a_corrupt_checkpoint_on_s3() {
     let expected = failure_free(&cluster.scratch, 200_000);
     assert_eq!(largest_counts(&cluster.printed()), expected);
 }
+
+#[test]
+fn a_restarted_jobmanager_resumes_its_job_exactly() {
+    let mut cluster = Cluster::start("jobmanager-kill", 2, 2);
+    let job_id = cluster.submit(&job(200_000, 25_000, "EXACTLY_ONCE", "200ms"), 4);
+    let deadline = Instant::now() + TWO_MINUTES;
+    while cluster.status(&job_id)["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["state"] != "COMPLETED")
+    {
+        assert!(Instant::now() < deadline, "no checkpoint completed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    cluster.restart_jobmanager();
+    let status = cluster.wait_for(&job_id, "FINISHED", TWO_MINUTES);
+    assert!(
+        status["restored_from"].as_u64().unwrap() > 0,
+        "resumed from a checkpoint: {status}"
+    );
+    let expected = failure_free(&cluster.scratch, 200_000);
+    assert_eq!(largest_counts(&cluster.printed()), expected);
+}

@@ -21,6 +21,7 @@ use tonic::{Request, Response, Status};
 
 use crate::coordinator::{AckOutcome, Acknowledgement, CheckpointCoordinator};
 use crate::scheduler::spread_slots;
+use crate::store::{JobStore, StoredJob};
 
 /// How the JobManager runs.
 #[derive(Debug, Clone)]
@@ -106,6 +107,7 @@ pub struct Cluster {
     config: ClusterConfig,
     state: Mutex<State>,
     next_job: AtomicU64,
+    store: Option<JobStore>,
 }
 
 fn now_ms() -> i64 {
@@ -136,39 +138,99 @@ enum Command {
     ),
     Commit(String, u32, CheckpointStorage, CheckpointMetadata, usize),
     Restart(String, u32, Duration),
+    Persist(StoredJob),
 }
 
 impl Cluster {
-    /// An empty cluster.
-    pub fn new(config: ClusterConfig) -> Arc<Self> {
+    /// An empty cluster; with a job store, jobs survive a restart of the JobManager.
+    pub fn new(config: ClusterConfig, store: Option<JobStore>) -> Arc<Self> {
         Arc::new(Cluster {
             config,
             state: Mutex::new(State::default()),
             next_job: AtomicU64::new(1),
+            store,
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().expect("cluster state lock")
+    /// Reloads the jobs of an earlier JobManager from the job store: each unfinished job
+    /// restarts from its newest valid checkpoint once TaskManagers have registered (a job
+    /// without checkpoints cannot resume exactly, and fails).
+    pub async fn recover(self: &Arc<Self>) -> eddy_common::Result<()> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        for stored in store.load_all().await? {
+            if matches!(stored.state.as_str(), "FINISHED" | "CANCELLED" | "FAILED") {
+                continue;
+            }
+            let job_id = stored.job_id.clone();
+            let record = match self.record(stored.sql.clone(), stored.options.clone(), &job_id) {
+                Ok(record) => record,
+                Err(status) => {
+                    tracing::warn!(job = %job_id, error = %status.message(), "a stored job no longer plans; skipped");
+                    continue;
+                }
+            };
+            let checkpointing = record.storage.is_some();
+            let mut record = JobRecord {
+                attempt: stored.attempt,
+                restarts: stored.restarts,
+                submitted_at_ms: stored.submitted_at_ms,
+                ..record
+            };
+            let commands = if checkpointing {
+                record.state = pb::JobState::Restarting;
+                record.reason = "resuming after a JobManager restart".into();
+                vec![Command::Restart(
+                    job_id.clone(),
+                    record.attempt,
+                    Duration::ZERO,
+                )]
+            } else {
+                record.state = pb::JobState::Failed;
+                record.reason = "the JobManager restarted and the job keeps no checkpoints".into();
+                vec![Command::Persist(self.stored(&job_id, &record))]
+            };
+            tracing::info!(job = %job_id, attempt = record.attempt, state = ?record.state, "job recovered from the job store");
+            {
+                let mut state = self.lock();
+                state.jobs.insert(job_id.clone(), record);
+                state.order.push(job_id);
+            }
+            self.send(commands);
+        }
+        Ok(())
     }
 
-    /// Plans and queues a job.
-    pub fn submit(
-        self: &Arc<Self>,
+    fn stored(&self, job_id: &str, job: &JobRecord) -> StoredJob {
+        StoredJob {
+            job_id: job_id.to_string(),
+            sql: job.sql.clone(),
+            options: job.options.clone(),
+            state: job
+                .state
+                .as_str_name()
+                .trim_start_matches("JOB_STATE_")
+                .to_string(),
+            attempt: job.attempt,
+            restarts: job.restarts,
+            submitted_at_ms: job.submitted_at_ms,
+        }
+    }
+
+    /// A new job's record: planned, with its checkpoint storage.
+    fn record(
+        &self,
         sql: String,
         options: HashMap<String, String>,
-    ) -> Result<String, Status> {
+        job_id: &str,
+    ) -> Result<JobRecord, Status> {
         let overrides: Vec<(String, String)> = options
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let compiled = compile(&sql, &overrides).map_err(invalid)?;
         let graph = plan_job(&compiled).map_err(invalid)?;
-        let job_id = format!(
-            "{:08x}{:08x}",
-            (now_ms() as u64) & 0xffff_ffff,
-            self.next_job.fetch_add(1, Ordering::Relaxed)
-        );
         let storage = match graph.config.checkpoints.interval {
             None => None,
             Some(_) => {
@@ -179,10 +241,10 @@ impl Cluster {
                     .clone()
                     .unwrap_or_else(|| self.config.checkpoint_root.clone());
                 let location = resolve(&root, &[]).map_err(invalid)?;
-                Some((root, CheckpointStorage::new(&location, &job_id)))
+                Some((root, CheckpointStorage::new(&location, job_id)))
             }
         };
-        let record = JobRecord {
+        Ok(JobRecord {
             name: graph.config.name.clone(),
             sql,
             options,
@@ -199,13 +261,42 @@ impl Cluster {
             history: Vec::new(),
             next_checkpoint: 1,
             restore_from: 0,
-        };
+        })
+    }
+
+    /// The command that persists a job's record (its state changed), with a job store.
+    fn persisted(&self, job_id: &str, job: &JobRecord) -> Option<Command> {
+        self.store
+            .as_ref()
+            .map(|_| Command::Persist(self.stored(job_id, job)))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("cluster state lock")
+    }
+
+    /// Plans and queues a job.
+    pub fn submit(
+        self: &Arc<Self>,
+        sql: String,
+        options: HashMap<String, String>,
+    ) -> Result<String, Status> {
+        let job_id = format!(
+            "{:08x}{:08x}",
+            (now_ms() as u64) & 0xffff_ffff,
+            self.next_job.fetch_add(1, Ordering::Relaxed)
+        );
+        let record = self.record(sql, options, &job_id)?;
+        let persist = self.stored(&job_id, &record);
         {
             let mut state = self.lock();
             state.jobs.insert(job_id.clone(), record);
             state.order.push(job_id.clone());
         }
         tracing::info!(job = %job_id, "job submitted");
+        if self.store.is_some() {
+            self.send(vec![Command::Persist(persist)]);
+        }
         self.schedule();
         Ok(job_id)
     }
@@ -305,6 +396,7 @@ impl Cluster {
                 job.state = pb::JobState::Running;
                 job.reason = String::new();
                 job.started_at_ms = now_ms();
+                commands.extend(self.persisted(&job_id, job));
                 tracing::info!(job = %job_id, attempt = job.attempt, slots = needed, restored_from = job.restore_from, "job deployed");
             }
         }
@@ -360,6 +452,13 @@ impl Cluster {
                         }
                     }
                     Err(error) => self.commit_failed(&job_id, attempt, id, error.to_string()),
+                }
+            }
+            Command::Persist(job) => {
+                if let Some(store) = &self.store
+                    && let Err(error) = store.save(&job).await
+                {
+                    tracing::warn!(job = %job.job_id, %error, "cannot write the job record");
                 }
             }
             Command::Restart(job_id, attempt, backoff) => {
@@ -459,10 +558,12 @@ impl Cluster {
                 job.reason = format!("{reason}; restart {} in {backoff:?}", job.restarts);
                 tracing::warn!(job = %job_id, %reason, restart = job.restarts, "job failed, restarting");
                 commands.push(Command::Restart(job_id.to_string(), job.attempt, backoff));
+                commands.extend(self.persisted(job_id, job));
             } else {
                 job.state = pb::JobState::Failed;
                 job.reason = reason.clone();
                 tracing::warn!(job = %job_id, %reason, "job failed");
+                commands.extend(self.persisted(job_id, job));
             }
             commands
         };
@@ -498,10 +599,11 @@ impl Cluster {
                     job.state.as_str_name()
                 )));
             }
-            let commands = Self::end_run(&mut state, job_id, true);
+            let mut commands = Self::end_run(&mut state, job_id, true);
             let job = state.jobs.get_mut(job_id).expect("job exists");
             job.state = pb::JobState::Cancelled;
             job.reason = "cancelled on request".into();
+            commands.extend(self.persisted(job_id, job));
             commands
         };
         tracing::info!(job = %job_id, "job cancelled");
@@ -656,9 +758,10 @@ impl Cluster {
         } else if finished {
             let commands = {
                 let mut state = self.lock();
-                let commands = Self::end_run(&mut state, job_id, false);
+                let mut commands = Self::end_run(&mut state, job_id, false);
                 if let Some(job) = state.jobs.get_mut(job_id) {
                     job.state = pb::JobState::Finished;
+                    commands.extend(self.persisted(job_id, job));
                 }
                 commands
             };

@@ -12,6 +12,8 @@ use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 
 use crate::cluster::{Cluster, ClusterConfig, JobServiceImpl, ResourceManagerImpl};
+use crate::store::JobStore;
+use eddy_common::storage::resolve;
 
 /// Runs a JobManager on `bind` until `shutdown` resolves.
 pub async fn run(
@@ -21,7 +23,13 @@ pub async fn run(
 ) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(bind).await?;
     let local = listener.local_addr()?;
-    let cluster = Cluster::new(config.clone());
+    let root = resolve(&config.checkpoint_root, &[])?;
+    let store = JobStore::new(root);
+    store.check().await.map_err(|e| {
+        EddyError::Config(format!("job store at '{}': {e}", config.checkpoint_root))
+    })?;
+    let cluster = Cluster::new(config.clone(), Some(store));
+    cluster.recover().await?;
     let watcher = {
         let cluster = cluster.clone();
         tokio::spawn(async move {

@@ -7,6 +7,7 @@ pub mod coordinator;
 pub mod daemon;
 pub mod job;
 pub mod scheduler;
+pub mod store;
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -72,8 +72,8 @@ pub async fn run(config: TaskManagerConfig, shutdown: impl Future<Output = ()>) 
 /// Registers, then heartbeats; registers again when the JobManager says it does not know
 /// this TaskManager (e.g. after a JobManager restart).
 async fn stay_registered(node: Arc<TaskManagerNode>) {
-    let mut client = node.jobmanager();
     loop {
+        let mut client = node.jobmanager();
         let request = pb::RegisterTaskManagerRequest {
             taskmanager_id: node.id().to_string(),
             address: node.address().to_string(),
@@ -99,12 +99,19 @@ async fn stay_registered(node: Arc<TaskManagerNode>) {
             match client.heartbeat(heartbeat).await {
                 Ok(_) => {}
                 Err(status) if status.code() == Code::NotFound => {
+                    // A new JobManager, or one that gave this TaskManager up: what runs
+                    // here belongs to runs it no longer follows. Stop it (fencing), then
+                    // register afresh.
                     tracing::warn!(
-                        "the jobmanager does not know this taskmanager; registering again"
+                        "the jobmanager does not know this taskmanager; cancelling its tasks and registering again"
                     );
+                    node.cancel_all().await;
                     break;
                 }
-                Err(status) => tracing::warn!(%status, "heartbeat failed"),
+                Err(status) => {
+                    tracing::warn!(%status, "heartbeat failed");
+                    client = node.jobmanager();
+                }
             }
         }
     }

@@ -19,7 +19,7 @@ use eddy_proto::v1::resource_manager_client::ResourceManagerClient;
 use tokio::sync::mpsc::{Receiver, Sender, UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
-use tonic::transport::Channel;
+use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status};
 
 use crate::exchange::channels;
@@ -46,7 +46,7 @@ pub struct TaskManagerNode {
     slots: usize,
     channels: Arc<Channels>,
     jobs: Mutex<HashMap<String, DeployedJob>>,
-    jobmanager: ResourceManagerClient<Channel>,
+    jobmanager: Endpoint,
 }
 
 impl TaskManagerNode {
@@ -59,14 +59,15 @@ impl TaskManagerNode {
         jobmanager: &str,
     ) -> Result<Arc<Self>, String> {
         let endpoint = Channel::from_shared(jobmanager.to_string())
-            .map_err(|e| format!("bad JobManager address '{jobmanager}': {e}"))?;
+            .map_err(|e| format!("bad JobManager address '{jobmanager}': {e}"))?
+            .connect_timeout(Duration::from_secs(2));
         Ok(Arc::new(TaskManagerNode {
             id,
             address,
             slots,
             channels: Arc::new(Channels::new(CHANNEL_CAPACITY)),
             jobs: Mutex::new(HashMap::new()),
-            jobmanager: ResourceManagerClient::new(endpoint.connect_lazy()),
+            jobmanager: endpoint,
         }))
     }
 
@@ -90,9 +91,10 @@ impl TaskManagerNode {
         self.channels.clone()
     }
 
-    /// A client of the JobManager's resource manager.
+    /// A client of the JobManager's resource manager, on a fresh connection (so that a
+    /// restarted JobManager is reached at once, without a broken channel's backoff).
     pub fn jobmanager(&self) -> ResourceManagerClient<Channel> {
-        self.jobmanager.clone()
+        ResourceManagerClient::new(self.jobmanager.connect_lazy())
     }
 
     /// Counters of every running task, for heartbeats.
@@ -319,12 +321,7 @@ impl TaskManagerNode {
                 alignment_ms: ack.alignment.as_millis() as u64,
                 sync_ms: ack.sync_duration.as_millis() as u64,
             };
-            if let Err(status) = self
-                .jobmanager
-                .clone()
-                .acknowledge_checkpoint(message)
-                .await
-            {
+            if let Err(status) = self.jobmanager().acknowledge_checkpoint(message).await {
                 tracing::warn!(job = %job_id, checkpoint = ack.checkpoint, %status, "cannot acknowledge a checkpoint");
             }
         }
@@ -401,12 +398,7 @@ impl TaskManagerNode {
             records_out,
         };
         for attempt in 0..5u64 {
-            match self
-                .jobmanager
-                .clone()
-                .report_task_state(report.clone())
-                .await
-            {
+            match self.jobmanager().report_task_state(report.clone()).await {
                 Ok(_) => return,
                 Err(status) => {
                     tracing::warn!(job = %job_id, %status, "cannot report a task state, retrying");

@@ -1,0 +1,121 @@
+//! The job store (DESIGN §6): `{root}/{job}/job.json` holds what a restarted JobManager
+//! needs to resume a job: its SQL and options, its state, and its attempt number.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use eddy_common::storage::StorageLocation;
+use eddy_common::{EddyError, Result};
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use serde::{Deserialize, Serialize};
+
+const JOB_FILE: &str = "job.json";
+
+/// A job as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredJob {
+    /// The job's id.
+    pub job_id: String,
+    /// Its script.
+    pub sql: String,
+    /// Options given with the submission.
+    pub options: HashMap<String, String>,
+    /// `RUNNING`, `FINISHED`, ... as `eddy status` shows them.
+    pub state: String,
+    /// The last attempt started.
+    pub attempt: u32,
+    /// Restarts so far.
+    pub restarts: u32,
+    /// When it was submitted, in milliseconds since the epoch.
+    pub submitted_at_ms: i64,
+}
+
+/// Jobs kept in object storage.
+#[derive(Debug, Clone)]
+pub struct JobStore {
+    location: StorageLocation,
+}
+
+impl JobStore {
+    /// A store under `root`.
+    pub fn new(location: StorageLocation) -> Self {
+        JobStore { location }
+    }
+
+    fn path(&self, job_id: &str) -> Path {
+        self.location.path.clone().join(job_id).join(JOB_FILE)
+    }
+
+    /// Writes a job's record.
+    pub async fn save(&self, job: &StoredJob) -> Result<()> {
+        let json = serde_json::to_vec_pretty(job).map_err(|e| EddyError::Runtime(e.to_string()))?;
+        self.location
+            .store
+            .put(&self.path(&job.job_id), PutPayload::from(Bytes::from(json)))
+            .await?;
+        Ok(())
+    }
+
+    /// Every stored job; unreadable records are skipped with a warning.
+    pub async fn load_all(&self) -> Result<Vec<StoredJob>> {
+        let listing = self
+            .location
+            .store
+            .list_with_delimiter(Some(&self.location.path))
+            .await?;
+        let mut jobs = Vec::new();
+        for prefix in listing.common_prefixes {
+            let path = prefix.clone().join(JOB_FILE);
+            let bytes = match self.location.store.get(&path).await {
+                Ok(result) => result.bytes().await?,
+                Err(object_store::Error::NotFound { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            match serde_json::from_slice::<StoredJob>(&bytes) {
+                Ok(job) => jobs.push(job),
+                Err(error) => tracing::warn!(%path, %error, "unreadable job record skipped"),
+            }
+        }
+        jobs.sort_by_key(|j| j.submitted_at_ms);
+        Ok(jobs)
+    }
+
+    /// Whether the store can be listed (for a clear error at start-up).
+    pub async fn check(&self) -> Result<()> {
+        let _: Vec<_> = self
+            .location
+            .store
+            .list(Some(&self.location.path))
+            .try_collect()
+            .await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use eddy_common::storage::resolve;
+
+    #[tokio::test]
+    async fn saves_and_loads_jobs() {
+        let dir = std::env::temp_dir().join(format!("eddy-jobstore-{}", std::process::id()));
+        let store = JobStore::new(resolve(dir.to_str().unwrap(), &[]).unwrap());
+        let job = StoredJob {
+            job_id: "j1".into(),
+            sql: "INSERT ...".into(),
+            options: HashMap::new(),
+            state: "RUNNING".into(),
+            attempt: 2,
+            restarts: 1,
+            submitted_at_ms: 5,
+        };
+        store.save(&job).await.unwrap();
+        std::fs::create_dir_all(dir.join("j2")).unwrap();
+        std::fs::write(dir.join("j2/job.json"), "{ not json").unwrap();
+        assert_eq!(store.load_all().await.unwrap(), vec![job]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
