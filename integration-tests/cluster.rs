@@ -224,7 +224,8 @@ fn bad_requests_are_rejected_and_the_jobmanager_keeps_serving() {
         let error = jobs
             .submit_job(pb::SubmitJobRequest {
                 sql: "CREATE TABLE t (id BIGINT) WITH ('connector' = 'datagen');\nINSERT INTO t SELEC id FROM t;".into(),
-                options: Default::default(),
+                                options: Default::default(),
+                restore_path: String::new(),
             })
             .await
             .unwrap_err();

@@ -223,3 +223,71 @@ fn a_restarted_jobmanager_resumes_its_job_exactly() {
     let expected = failure_free(&cluster.scratch, 200_000);
     assert_eq!(largest_counts(&cluster.printed()), expected);
 }
+
+#[test]
+fn a_savepoint_resumes_at_another_parallelism() {
+    let cluster = Cluster::start("savepoint", 2, 2);
+    let with_id = |id: &str| {
+        job(200_000, 25_000, "EXACTLY_ONCE", "200ms").replace(
+            "WITH ('connector' = 'print')",
+            &format!("WITH ('connector' = 'print', 'print-identifier' = '{id}')"),
+        )
+    };
+    let job_id = cluster.submit(&with_id("a"), 2);
+    let deadline = Instant::now() + TWO_MINUTES;
+    while cluster.status(&job_id)["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["state"] != "COMPLETED")
+    {
+        assert!(Instant::now() < deadline, "no checkpoint completed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let output = cluster.client(&["stop", "--savepoint", &job_id]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let path = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    assert!(path.contains("/savepoints/savepoint-"), "{path}");
+    cluster.wait_for(&job_id, "CANCELLED", TWO_MINUTES);
+    let expected = failure_free(&cluster.scratch, 200_000);
+    for (id, parallelism) in [("b", 3), ("c", 1)] {
+        let file = cluster
+            .scratch
+            .write(&format!("resume-{id}.sql"), &with_id(id));
+        let output = cluster.client(&[
+            "submit",
+            "--from-savepoint",
+            &path,
+            "--parallelism",
+            &parallelism.to_string(),
+            &file.display().to_string(),
+        ]);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let resumed = String::from_utf8_lossy(&output.stdout).trim().to_string();
+        cluster.wait_for(&resumed, "FINISHED", TWO_MINUTES);
+        // What the first run printed before the savepoint, then what the resumed one did.
+        let printed: String = cluster
+            .printed()
+            .lines()
+            .filter(|l| {
+                l.starts_with("a:")
+                    || l.starts_with(&format!("{id}:"))
+                    || l.starts_with(&format!("{id}>"))
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(
+            largest_counts(&printed),
+            expected,
+            "resumed at parallelism {parallelism}"
+        );
+    }
+}

@@ -188,11 +188,17 @@ fn status_error(status: tonic::Status) -> anyhow::Error {
 }
 
 /// `eddy submit`.
-pub async fn submit(target: &Target, sql: String, options: Vec<(String, String)>) -> Result<()> {
+pub async fn submit(
+    target: &Target,
+    sql: String,
+    options: Vec<(String, String)>,
+    from_savepoint: Option<String>,
+) -> Result<()> {
     let mut client = target.connect().await?;
     let request = pb::SubmitJobRequest {
         sql,
         options: options.into_iter().collect::<HashMap<_, _>>(),
+        restore_path: from_savepoint.unwrap_or_default(),
     };
     let response = client.submit_job(request).await.map_err(status_error)?;
     println!("{}", response.into_inner().job_id);
@@ -395,6 +401,17 @@ fn print_checkpoints(checkpoints: &[pb::CheckpointInfo]) {
             }
         );
     }
+}
+
+/// `eddy savepoint` and `eddy stop --savepoint`.
+pub async fn savepoint(target: &Target, job_id: String, stop: bool) -> Result<()> {
+    let mut client = target.connect().await?;
+    let response = client
+        .trigger_savepoint(pb::TriggerSavepointRequest { job_id, stop })
+        .await
+        .map_err(status_error)?;
+    println!("{}", response.into_inner().path);
+    Ok(())
 }
 
 /// `eddy cancel`.

@@ -64,6 +64,26 @@ enum Command {
         job: JobArgs,
         #[command(flatten)]
         target: cluster::Target,
+        /// Start from a savepoint (or a retained checkpoint directory), at any parallelism.
+        #[arg(long, value_name = "PATH")]
+        from_savepoint: Option<String>,
+    },
+    /// Take a savepoint of a running job; prints its path.
+    Savepoint {
+        /// The job's id.
+        job_id: String,
+        #[command(flatten)]
+        target: cluster::Target,
+    },
+    /// Stop a job: with --savepoint, take a savepoint first and print its path.
+    Stop {
+        /// The job's id.
+        job_id: String,
+        /// Take a savepoint before stopping.
+        #[arg(long)]
+        savepoint: bool,
+        #[command(flatten)]
+        target: cluster::Target,
     },
     /// List the jobs of a JobManager.
     List {
@@ -160,10 +180,27 @@ fn execute(command: Command) -> Result<()> {
     match command {
         Command::Jobmanager(args) => runtime()?.block_on(cluster::jobmanager(args)),
         Command::Taskmanager(args) => runtime()?.block_on(cluster::taskmanager(args)),
-        Command::Submit { job, target } => {
+        Command::Submit {
+            job,
+            target,
+            from_savepoint,
+        } => {
             let (sql, overrides) = job.read()?;
-            runtime()?.block_on(cluster::submit(&target, sql, overrides))
+            runtime()?.block_on(cluster::submit(&target, sql, overrides, from_savepoint))
         }
+        Command::Savepoint { job_id, target } => {
+            runtime()?.block_on(cluster::savepoint(&target, job_id, false))
+        }
+        Command::Stop {
+            job_id,
+            savepoint: true,
+            target,
+        } => runtime()?.block_on(cluster::savepoint(&target, job_id, true)),
+        Command::Stop {
+            job_id,
+            savepoint: false,
+            target,
+        } => runtime()?.block_on(cluster::cancel(&target, job_id)),
         Command::List { target, output } => runtime()?.block_on(cluster::list(&target, output)),
         Command::Status {
             job_id,

@@ -16,6 +16,7 @@ use eddy_common::sql::compile;
 use eddy_common::storage::resolve;
 use eddy_proto::v1 as pb;
 use eddy_proto::v1::task_executor_client::TaskExecutorClient;
+use tokio::sync::oneshot;
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
@@ -79,6 +80,9 @@ struct JobRecord {
     history: Vec<pb::CheckpointInfo>,
     next_checkpoint: u64,
     restore_from: u64,
+    /// A savepoint or checkpoint directory the job started from.
+    restore_path: Option<String>,
+    savepoint: Option<SavepointRequest>,
 }
 
 impl JobRecord {
@@ -139,6 +143,20 @@ enum Command {
     Commit(String, u32, CheckpointStorage, CheckpointMetadata, usize),
     Restart(String, u32, Duration),
     Persist(StoredJob),
+    Savepoint(
+        String,
+        CheckpointStorage,
+        CheckpointMetadata,
+        SavepointRequest,
+    ),
+}
+
+/// A savepoint asked for: the checkpoint that serves it once triggered, whether to stop the
+/// job after, and who waits for its path.
+struct SavepointRequest {
+    checkpoint: Option<u64>,
+    stop: bool,
+    replies: Vec<oneshot::Sender<Result<String, String>>>,
 }
 
 impl Cluster {
@@ -164,7 +182,12 @@ impl Cluster {
                 continue;
             }
             let job_id = stored.job_id.clone();
-            let record = match self.record(stored.sql.clone(), stored.options.clone(), &job_id) {
+            let record = match self.record(
+                stored.sql.clone(),
+                stored.options.clone(),
+                stored.restore_path.clone(),
+                &job_id,
+            ) {
                 Ok(record) => record,
                 Err(status) => {
                     tracing::warn!(job = %job_id, error = %status.message(), "a stored job no longer plans; skipped");
@@ -215,6 +238,7 @@ impl Cluster {
             attempt: job.attempt,
             restarts: job.restarts,
             submitted_at_ms: job.submitted_at_ms,
+            restore_path: job.restore_path.clone(),
         }
     }
 
@@ -223,6 +247,7 @@ impl Cluster {
         &self,
         sql: String,
         options: HashMap<String, String>,
+        restore_path: Option<String>,
         job_id: &str,
     ) -> Result<JobRecord, Status> {
         let overrides: Vec<(String, String)> = options
@@ -261,6 +286,8 @@ impl Cluster {
             history: Vec::new(),
             next_checkpoint: 1,
             restore_from: 0,
+            restore_path,
+            savepoint: None,
         })
     }
 
@@ -280,13 +307,14 @@ impl Cluster {
         self: &Arc<Self>,
         sql: String,
         options: HashMap<String, String>,
+        restore_path: Option<String>,
     ) -> Result<String, Status> {
         let job_id = format!(
             "{:08x}{:08x}",
             (now_ms() as u64) & 0xffff_ffff,
             self.next_job.fetch_add(1, Ordering::Relaxed)
         );
-        let record = self.record(sql, options, &job_id)?;
+        let record = self.record(sql, options, restore_path, &job_id)?;
         let persist = self.stored(&job_id, &record);
         {
             let mut state = self.lock();
@@ -384,6 +412,10 @@ impl Cluster {
                             checkpoint_root: checkpoint_root.clone(),
                             checkpoint_job: checkpoint_job.clone(),
                             restore_checkpoint: job.restore_from,
+                            restore_path: match job.restore_from {
+                                0 => job.restore_path.clone().unwrap_or_default(),
+                                _ => String::new(),
+                            },
                         }),
                     ));
                 }
@@ -446,12 +478,28 @@ impl Cluster {
                 let id = metadata.checkpoint;
                 match storage.commit(&metadata).await {
                     Ok(()) => {
-                        self.committed(&job_id, attempt, id, metadata.size());
+                        self.committed(&job_id, attempt, &metadata);
                         if let Err(error) = storage.retain(retained, id).await {
                             tracing::warn!(job = %job_id, %error, "deleting old checkpoints failed");
                         }
                     }
                     Err(error) => self.commit_failed(&job_id, attempt, id, error.to_string()),
+                }
+            }
+            Command::Savepoint(job_id, storage, metadata, request) => {
+                let result = storage
+                    .save_as_savepoint(&metadata)
+                    .await
+                    .map_err(|e| e.to_string());
+                match &result {
+                    Ok(path) => tracing::info!(job = %job_id, %path, "savepoint complete"),
+                    Err(error) => tracing::warn!(job = %job_id, %error, "savepoint failed"),
+                }
+                if request.stop && result.is_ok() {
+                    let _ = self.cancel(&job_id);
+                }
+                for reply in request.replies {
+                    let _ = reply.send(result.clone());
                 }
             }
             Command::Persist(job) => {
@@ -580,6 +628,45 @@ impl Cluster {
         if current == Some(attempt) {
             self.fail(job_id, reason);
         }
+    }
+
+    /// Asks a running job for a savepoint; the path is sent to `reply` once it is complete.
+    /// Returns how long to wait for it.
+    fn request_savepoint(
+        &self,
+        job_id: &str,
+        stop: bool,
+        reply: oneshot::Sender<Result<String, String>>,
+    ) -> Result<Duration, Status> {
+        let mut state = self.lock();
+        let job = state
+            .jobs
+            .get_mut(job_id)
+            .ok_or_else(|| Status::not_found(format!("no job {job_id}")))?;
+        if job.state != pb::JobState::Running {
+            return Err(Status::failed_precondition(format!(
+                "job {job_id} is not running"
+            )));
+        }
+        let Some(coordinator) = job.coordinator.as_mut() else {
+            return Err(Status::failed_precondition(
+                "the job does not checkpoint; savepoints need execution.checkpointing.interval",
+            ));
+        };
+        coordinator.request_now();
+        let request = job.savepoint.get_or_insert_with(|| SavepointRequest {
+            checkpoint: None,
+            stop,
+            replies: Vec::new(),
+        });
+        request.stop |= stop;
+        request.replies.push(reply);
+        Ok(job
+            .graph
+            .config
+            .checkpoints
+            .timeout
+            .min(Duration::from_secs(120)))
     }
 
     /// Cancels a job.
@@ -835,9 +922,11 @@ impl Cluster {
         Ok(())
     }
 
-    fn committed(self: &Arc<Self>, job_id: &str, attempt: u32, checkpoint: u64, size: u64) {
+    fn committed(self: &Arc<Self>, job_id: &str, attempt: u32, metadata: &CheckpointMetadata) {
+        let checkpoint = metadata.checkpoint;
         let commands = {
-            let mut state = self.lock();
+            let mut guard = self.lock();
+            let state = &mut *guard;
             let Some(job) = state.jobs.get_mut(job_id) else {
                 return;
             };
@@ -847,11 +936,11 @@ impl Cluster {
             if let Some(coordinator) = job.coordinator.as_mut() {
                 coordinator.committed(checkpoint);
             }
-            tracing::info!(job = %job_id, checkpoint, size, "checkpoint complete");
+            tracing::info!(job = %job_id, checkpoint, size = metadata.size(), "checkpoint complete");
             let execution = job.execution_id(job_id);
             let involved: BTreeSet<String> =
                 job.tasks.values().map(|t| t.taskmanager.clone()).collect();
-            involved
+            let mut commands: Vec<Command> = involved
                 .into_iter()
                 .filter_map(|tm| state.taskmanagers.get(&tm))
                 .map(|tm| {
@@ -863,7 +952,22 @@ impl Cluster {
                         },
                     )
                 })
-                .collect()
+                .collect();
+            if job
+                .savepoint
+                .as_ref()
+                .is_some_and(|s| s.checkpoint == Some(checkpoint))
+                && let (Some(savepoint), Some((_, storage))) =
+                    (job.savepoint.take(), job.storage.as_ref())
+            {
+                commands.push(Command::Savepoint(
+                    job_id.to_string(),
+                    storage.clone(),
+                    metadata.clone(),
+                    savepoint,
+                ));
+            }
+            commands
         };
         self.send(commands);
     }
@@ -917,6 +1021,11 @@ impl Cluster {
                 let Some(barrier) = coordinator.due(now) else {
                     continue;
                 };
+                if let Some(savepoint) = job.savepoint.as_mut()
+                    && savepoint.checkpoint.is_none()
+                {
+                    savepoint.checkpoint = Some(barrier.checkpoint);
+                }
                 let sources: BTreeSet<String> = job
                     .tasks
                     .iter()
@@ -1074,7 +1183,8 @@ impl pb::job_service_server::JobService for JobServiceImpl {
         request: Request<pb::SubmitJobRequest>,
     ) -> Result<Response<pb::SubmitJobResponse>, Status> {
         let request = request.into_inner();
-        let job_id = self.0.submit(request.sql, request.options)?;
+        let restore_path = (!request.restore_path.is_empty()).then_some(request.restore_path);
+        let job_id = self.0.submit(request.sql, request.options, restore_path)?;
         Ok(Response::new(pb::SubmitJobResponse { job_id }))
     }
 
@@ -1100,6 +1210,34 @@ impl pb::job_service_server::JobService for JobServiceImpl {
     ) -> Result<Response<pb::CancelJobResponse>, Status> {
         self.0.cancel(&request.into_inner().job_id)?;
         Ok(Response::new(pb::CancelJobResponse {}))
+    }
+
+    async fn trigger_savepoint(
+        &self,
+        request: Request<pb::TriggerSavepointRequest>,
+    ) -> Result<Response<pb::TriggerSavepointResponse>, Status> {
+        let request = request.into_inner();
+        let (reply, answer) = oneshot::channel();
+        let timeout = self
+            .0
+            .request_savepoint(&request.job_id, request.stop, reply)?;
+        let path = match tokio::time::timeout(timeout, answer).await {
+            Ok(Ok(Ok(path))) => path,
+            Ok(Ok(Err(error))) => {
+                return Err(Status::internal(format!("the savepoint failed: {error}")));
+            }
+            Ok(Err(_)) => {
+                return Err(Status::aborted(
+                    "the job ended before the savepoint completed",
+                ));
+            }
+            Err(_) => {
+                return Err(Status::deadline_exceeded(
+                    "the savepoint did not complete in time",
+                ));
+            }
+        };
+        Ok(Response::new(pb::TriggerSavepointResponse { path }))
     }
 }
 

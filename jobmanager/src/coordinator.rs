@@ -62,6 +62,8 @@ pub struct CheckpointCoordinator {
     consecutive_failures: u32,
     any_task_finished: bool,
     history: VecDeque<pb::CheckpointInfo>,
+    /// A savepoint was asked for: trigger at once, whatever the interval.
+    requested: bool,
 }
 
 fn now_ms() -> i64 {
@@ -93,6 +95,7 @@ impl CheckpointCoordinator {
             consecutive_failures: 0,
             any_task_finished: false,
             history: VecDeque::new(),
+            requested: false,
         })
     }
 
@@ -104,10 +107,14 @@ impl CheckpointCoordinator {
         if self.pending.is_some() || self.committing.is_some() || self.any_task_finished {
             return None;
         }
-        let wait = self.interval.max(self.config.min_pause);
+        let wait = match self.requested {
+            true => self.config.min_pause,
+            false => self.interval.max(self.config.min_pause),
+        };
         if now.duration_since(self.last_end) < wait {
             return None;
         }
+        self.requested = false;
         let id = self.next_id;
         self.next_id += 1;
         let triggered_at = now_ms();
@@ -127,6 +134,11 @@ impl CheckpointCoordinator {
             checkpoint: id,
             triggered_at,
         })
+    }
+
+    /// Asks for a checkpoint as soon as none is in flight (for a savepoint).
+    pub fn request_now(&mut self) {
+        self.requested = true;
     }
 
     /// Takes a task's acknowledgement.

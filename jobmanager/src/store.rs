@@ -30,6 +30,9 @@ pub struct StoredJob {
     pub restarts: u32,
     /// When it was submitted, in milliseconds since the epoch.
     pub submitted_at_ms: i64,
+    /// The savepoint it started from.
+    #[serde(default)]
+    pub restore_path: Option<String>,
 }
 
 /// Jobs kept in object storage.
@@ -111,6 +114,7 @@ mod tests {
             attempt: 2,
             restarts: 1,
             submitted_at_ms: 5,
+            restore_path: None,
         };
         store.save(&job).await.unwrap();
         std::fs::create_dir_all(dir.join("j2")).unwrap();

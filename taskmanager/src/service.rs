@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use eddy_common::checkpoint::CheckpointStorage;
+use eddy_common::checkpoint::{CheckpointDir, CheckpointStorage};
 use eddy_common::event::Barrier;
 use eddy_common::event::Event;
 use eddy_common::metrics::JobMetrics;
@@ -173,22 +173,28 @@ impl TaskManagerNode {
         };
         // Read what every vertex restores before any task starts.
         let mut restores: HashMap<usize, TaskRestore> = HashMap::new();
-        if request.restore_checkpoint > 0 {
-            let storage = checkpointing
-                .as_ref()
-                .ok_or_else(|| Status::invalid_argument("a restore without checkpoint storage"))?;
-            let metadata = storage
-                .verified(request.restore_checkpoint)
-                .await
-                .map_err(|e| {
-                    Status::failed_precondition(format!(
-                        "checkpoint {}: {e}",
-                        request.restore_checkpoint
-                    ))
+        let directory = match (request.restore_path.is_empty(), request.restore_checkpoint) {
+            (false, _) => {
+                let location = resolve(&request.restore_path, &[])
+                    .map_err(|e| Status::invalid_argument(e.to_string()))?;
+                Some(CheckpointDir::new(location))
+            }
+            (true, 0) => None,
+            (true, checkpoint) => {
+                let storage = checkpointing.as_ref().ok_or_else(|| {
+                    Status::invalid_argument("a restore without checkpoint storage")
                 })?;
+                Some(storage.directory(checkpoint))
+            }
+        };
+        if let Some(directory) = directory {
+            let metadata = directory
+                .verified()
+                .await
+                .map_err(|e| Status::failed_precondition(format!("cannot restore: {e}")))?;
             let vertices: HashSet<usize> = mine.iter().map(|(v, _)| *v).collect();
             for vertex in vertices {
-                let restore = TaskRestore::load(storage, &metadata, vertex)
+                let restore = TaskRestore::load(&directory, &metadata, vertex)
                     .await
                     .map_err(|e| Status::failed_precondition(e.to_string()))?;
                 restores.insert(vertex, restore);

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use eddy_common::checkpoint::{CheckpointMetadata, CheckpointStorage, StateHandle, TaskSnapshot};
+use eddy_common::checkpoint::{
+    CheckpointDir, CheckpointMetadata, CheckpointStorage, StateHandle, TaskSnapshot,
+};
 use eddy_common::checkpointing::CheckpointingMode;
 use eddy_common::chunk::Chunk;
 use eddy_common::connectors::{SinkContext, SourceContext, SourceEvent, SourceReader};
@@ -88,9 +90,9 @@ pub struct TaskRestore {
 }
 
 impl TaskRestore {
-    /// Reads what `vertex` needs from a verified checkpoint.
+    /// Reads what `vertex` needs from a verified checkpoint (or savepoint) directory.
     pub async fn load(
-        storage: &CheckpointStorage,
+        directory: &CheckpointDir,
         metadata: &CheckpointMetadata,
         vertex: usize,
     ) -> Result<Self> {
@@ -99,7 +101,7 @@ impl TaskRestore {
             ..Default::default()
         };
         for handle in metadata.tasks.iter().filter(|t| t.vertex == vertex) {
-            let bytes = storage.read_task(metadata.checkpoint, handle).await?;
+            let bytes = directory.read_task(handle).await?;
             let what = format!(
                 "checkpoint {} task {}-{}",
                 metadata.checkpoint, handle.vertex, handle.subtask

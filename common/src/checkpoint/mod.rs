@@ -12,4 +12,4 @@ mod snapshot;
 mod storage;
 
 pub use snapshot::TaskSnapshot;
-pub use storage::{CheckpointMetadata, CheckpointStorage, StateHandle};
+pub use storage::{CheckpointDir, CheckpointMetadata, CheckpointStorage, StateHandle};

@@ -47,6 +47,54 @@ impl CheckpointMetadata {
     }
 }
 
+/// One checkpoint's or savepoint's directory: `_metadata` and the task snapshots.
+#[derive(Debug, Clone)]
+pub struct CheckpointDir {
+    location: StorageLocation,
+}
+
+impl CheckpointDir {
+    /// The directory at `location` (e.g. a savepoint's path).
+    pub fn new(location: StorageLocation) -> Self {
+        CheckpointDir { location }
+    }
+
+    /// The metadata, verified: every task snapshot exists with the size and checksum the
+    /// metadata records.
+    pub async fn verified(&self) -> Result<CheckpointMetadata> {
+        let path = self.location.path.clone().join(METADATA);
+        let bytes = self.location.store.get(&path).await?.bytes().await?;
+        let metadata: CheckpointMetadata = serde_json::from_slice(&bytes).map_err(|e| {
+            EddyError::Runtime(format!(
+                "{}: unreadable metadata: {e}",
+                self.location.display
+            ))
+        })?;
+        for task in &metadata.tasks {
+            self.read_task(task).await?;
+        }
+        Ok(metadata)
+    }
+
+    /// Reads and checks one task snapshot.
+    pub async fn read_task(&self, handle: &StateHandle) -> Result<Vec<u8>> {
+        let path = self.location.path.clone().join(handle.file.as_str());
+        let bytes = self.location.store.get(&path).await?.bytes().await?;
+        if bytes.len() as u64 != handle.size || crc32(&bytes) != handle.crc32 {
+            return Err(EddyError::Runtime(format!(
+                "{}: {} is {} bytes with CRC {:08x}, expected {} bytes with CRC {:08x}",
+                self.location.display,
+                handle.file,
+                bytes.len(),
+                crc32(&bytes),
+                handle.size,
+                handle.crc32
+            )));
+        }
+        Ok(bytes.to_vec())
+    }
+}
+
 /// The checkpoints of one job.
 #[derive(Debug, Clone)]
 pub struct CheckpointStorage {
@@ -135,23 +183,48 @@ impl CheckpointStorage {
         Ok(ids)
     }
 
+    /// Checkpoint `n`'s directory.
+    pub fn directory(&self, checkpoint: u64) -> CheckpointDir {
+        let mut location = self.location.clone();
+        location.path = self
+            .location
+            .path
+            .clone()
+            .join(directory_name(checkpoint).as_str());
+        location.display = format!("{}/{}", self.location.display, directory_name(checkpoint));
+        CheckpointDir { location }
+    }
+
     /// The metadata of checkpoint `n`, verified: every task snapshot exists with the size
     /// and checksum the metadata records.
     pub async fn verified(&self, checkpoint: u64) -> Result<CheckpointMetadata> {
-        let bytes = self
+        self.directory(checkpoint).verified().await
+    }
+
+    /// Copies completed checkpoint `n` to `savepoints/savepoint-{n}`, which retention never
+    /// deletes; returns the savepoint's location.
+    pub async fn save_as_savepoint(&self, metadata: &CheckpointMetadata) -> Result<String> {
+        let name = format!("savepoint-{}", metadata.checkpoint);
+        let target = self
             .location
-            .store
-            .get(&self.path(checkpoint, METADATA))
-            .await?
-            .bytes()
-            .await?;
-        let metadata: CheckpointMetadata = serde_json::from_slice(&bytes).map_err(|e| {
-            EddyError::Runtime(format!("checkpoint {checkpoint}: unreadable metadata: {e}"))
-        })?;
+            .path
+            .clone()
+            .join("savepoints")
+            .join(name.as_str());
         for task in &metadata.tasks {
-            self.read_task(checkpoint, task).await?;
+            let from = self.path(metadata.checkpoint, &task.file);
+            self.location
+                .store
+                .copy(&from, &target.clone().join(task.file.as_str()))
+                .await?;
         }
-        Ok(metadata)
+        let json =
+            serde_json::to_vec_pretty(metadata).map_err(|e| EddyError::Runtime(e.to_string()))?;
+        self.location
+            .store
+            .put(&target.clone().join(METADATA), PutPayload::from(json))
+            .await?;
+        Ok(format!("{}/savepoints/{name}", self.location.display))
     }
 
     /// The newest checkpoint that checks out; corrupt or partial ones are skipped with a
@@ -171,26 +244,9 @@ impl CheckpointStorage {
         Ok(None)
     }
 
-    /// Reads and checks one task snapshot.
+    /// Reads and checks one task snapshot of checkpoint `n`.
     pub async fn read_task(&self, checkpoint: u64, handle: &StateHandle) -> Result<Vec<u8>> {
-        let bytes = self
-            .location
-            .store
-            .get(&self.path(checkpoint, &handle.file))
-            .await?
-            .bytes()
-            .await?;
-        if bytes.len() as u64 != handle.size || crc32(&bytes) != handle.crc32 {
-            return Err(EddyError::Runtime(format!(
-                "checkpoint {checkpoint}: {} is {} bytes with CRC {:08x}, expected {} bytes with CRC {:08x}",
-                handle.file,
-                bytes.len(),
-                crc32(&bytes),
-                handle.size,
-                handle.crc32
-            )));
-        }
-        Ok(bytes.to_vec())
+        self.directory(checkpoint).read_task(handle).await
     }
 
     /// Deletes checkpoints older than the newest `retained` complete ones (and incomplete
