@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Checkpoint overhead and recovery time on a local cluster (release build).
+
+1. Throughput of GROUP BY auction (COUNT/MAX) over Nexmark bids at parallelism 2 on a
+   JobManager with two TaskManagers, without checkpoints and with 1 s exactly-once
+   checkpoints; the number and median duration/size of the checkpoints taken.
+2. Recovery: a throttled job with 1 s checkpoints; one TaskManager is SIGKILLed (a
+   replacement is started at once) and we measure the time until the JobManager sees the
+   restarted job's sink write again (status is polled every 20 ms; counters arrive with
+   100 ms heartbeats).
+
+Usage: bench/recovery.sh [EVENTS]   (default 10000000 for the throughput part)
+"""
+import json, os, signal, socket, statistics, subprocess, sys, tempfile, time
+
+EDDY = os.path.join(os.environ["CARGO_TARGET_DIR"], "release", "eddy")
+EVENTS = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000_000
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    def __init__(self, workdir):
+        self.port = free_port()
+        self.address = f"http://127.0.0.1:{self.port}"
+        self.workdir = workdir
+        self.procs = []
+        self.jobmanager = self.spawn(["jobmanager", "--bind", f"127.0.0.1:{self.port}",
+                                      "--checkpoint-dir", os.path.join(workdir, "chk"),
+                                      "--heartbeat-interval-ms", "100", "--heartbeat-timeout-ms", "1000"])
+        time.sleep(0.3)
+        self.taskmanagers = [self.add_taskmanager() for _ in range(2)]
+        time.sleep(1.0)
+
+    def spawn(self, args):
+        proc = subprocess.Popen([EDDY] + args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.procs.append(proc)
+        return proc
+
+    def add_taskmanager(self):
+        return self.spawn(["taskmanager", "--jobmanager", self.address, "--slots", "2", "--bind", "127.0.0.1:0"])
+
+    def cli(self, *args):
+        out = subprocess.run([EDDY, *args, "--jobmanager", self.address], capture_output=True, text=True, check=True)
+        return out.stdout.strip()
+
+    def submit(self, script, parallelism):
+        path = os.path.join(self.workdir, f"job-{time.time_ns()}.sql")
+        with open(path, "w") as f:
+            f.write(script)
+        return self.cli("submit", "-p", str(parallelism), path)
+
+    def status(self, job):
+        return json.loads(self.cli("status", job, "--output", "json"))
+
+    def close(self):
+        for proc in self.procs:
+            proc.kill()
+
+
+def group_by(events, rate, interval):
+    checkpointing = f"SET 'execution.checkpointing.interval' = '{interval}';\n" if interval else ""
+    return checkpointing + f"""
+CREATE TABLE bid (auction BIGINT, price BIGINT)
+WITH ('connector' = 'nexmark', 'nexmark.table' = 'bid', 'events.num' = '{events}', 'events.rate' = '{rate}');
+CREATE TABLE sink (auction BIGINT, bids BIGINT, max_price BIGINT) WITH ('connector' = 'blackhole');
+INSERT INTO sink SELECT auction, COUNT(*), MAX(price) FROM bid GROUP BY auction;
+"""
+
+
+def wait_finished(cluster, job):
+    while True:
+        status = cluster.status(job)
+        if status["state"] in ("FINISHED", "FAILED", "CANCELLED"):
+            return status
+        time.sleep(0.05)
+
+
+def throughput(workdir):
+    rows = []
+    for interval in (None, "1s"):
+        cluster = Cluster(workdir)
+        try:
+            start = time.monotonic()
+            job = cluster.submit(group_by(EVENTS, 0, interval), 2)
+            status = wait_finished(cluster, job)
+            elapsed = time.monotonic() - start
+        finally:
+            cluster.close()
+        done = [c for c in status["checkpoints"] if c["state"] == "COMPLETED"]
+        rows.append((interval or "off", EVENTS / elapsed, elapsed, done))
+    base = rows[0][1]
+    print(f"GROUP BY auction, p=2, 2 TaskManagers, {EVENTS} events:")
+    for interval, rate, elapsed, done in rows:
+        line = f"  checkpoints {interval:>3}: {rate / 1e6:.2f} M events/s ({elapsed:.2f} s)"
+        if done:
+            line += (f", {len(done)} checkpoints, median {statistics.median(c['duration_ms'] for c in done):.0f} ms, "
+                     f"median size {statistics.median(c['size_bytes'] for c in done) / 1024:.0f} KiB, "
+                     f"overhead {100 * (1 - rate / base):.1f} %")
+        print(line)
+
+
+def recovery(workdir):
+    cluster = Cluster(workdir)
+    try:
+        job = cluster.submit(group_by(100_000_000, 200_000, "1s"), 4)
+        while not [c for c in cluster.status(job)["checkpoints"] if c["state"] == "COMPLETED"]:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        killed = time.monotonic()
+        cluster.taskmanagers[0].send_signal(signal.SIGKILL)
+        cluster.add_taskmanager()
+        noticed = restarted = None
+        while True:
+            status = cluster.status(job)
+            now = time.monotonic()
+            if noticed is None and status["state"] != "RUNNING":
+                noticed = now
+            if noticed and status["state"] == "RUNNING" and restarted is None:
+                restarted = now
+            sink = status["vertices"][-1]["subtasks"]
+            if restarted and sum(s["records_out"] for s in sink) > 0:
+                written = now
+                break
+            if now - killed > 60:
+                raise SystemExit("no output within 60 s of the kill")
+            time.sleep(0.02)
+        print("Recovery (p=4, 2 TaskManagers, 1 s checkpoints, 200k events/s):")
+        print(f"  SIGKILL -> failure noticed:        {1000 * (noticed - killed):.0f} ms")
+        print(f"  SIGKILL -> job running again:      {1000 * (restarted - killed):.0f} ms")
+        print(f"  SIGKILL -> first output restored:  {1000 * (written - killed):.0f} ms "
+              f"(restored from checkpoint {status['restored_from']})")
+    finally:
+        cluster.close()
+
+
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory() as workdir:
+        throughput(workdir)
+        recovery(workdir)
