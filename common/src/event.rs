@@ -27,4 +27,6 @@ pub struct Barrier {
     pub checkpoint: u64,
     /// When the coordinator triggered it, in milliseconds since the epoch.
     pub triggered_at: Timestamp,
+    /// Unaligned: the barrier overtakes queued data, which goes into the snapshot.
+    pub unaligned: bool,
 }

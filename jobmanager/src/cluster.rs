@@ -1040,6 +1040,7 @@ impl Cluster {
                                 job_id: execution.clone(),
                                 checkpoint: barrier.checkpoint,
                                 triggered_at_ms: barrier.triggered_at,
+                                unaligned: barrier.unaligned,
                             },
                         ));
                     }

@@ -114,7 +114,7 @@ impl CheckpointCoordinator {
         if now.duration_since(self.last_end) < wait {
             return None;
         }
-        self.requested = false;
+        let savepoint = std::mem::take(&mut self.requested);
         let id = self.next_id;
         self.next_id += 1;
         let triggered_at = now_ms();
@@ -133,6 +133,8 @@ impl CheckpointCoordinator {
         Some(Barrier {
             checkpoint: id,
             triggered_at,
+            // Savepoints are aligned, so that they restore at any parallelism.
+            unaligned: self.config.unaligned && !savepoint,
         })
     }
 

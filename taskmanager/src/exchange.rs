@@ -5,9 +5,55 @@
 
 use std::collections::HashMap;
 
+use eddy_common::event::Barrier;
 use eddy_common::event::Event;
 use eddy_common::plan::{JobGraph, Partitioning, VertexOutput};
-use tokio::sync::mpsc::{Receiver, Sender, channel};
+use tokio::sync::mpsc::{
+    Receiver, Sender, UnboundedReceiver, UnboundedSender, channel, unbounded_channel,
+};
+
+/// An unaligned barrier on a channel's priority lane: `sent` data events went down the
+/// channel before it, and are the channel's in-flight data for that checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PriorityBarrier {
+    /// The barrier.
+    pub barrier: Barrier,
+    /// Data events sent on the channel before the barrier.
+    pub sent: u64,
+}
+
+/// The receiving end of a channel: its ordered events and its priority lane.
+pub struct InputChannel {
+    /// Data and control events, in order.
+    pub data: Receiver<Event>,
+    /// Unaligned barriers, overtaking `data`.
+    pub priority: UnboundedReceiver<PriorityBarrier>,
+}
+
+/// The sending end of a channel.
+#[derive(Clone)]
+pub struct OutputChannel {
+    /// Data and control events, in order (bounded: backpressure).
+    pub data: Sender<Event>,
+    /// Unaligned barriers.
+    pub priority: UnboundedSender<PriorityBarrier>,
+}
+
+/// Both ends of a new in-process channel holding at most `capacity` events.
+pub fn local_channel(capacity: usize) -> (OutputChannel, InputChannel) {
+    let (data_tx, data_rx) = channel(capacity);
+    let (priority_tx, priority_rx) = unbounded_channel();
+    (
+        OutputChannel {
+            data: data_tx,
+            priority: priority_tx,
+        },
+        InputChannel {
+            data: data_rx,
+            priority: priority_rx,
+        },
+    )
+}
 
 /// One channel: from a subtask of a vertex to a subtask of the vertex it feeds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -54,17 +100,17 @@ pub fn channels(graph: &JobGraph) -> Vec<ChannelEnds> {
 
 /// The ends of every channel of a job inside one process, to be handed to the subtasks.
 pub struct LocalChannels {
-    inputs: HashMap<(usize, usize), Vec<Receiver<Event>>>,
-    outputs: HashMap<(usize, usize), Vec<Sender<Event>>>,
+    inputs: HashMap<(usize, usize), Vec<InputChannel>>,
+    outputs: HashMap<(usize, usize), Vec<OutputChannel>>,
 }
 
 impl LocalChannels {
     /// Creates the channels of `graph`, each holding at most `capacity` events.
     pub fn for_job(graph: &JobGraph, capacity: usize) -> Self {
-        let mut inputs: HashMap<(usize, usize), Vec<Receiver<Event>>> = HashMap::new();
-        let mut outputs: HashMap<(usize, usize), Vec<Sender<Event>>> = HashMap::new();
+        let mut inputs: HashMap<(usize, usize), Vec<InputChannel>> = HashMap::new();
+        let mut outputs: HashMap<(usize, usize), Vec<OutputChannel>> = HashMap::new();
         for ends in channels(graph) {
-            let (tx, rx) = channel(capacity);
+            let (tx, rx) = local_channel(capacity);
             outputs
                 .entry((ends.from_vertex, ends.from_subtask))
                 .or_default()
@@ -78,12 +124,12 @@ impl LocalChannels {
     }
 
     /// Takes the input channels of one subtask.
-    pub fn take_inputs(&mut self, vertex: usize, subtask: usize) -> Vec<Receiver<Event>> {
+    pub fn take_inputs(&mut self, vertex: usize, subtask: usize) -> Vec<InputChannel> {
         self.inputs.remove(&(vertex, subtask)).unwrap_or_default()
     }
 
     /// Takes the output channels of one subtask.
-    pub fn take_outputs(&mut self, vertex: usize, subtask: usize) -> Vec<Sender<Event>> {
+    pub fn take_outputs(&mut self, vertex: usize, subtask: usize) -> Vec<OutputChannel> {
         self.outputs.remove(&(vertex, subtask)).unwrap_or_default()
     }
 }

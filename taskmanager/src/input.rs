@@ -15,7 +15,9 @@ use eddy_common::checkpointing::CheckpointingMode;
 use eddy_common::chunk::Chunk;
 use eddy_common::event::{Barrier, Event, Timestamp};
 use eddy_common::{EddyError, Result};
-use tokio::sync::mpsc::Receiver;
+use tokio::sync::mpsc::{Receiver, UnboundedReceiver};
+
+use crate::exchange::{InputChannel, PriorityBarrier};
 
 /// What the gate yields.
 #[derive(Debug)]
@@ -24,28 +26,56 @@ pub enum Input {
     Data(Chunk),
     /// The combined watermark advanced.
     Watermark(Timestamp),
-    /// Barrier `n` has arrived on every open channel: snapshot now. `aligned_for` is how
-    /// long the first channel was held back.
+    /// Snapshot now. Aligned: barrier `n` has arrived on every open channel, and
+    /// `aligned_for` is how long the first channel was held back. Unaligned: the first
+    /// barrier `n` arrived; the in-flight data follows in [`Input::InFlight`].
     Barrier {
         /// The barrier.
         barrier: Barrier,
         /// Time from the first to the last arrival of this barrier.
         aligned_for: Duration,
     },
+    /// Unaligned checkpoint `n`: every channel's data sent before its barrier has arrived;
+    /// these are the chunks that were in flight at the snapshot (already processed too).
+    InFlight {
+        /// The checkpoint.
+        checkpoint: u64,
+        /// The chunks, to store with the snapshot and replay on restore.
+        chunks: Vec<Chunk>,
+    },
 }
 
 struct Channel {
     receiver: Receiver<Event>,
+    priority: UnboundedReceiver<PriorityBarrier>,
     watermark: Timestamp,
     ended: bool,
-    /// Has delivered the barrier being aligned.
+    /// Has delivered the aligned barrier being aligned.
     arrived: bool,
+    /// Data events received so far.
+    received: u64,
 }
 
 /// The barrier being aligned.
 struct Alignment {
     barrier: Barrier,
     started: Instant,
+}
+
+/// An unaligned checkpoint collecting its in-flight data.
+struct InFlight {
+    checkpoint: u64,
+    /// Per channel, the data events its sender had sent before the barrier, once known.
+    sent_before: Vec<Option<u64>>,
+    /// Per channel, data events received when the snapshot was taken.
+    received_at_snapshot: Vec<u64>,
+    /// (channel, sequence number, chunk) of every in-flight data event received.
+    logged: Vec<(usize, u64, Chunk)>,
+}
+
+enum Polled {
+    Data(usize, Option<Event>),
+    Priority(usize, PriorityBarrier),
 }
 
 /// Merges a task's input channels.
@@ -55,36 +85,55 @@ pub struct InputGate {
     next: usize,
     emitted: Timestamp,
     alignment: Option<Alignment>,
+    in_flight: Option<InFlight>,
 }
 
 impl InputGate {
-    /// A gate over `receivers`, aligning barriers as `mode` says.
-    pub fn new(receivers: Vec<Receiver<Event>>, mode: CheckpointingMode) -> Self {
+    /// A gate over `inputs`, aligning barriers as `mode` says.
+    pub fn new(inputs: Vec<InputChannel>, mode: CheckpointingMode) -> Self {
         InputGate {
-            channels: receivers
+            channels: inputs
                 .into_iter()
-                .map(|receiver| Channel {
-                    receiver,
+                .map(|input| Channel {
+                    receiver: input.data,
+                    priority: input.priority,
                     watermark: Timestamp::MIN,
                     ended: false,
                     arrived: false,
+                    received: 0,
                 })
                 .collect(),
             mode,
             next: 0,
             emitted: Timestamp::MIN,
             alignment: None,
+            in_flight: None,
         }
     }
 
     /// The next input, or `None` once every channel has ended.
     pub async fn next(&mut self) -> Result<Option<Input>> {
         loop {
-            let Some((index, event)) = self.poll_any().await else {
+            if let Some(done) = self.completed_in_flight() {
+                return Ok(Some(done));
+            }
+            let Some(polled) = self.poll_any().await else {
                 return Ok(None);
             };
+            let (index, event) = match polled {
+                Polled::Priority(index, priority) => {
+                    if let Some(start) = self.priority_barrier(index, priority) {
+                        return Ok(Some(start));
+                    }
+                    continue;
+                }
+                Polled::Data(index, event) => (index, event),
+            };
             match event {
-                Some(Event::Data(chunk)) => return Ok(Some(Input::Data(chunk))),
+                Some(Event::Data(chunk)) => {
+                    self.record(index, &chunk);
+                    return Ok(Some(Input::Data(chunk)));
+                }
                 Some(Event::Watermark(t)) => {
                     let channel = &mut self.channels[index];
                     channel.watermark = channel.watermark.max(t);
@@ -104,6 +153,71 @@ impl InputGate {
                 return Ok(Some(Input::Watermark(t)));
             }
         }
+    }
+
+    /// Counts a data event and logs it if it is in flight for an unaligned checkpoint.
+    fn record(&mut self, index: usize, chunk: &Chunk) {
+        let sequence = self.channels[index].received;
+        self.channels[index].received += 1;
+        if let Some(in_flight) = self.in_flight.as_mut()
+            && sequence >= in_flight.received_at_snapshot[index]
+            && in_flight.sent_before[index].is_none_or(|sent| sequence < sent)
+        {
+            in_flight.logged.push((index, sequence, chunk.clone()));
+        }
+    }
+
+    /// An unaligned barrier on a channel's priority lane; returns the snapshot signal when
+    /// it starts a checkpoint.
+    fn priority_barrier(&mut self, index: usize, priority: PriorityBarrier) -> Option<Input> {
+        if self.channels[index].ended {
+            return None;
+        }
+        let checkpoint = priority.barrier.checkpoint;
+        let current = self.in_flight.as_ref().map(|f| f.checkpoint);
+        let started = match current {
+            Some(n) if checkpoint < n => return None,
+            Some(n) if checkpoint == n => false,
+            _ => {
+                // The first barrier of a new checkpoint (an unfinished one was aborted).
+                self.in_flight = Some(InFlight {
+                    checkpoint,
+                    sent_before: vec![None; self.channels.len()],
+                    received_at_snapshot: self.channels.iter().map(|c| c.received).collect(),
+                    logged: Vec::new(),
+                });
+                true
+            }
+        };
+        let in_flight = self.in_flight.as_mut().expect("in-flight checkpoint");
+        in_flight.sent_before[index] = Some(priority.sent);
+        // Events already logged past the barrier's position belong after it.
+        in_flight
+            .logged
+            .retain(|(channel, sequence, _)| *channel != index || *sequence < priority.sent);
+        started.then_some(Input::Barrier {
+            barrier: priority.barrier,
+            aligned_for: Duration::ZERO,
+        })
+    }
+
+    fn completed_in_flight(&mut self) -> Option<Input> {
+        let in_flight = self.in_flight.as_ref()?;
+        let complete = self.channels.iter().enumerate().all(|(i, c)| {
+            c.ended || in_flight.sent_before[i].is_some_and(|sent| c.received >= sent)
+        });
+        if !complete {
+            return None;
+        }
+        let in_flight = self.in_flight.take().expect("in-flight checkpoint");
+        Some(Input::InFlight {
+            checkpoint: in_flight.checkpoint,
+            chunks: in_flight
+                .logged
+                .into_iter()
+                .map(|(_, _, chunk)| chunk)
+                .collect(),
+        })
     }
 
     fn barrier_arrived(&mut self, index: usize, barrier: Barrier) {
@@ -155,12 +269,19 @@ impl InputGate {
         None
     }
 
-    /// Waits for an event on any channel that is open and not held back for alignment,
-    /// starting after the last one served.
-    async fn poll_any(&mut self) -> Option<(usize, Option<Event>)> {
+    /// Waits for a priority barrier, or an event on any channel that is open and not held
+    /// back for alignment, starting after the last one served.
+    async fn poll_any(&mut self) -> Option<Polled> {
         let hold_back = self.mode == CheckpointingMode::ExactlyOnce && self.alignment.is_some();
         poll_fn(|cx| {
             let n = self.channels.len();
+            for (i, channel) in self.channels.iter_mut().enumerate() {
+                if !channel.ended
+                    && let Poll::Ready(Some(priority)) = channel.priority.poll_recv(cx)
+                {
+                    return Poll::Ready(Some(Polled::Priority(i, priority)));
+                }
+            }
             let mut open = false;
             for k in 0..n {
                 let i = (self.next + k) % n;
@@ -171,7 +292,7 @@ impl InputGate {
                 open = true;
                 if let Poll::Ready(event) = channel.receiver.poll_recv(cx) {
                     self.next = i + 1;
-                    return Poll::Ready(Some((i, event)));
+                    return Poll::Ready(Some(Polled::Data(i, event)));
                 }
             }
             if open {
@@ -191,7 +312,9 @@ mod tests {
     use arrow::array::Int64Array;
     use arrow::datatypes::{DataType, Field, Schema};
     use arrow::record_batch::RecordBatch;
-    use tokio::sync::mpsc::{Sender, channel};
+    use tokio::sync::mpsc::Sender;
+
+    use crate::exchange::{OutputChannel, local_channel};
 
     use super::*;
 
@@ -199,6 +322,7 @@ mod tests {
         Event::Barrier(Barrier {
             checkpoint: n,
             triggered_at: 0,
+            unaligned: false,
         })
     }
 
@@ -222,6 +346,7 @@ mod tests {
             }
             Input::Watermark(t) => format!("wm{t}"),
             Input::Barrier { barrier, .. } => format!("b{}", barrier.checkpoint),
+            Input::InFlight { checkpoint, .. } => format!("f{checkpoint}"),
         }
     }
 
@@ -234,9 +359,9 @@ mod tests {
     }
 
     async fn two_channels(mode: CheckpointingMode) -> (InputGate, Sender<Event>, Sender<Event>) {
-        let (a_tx, a_rx) = channel(16);
-        let (b_tx, b_rx) = channel(16);
-        (InputGate::new(vec![a_rx, b_rx], mode), a_tx, b_tx)
+        let (a_tx, a_rx) = local_channel(16);
+        let (b_tx, b_rx) = local_channel(16);
+        (InputGate::new(vec![a_rx, b_rx], mode), a_tx.data, b_tx.data)
     }
 
     #[tokio::test]
@@ -291,6 +416,50 @@ mod tests {
         assert!(gate.next().await.unwrap().is_none());
     }
 
+    fn priority(tx: &OutputChannel, n: u64, sent: u64) {
+        let barrier = Barrier {
+            checkpoint: n,
+            triggered_at: 0,
+            unaligned: true,
+        };
+        tx.priority.send(PriorityBarrier { barrier, sent }).unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_unaligned_barrier_overtakes_queued_data_which_is_logged() {
+        let (a, a_rx) = local_channel(16);
+        let (b, b_rx) = local_channel(16);
+        let mut gate = InputGate::new(vec![a_rx, b_rx], CheckpointingMode::ExactlyOnce);
+        for v in [1, 2] {
+            a.data.send(data(v)).await.unwrap();
+        }
+        for v in [10, 11, 12] {
+            b.data.send(data(v)).await.unwrap();
+        }
+        // The barrier was sent after a's two rows: it overtakes them, and the snapshot
+        // comes before any row is read.
+        priority(&a, 1, 2);
+        assert_eq!(value(&gate.next().await.unwrap().unwrap()), "b1");
+        let mut rows = Vec::new();
+        for _ in 0..5 {
+            rows.push(value(&gate.next().await.unwrap().unwrap()));
+        }
+        rows.sort();
+        assert_eq!(rows, vec!["1", "10", "11", "12", "2"]);
+        // b's barrier was sent after two of its rows: 12 came after it, so is not in flight.
+        priority(&b, 1, 2);
+        a.data.send(Event::EndOfStream).await.unwrap();
+        b.data.send(Event::EndOfStream).await.unwrap();
+        let Some(Input::InFlight { checkpoint, chunks }) = gate.next().await.unwrap() else {
+            panic!("expected the in-flight data");
+        };
+        assert_eq!(checkpoint, 1);
+        let mut logged: Vec<String> = chunks.into_iter().map(|c| value(&Input::Data(c))).collect();
+        logged.sort();
+        assert_eq!(logged, vec!["1", "10", "11", "2"]);
+        assert!(gate.next().await.unwrap().is_none());
+    }
+
     #[tokio::test]
     async fn an_ended_channel_does_not_hold_a_barrier_back() {
         let (mut gate, a, b) = two_channels(CheckpointingMode::ExactlyOnce).await;
@@ -301,7 +470,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_channel_closed_without_end_of_stream_is_an_error() {
-        let (tx, rx) = channel::<Event>(1);
+        let (tx, rx) = local_channel(1);
         drop(tx);
         let mut gate = InputGate::new(vec![rx], CheckpointingMode::ExactlyOnce);
         assert!(gate.next().await.is_err());

@@ -11,11 +11,13 @@ use std::time::{Duration, Instant};
 use eddy_common::event::{Barrier, Event};
 use eddy_proto::v1 as pb;
 use eddy_proto::v1::data_exchange_client::DataExchangeClient;
-use tokio::sync::mpsc::{Receiver, Sender, channel};
+use tokio::sync::mpsc::{
+    Receiver, Sender, UnboundedReceiver, UnboundedSender, channel, unbounded_channel,
+};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::codec::{decode_chunk, encode_chunk};
-use crate::exchange::ChannelEnds;
+use crate::exchange::{ChannelEnds, InputChannel, OutputChannel, PriorityBarrier};
 
 /// How long a transfer for a job not (yet) deployed here waits for its deployment: the
 /// JobManager deploys to all TaskManagers at once, so senders may connect first.
@@ -54,10 +56,13 @@ impl ChannelKey {
     }
 }
 
-/// Both ends of a channel until the task and the sender (local or a transfer) take them.
+/// Both ends of a channel until the task and the sender (local or a transfer) take them;
+/// the priority lane's sender stays, for unaligned barriers arriving by RPC.
 struct Slot {
     sender: Option<Sender<Event>>,
     receiver: Option<Receiver<Event>>,
+    priority_sender: UnboundedSender<PriorityBarrier>,
+    priority_receiver: Option<UnboundedReceiver<PriorityBarrier>>,
 }
 
 /// The input queues of this TaskManager's tasks, by channel.
@@ -81,16 +86,15 @@ impl Channels {
         let mut slots = self.slots.lock().expect("channels lock");
         let slot = slots.entry(key.clone()).or_insert_with(|| {
             let (tx, rx) = channel(self.capacity);
+            let (priority_tx, priority_rx) = unbounded_channel();
             Slot {
                 sender: Some(tx),
                 receiver: Some(rx),
+                priority_sender: priority_tx,
+                priority_receiver: Some(priority_rx),
             }
         });
-        let taken = take(slot);
-        if slot.sender.is_none() && slot.receiver.is_none() {
-            slots.remove(key);
-        }
-        taken
+        take(slot)
     }
 
     /// Marks a job as deployed here: transfers for it are accepted.
@@ -115,13 +119,28 @@ impl Channels {
     }
 
     /// The receiving end, for the task that reads the channel.
-    pub fn take_receiver(&self, key: &ChannelKey) -> Option<Receiver<Event>> {
-        self.with_slot(key, |slot| slot.receiver.take())
+    pub fn take_receiver(&self, key: &ChannelKey) -> Option<InputChannel> {
+        self.with_slot(key, |slot| {
+            Some(InputChannel {
+                data: slot.receiver.take()?,
+                priority: slot.priority_receiver.take()?,
+            })
+        })
     }
 
     /// The sending end, for a local sender or a transfer; there is only one.
-    pub fn take_sender(&self, key: &ChannelKey) -> Option<Sender<Event>> {
-        self.with_slot(key, |slot| slot.sender.take())
+    pub fn take_sender(&self, key: &ChannelKey) -> Option<OutputChannel> {
+        self.with_slot(key, |slot| {
+            Some(OutputChannel {
+                data: slot.sender.take()?,
+                priority: slot.priority_sender.clone(),
+            })
+        })
+    }
+
+    /// The priority lane of a channel, for unaligned barriers sent by RPC.
+    fn priority_sender(&self, key: &ChannelKey) -> UnboundedSender<PriorityBarrier> {
+        self.with_slot(key, |slot| slot.priority_sender.clone())
     }
 }
 
@@ -147,6 +166,7 @@ fn decode_frame(frame: pb::Frame) -> Result<Event, Status> {
         Some(pb::frame::Event::Barrier(b)) => Ok(Event::Barrier(Barrier {
             checkpoint: b.checkpoint,
             triggered_at: b.triggered_at_ms,
+            unaligned: b.unaligned,
         })),
         None => Err(Status::invalid_argument("a frame carries no event")),
     }
@@ -160,6 +180,7 @@ fn encode_frame(event: Event, channel: Option<pb::ChannelId>) -> eddy_common::Re
         Event::Barrier(b) => pb::frame::Event::Barrier(pb::CheckpointBarrier {
             checkpoint: b.checkpoint,
             triggered_at_ms: b.triggered_at,
+            unaligned: b.unaligned,
         }),
     };
     Ok(pb::Frame {
@@ -194,12 +215,16 @@ impl pb::data_exchange_server::DataExchange for DataExchangeService {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let sender = self.channels.take_sender(&key).ok_or_else(|| {
-            Status::already_exists(format!(
-                "channel {:?} is already being transferred",
-                key.ends
-            ))
-        })?;
+        let sender = self
+            .channels
+            .take_sender(&key)
+            .map(|output| output.data)
+            .ok_or_else(|| {
+                Status::already_exists(format!(
+                    "channel {:?} is already being transferred",
+                    key.ends
+                ))
+            })?;
         let mut count = 0u64;
         let mut next = Some(first);
         loop {
@@ -223,17 +248,82 @@ impl pb::data_exchange_server::DataExchange for DataExchangeService {
         }
         Ok(Response::new(pb::TransferSummary { frames: count }))
     }
+
+    async fn priority_barrier(
+        &self,
+        request: Request<pb::PriorityBarrierRequest>,
+    ) -> Result<Response<pb::PriorityBarrierResponse>, Status> {
+        let request = request.into_inner();
+        let (Some(id), Some(barrier)) = (request.channel.as_ref(), request.barrier) else {
+            return Err(Status::invalid_argument(
+                "a priority barrier needs a channel and a barrier",
+            ));
+        };
+        let key = ChannelKey::from_proto(id);
+        if !self.channels.is_open(&key.job_id) {
+            return Err(Status::not_found(format!(
+                "job {} is not deployed here",
+                key.job_id
+            )));
+        }
+        let priority = PriorityBarrier {
+            barrier: Barrier {
+                checkpoint: barrier.checkpoint,
+                triggered_at: barrier.triggered_at_ms,
+                unaligned: true,
+            },
+            sent: request.sent,
+        };
+        self.channels
+            .priority_sender(&key)
+            .send(priority)
+            .map_err(|_| Status::cancelled("the receiving task is gone"))?;
+        Ok(Response::new(pb::PriorityBarrierResponse {}))
+    }
 }
 
-/// A sender whose events are streamed to the TaskManager at `address`.
-pub fn remote_sender(address: String, key: ChannelKey, capacity: usize) -> Sender<Event> {
+/// A channel whose events are streamed to the TaskManager at `address`; its unaligned
+/// barriers go by separate calls, overtaking the stream.
+pub fn remote_sender(address: String, key: ChannelKey, capacity: usize) -> OutputChannel {
     let (tx, rx) = channel(capacity);
+    let (priority_tx, mut priority_rx) = unbounded_channel::<PriorityBarrier>();
+    {
+        let (address, key) = (address.clone(), key.clone());
+        tokio::spawn(async move {
+            if let Err(error) = forward(&address, &key, rx).await {
+                tracing::warn!(%address, channel = ?key.ends, %error, "data transfer failed");
+            }
+        });
+    }
     tokio::spawn(async move {
-        if let Err(error) = forward(&address, &key, rx).await {
-            tracing::warn!(%address, channel = ?key.ends, %error, "data transfer failed");
+        let mut client: Option<DataExchangeClient<tonic::transport::Channel>> = None;
+        while let Some(priority) = priority_rx.recv().await {
+            let request = pb::PriorityBarrierRequest {
+                channel: Some(key.to_proto()),
+                barrier: Some(pb::CheckpointBarrier {
+                    checkpoint: priority.barrier.checkpoint,
+                    triggered_at_ms: priority.barrier.triggered_at,
+                    unaligned: true,
+                }),
+                sent: priority.sent,
+            };
+            if client.is_none() {
+                client = DataExchangeClient::connect(address.clone()).await.ok();
+            }
+            let sent = match client.as_mut() {
+                Some(c) => c.priority_barrier(request).await.map(|_| ()),
+                None => Err(Status::unavailable("cannot connect")),
+            };
+            if let Err(status) = sent {
+                tracing::warn!(%address, channel = ?key.ends, %status, "priority barrier failed");
+                client = None;
+            }
         }
     });
-    tx
+    OutputChannel {
+        data: tx,
+        priority: priority_tx,
+    }
 }
 
 async fn forward(address: &str, key: &ChannelKey, events: Receiver<Event>) -> Result<(), String> {

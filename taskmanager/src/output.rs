@@ -3,6 +3,7 @@
 //! backpressure reaches the sources; the time blocked is counted.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use arrow::datatypes::SchemaRef;
@@ -14,7 +15,9 @@ use eddy_common::metrics::OperatorMetrics;
 use eddy_common::partition::HashPartitioner;
 use eddy_common::plan::Partitioning;
 use eddy_common::{EddyError, Result};
-use tokio::sync::mpsc::Sender;
+
+use crate::exchange::{OutputChannel, PriorityBarrier};
+
 use tokio::sync::mpsc::error::TrySendError;
 
 /// The output of one task.
@@ -34,7 +37,9 @@ pub enum TaskOutput {
 
 /// Channels to the next vertex's subtasks.
 pub struct ExchangeOutput {
-    senders: Vec<Sender<Event>>,
+    senders: Vec<OutputChannel>,
+    /// Data events sent on each channel, for unaligned barriers.
+    sent: Vec<AtomicU64>,
     router: Router,
     metrics: Arc<OperatorMetrics>,
 }
@@ -48,7 +53,7 @@ enum Router {
 impl ExchangeOutput {
     /// Sends to `senders` (one per receiving subtask, or the single forward channel).
     pub fn new(
-        senders: Vec<Sender<Event>>,
+        senders: Vec<OutputChannel>,
         partitioning: &Partitioning,
         max_parallelism: usize,
         metrics: Arc<OperatorMetrics>,
@@ -63,6 +68,7 @@ impl ExchangeOutput {
             Partitioning::Rebalance => Router::RoundRobin(0),
         };
         ExchangeOutput {
+            sent: senders.iter().map(|_| AtomicU64::new(0)).collect(),
             senders,
             router,
             metrics,
@@ -70,7 +76,10 @@ impl ExchangeOutput {
     }
 
     async fn send_to(&self, target: usize, event: Event) -> Result<()> {
-        let sender = &self.senders[target];
+        if matches!(event, Event::Data(_)) {
+            self.sent[target].fetch_add(1, Ordering::Relaxed);
+        }
+        let sender = &self.senders[target].data;
         match sender.try_send(event) {
             Ok(()) => Ok(()),
             Err(TrySendError::Full(event)) => {
@@ -110,6 +119,22 @@ impl ExchangeOutput {
     async fn broadcast(&self, event: Event) -> Result<()> {
         for target in 0..self.senders.len() {
             self.send_to(target, event.clone()).await?;
+        }
+        Ok(())
+    }
+
+    /// Sends a barrier: in order behind the data (aligned), or on every channel's priority
+    /// lane with the count of data events sent before it (unaligned).
+    async fn barrier(&self, barrier: Barrier) -> Result<()> {
+        if !barrier.unaligned {
+            return self.broadcast(Event::Barrier(barrier)).await;
+        }
+        for (target, channel) in self.senders.iter().enumerate() {
+            let sent = self.sent[target].load(Ordering::Relaxed);
+            channel
+                .priority
+                .send(PriorityBarrier { barrier, sent })
+                .map_err(|_| downstream_gone(target))?;
         }
         Ok(())
     }
@@ -157,7 +182,7 @@ impl TaskOutput {
     pub async fn barrier(&mut self, barrier: Barrier) -> Result<()> {
         match self {
             TaskOutput::Sink { .. } => Ok(()),
-            TaskOutput::Exchange(exchange) => exchange.broadcast(Event::Barrier(barrier)).await,
+            TaskOutput::Exchange(exchange) => exchange.barrier(barrier).await,
         }
     }
 

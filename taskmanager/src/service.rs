@@ -9,20 +9,21 @@ use std::time::Duration;
 
 use eddy_common::checkpoint::{CheckpointDir, CheckpointStorage};
 use eddy_common::event::Barrier;
-use eddy_common::event::Event;
+
 use eddy_common::metrics::JobMetrics;
 use eddy_common::plan::plan_job;
 use eddy_common::sql::compile;
 use eddy_common::storage::resolve;
 use eddy_proto::v1 as pb;
 use eddy_proto::v1::resource_manager_client::ResourceManagerClient;
-use tokio::sync::mpsc::{Receiver, Sender, UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status};
 
 use crate::exchange::channels;
+use crate::exchange::{InputChannel, OutputChannel};
 use crate::network::{ChannelKey, Channels, remote_sender};
 use crate::task::{
     TaskAck, TaskCheckpointing, TaskCounters, TaskDeployment, TaskEnd, TaskRestore, run_task,
@@ -172,7 +173,7 @@ impl TaskManagerNode {
             }
         };
         // Read what every vertex restores before any task starts.
-        let mut restores: HashMap<usize, TaskRestore> = HashMap::new();
+        let mut restores: HashMap<(usize, usize), TaskRestore> = HashMap::new();
         let directory = match (request.restore_path.is_empty(), request.restore_checkpoint) {
             (false, _) => {
                 let location = resolve(&request.restore_path, &[])
@@ -192,12 +193,13 @@ impl TaskManagerNode {
                 .verified()
                 .await
                 .map_err(|e| Status::failed_precondition(format!("cannot restore: {e}")))?;
-            let vertices: HashSet<usize> = mine.iter().map(|(v, _)| *v).collect();
-            for vertex in vertices {
-                let restore = TaskRestore::load(&directory, &metadata, vertex)
-                    .await
-                    .map_err(|e| Status::failed_precondition(e.to_string()))?;
-                restores.insert(vertex, restore);
+            for (vertex, subtask) in &mine {
+                let parallelism = graph.vertices[*vertex].parallelism;
+                let restore =
+                    TaskRestore::load(&directory, &metadata, *vertex, *subtask, parallelism)
+                        .await
+                        .map_err(|e| Status::failed_precondition(e.to_string()))?;
+                restores.insert((*vertex, *subtask), restore);
             }
         }
         if self.jobs.lock().expect("jobs lock").contains_key(&job_id) {
@@ -210,8 +212,8 @@ impl TaskManagerNode {
             tokio::spawn(self.clone().forward_acks(job_id.clone(), acks_rx));
         }
         self.channels.open_job(&job_id);
-        let mut inputs: HashMap<(usize, usize), Vec<Receiver<Event>>> = HashMap::new();
-        let mut outputs: HashMap<(usize, usize), Vec<Sender<Event>>> = HashMap::new();
+        let mut inputs: HashMap<(usize, usize), Vec<InputChannel>> = HashMap::new();
+        let mut outputs: HashMap<(usize, usize), Vec<OutputChannel>> = HashMap::new();
         for ends in channels(&graph) {
             let key = ChannelKey {
                 job_id: job_id.clone(),
@@ -271,7 +273,7 @@ impl TaskManagerNode {
                 metrics: metrics.clone(),
                 counters: counters.clone(),
                 checkpointing: task_checkpointing,
-                restore: restores.get(&vertex).cloned(),
+                restore: restores.remove(&(vertex, subtask)),
             };
             let node = self.clone();
             let stop_rx = stop_rx.clone();
@@ -461,6 +463,7 @@ impl pb::task_executor_server::TaskExecutor for TaskExecutorService {
         let barrier = Barrier {
             checkpoint: request.checkpoint,
             triggered_at: request.triggered_at_ms,
+            unaligned: request.unaligned,
         };
         self.node.trigger(&request.job_id, barrier)?;
         Ok(Response::new(pb::TriggerCheckpointResponse {}))

@@ -13,16 +13,18 @@ use eddy_common::checkpoint::{
 use eddy_common::checkpointing::CheckpointingMode;
 use eddy_common::chunk::Chunk;
 use eddy_common::connectors::{SinkContext, SourceContext, SourceEvent, SourceReader};
-use eddy_common::event::{Barrier, Event, Timestamp};
+use eddy_common::event::{Barrier, Timestamp};
 use eddy_common::metrics::{JobMetrics, OperatorMetrics};
 use eddy_common::operators::watermark::SplitWatermarks;
 use eddy_common::partition::KeyScope;
 use eddy_common::plan::{JobGraph, SourceSpec, VertexOutput};
 use eddy_common::{EddyError, Result};
-use tokio::sync::mpsc::{Receiver, Sender, UnboundedReceiver, UnboundedSender};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::sync::watch;
 
 use crate::chain::OperatorChain;
+use crate::codec::{decode_chunk, encode_chunk};
+use crate::exchange::{InputChannel, OutputChannel};
 use crate::input::{Input, InputGate};
 use crate::output::{ExchangeOutput, TaskOutput};
 
@@ -35,9 +37,9 @@ pub struct TaskDeployment {
     /// Which subtask of it.
     pub subtask: usize,
     /// Its input channels (none for a source).
-    pub inputs: Vec<Receiver<Event>>,
+    pub inputs: Vec<InputChannel>,
     /// Its output channels (none for a sink).
-    pub outputs: Vec<Sender<Event>>,
+    pub outputs: Vec<OutputChannel>,
     /// The job's counters.
     pub metrics: Arc<JobMetrics>,
     /// This task's own counters.
@@ -87,6 +89,8 @@ pub struct TaskRestore {
     pub source_positions: Vec<Vec<u8>>,
     /// For each operator of the chain, its state in each previous subtask.
     pub operators: Vec<Vec<Vec<u8>>>,
+    /// Data that was in flight to this subtask at an unaligned checkpoint (encoded chunks).
+    pub in_flight: Vec<Vec<u8>>,
 }
 
 impl TaskRestore {
@@ -95,7 +99,10 @@ impl TaskRestore {
         directory: &CheckpointDir,
         metadata: &CheckpointMetadata,
         vertex: usize,
+        subtask: usize,
+        parallelism: usize,
     ) -> Result<Self> {
+        let same_parallelism = metadata.vertex_parallelism.get(vertex) == Some(&parallelism);
         let mut restore = TaskRestore {
             checkpoint: metadata.checkpoint,
             ..Default::default()
@@ -120,6 +127,17 @@ impl TaskRestore {
             }
             for (i, state) in snapshot.operators.into_iter().enumerate() {
                 restore.operators[i].push(state);
+            }
+            if !snapshot.in_flight.is_empty() {
+                if !same_parallelism {
+                    return Err(EddyError::Runtime(format!(
+                        "{what} is an unaligned checkpoint with data in flight; it restores only at the \
+                         same parallelism (take a savepoint, which is aligned, to rescale)"
+                    )));
+                }
+                if handle.subtask == subtask {
+                    restore.in_flight = snapshot.in_flight;
+                }
             }
         }
         Ok(restore)
@@ -227,6 +245,7 @@ pub async fn run_task(
         checkpointing: checkpointing.as_mut(),
         vertex: deployment.vertex,
         subtask: deployment.subtask,
+        unaligned: None,
     };
     let end = match &vertex.source {
         Some(source) => {
@@ -254,6 +273,12 @@ pub async fn run_task(
             run_source(source, reader, context, scan, &mut pipeline, &mut stop).await?
         }
         None => {
+            if let Some(restore) = &deployment.restore {
+                // Data that was in flight at an unaligned checkpoint comes first.
+                for bytes in &restore.in_flight {
+                    pipeline.emit(decode_chunk(bytes.clone())?).await?;
+                }
+            }
             let gate = InputGate::new(std::mem::take(&mut deployment.inputs), mode);
             run_inputs(gate, &mut pipeline).await?
         }
@@ -271,6 +296,8 @@ struct Pipeline<'a> {
     checkpointing: Option<&'a mut TaskCheckpointing>,
     vertex: usize,
     subtask: usize,
+    /// An unaligned snapshot waiting for its in-flight data.
+    unaligned: Option<(Barrier, TaskSnapshot, Duration)>,
 }
 
 impl Pipeline<'_> {
@@ -293,25 +320,67 @@ impl Pipeline<'_> {
         self.output.watermark(watermark).await
     }
 
-    /// Takes this task's snapshot for `barrier`, forwards the barrier, and uploads the
-    /// snapshot in the background, acknowledging when it is stored.
+    /// Takes this task's snapshot for `barrier` and forwards the barrier. An aligned
+    /// snapshot is uploaded at once; an unaligned one (of a task with inputs) waits for its
+    /// in-flight data.
     async fn checkpoint(
         &mut self,
         barrier: Barrier,
         source: Option<Vec<u8>>,
         alignment: Duration,
     ) -> Result<()> {
-        let Some(checkpointing) = self.checkpointing.as_deref() else {
+        if self.checkpointing.is_none() {
             return Ok(());
-        };
+        }
         let started = Instant::now();
         let snapshot = TaskSnapshot {
-            source,
             operators: self.chain.snapshot()?,
+            in_flight: Vec::new(),
+            source,
         };
-        let bytes = snapshot.encode();
         let sync_duration = started.elapsed();
         self.output.barrier(barrier).await?;
+        if barrier.unaligned && snapshot.source.is_none() {
+            self.unaligned = Some((barrier, snapshot, sync_duration));
+            return Ok(());
+        }
+        self.upload(barrier, snapshot, alignment, sync_duration);
+        Ok(())
+    }
+
+    /// The in-flight data of an unaligned checkpoint has arrived: complete its snapshot.
+    fn in_flight(&mut self, checkpoint: u64, chunks: Vec<Chunk>) -> Result<()> {
+        let Some((barrier, mut snapshot, sync_duration)) = self.unaligned.take() else {
+            return Ok(());
+        };
+        if barrier.checkpoint != checkpoint {
+            return Ok(());
+        }
+        snapshot.in_flight = chunks.iter().map(encode_chunk).collect::<Result<_>>()?;
+        tracing::debug!(
+            checkpoint,
+            vertex = self.vertex,
+            subtask = self.subtask,
+            chunks = chunks.len(),
+            rows = chunks.iter().map(Chunk::num_rows).sum::<usize>(),
+            "unaligned snapshot with its in-flight data"
+        );
+        self.upload(barrier, snapshot, Duration::ZERO, sync_duration);
+        Ok(())
+    }
+
+    /// Uploads a snapshot in the background and acknowledges when it is stored.
+    fn upload(
+        &self,
+        barrier: Barrier,
+        snapshot: TaskSnapshot,
+        alignment: Duration,
+        sync_duration: Duration,
+    ) {
+        let Some(checkpointing) = self.checkpointing.as_deref() else {
+            return;
+        };
+        let bytes = snapshot.encode();
         let storage = checkpointing.storage.clone();
         let acks = checkpointing.acks.clone();
         let (vertex, subtask) = (self.vertex, self.subtask);
@@ -329,7 +398,6 @@ impl Pipeline<'_> {
                 sync_duration,
             });
         });
-        Ok(())
     }
 
     fn pending_trigger(&mut self) -> Option<Barrier> {
@@ -414,6 +482,7 @@ async fn run_inputs(mut gate: InputGate, pipeline: &mut Pipeline<'_>) -> Result<
                 barrier,
                 aligned_for,
             } => pipeline.checkpoint(barrier, None, aligned_for).await?,
+            Input::InFlight { checkpoint, chunks } => pipeline.in_flight(checkpoint, chunks)?,
         }
     }
     Ok(TaskEnd::Finished)

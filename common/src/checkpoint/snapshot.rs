@@ -5,7 +5,7 @@ use crate::state::{StateReader, StateWriter};
 use crate::{EddyError, Result};
 
 const MAGIC: &[u8; 8] = b"EDDYSNAP";
-const VERSION: u64 = 1;
+const VERSION: u64 = 2;
 
 /// One task's part of a checkpoint.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -14,6 +14,8 @@ pub struct TaskSnapshot {
     pub source: Option<Vec<u8>>,
     /// Each operator's state, in chain order (empty for stateless operators).
     pub operators: Vec<Vec<u8>>,
+    /// Data that was in flight at an unaligned checkpoint (encoded chunks), to replay.
+    pub in_flight: Vec<Vec<u8>>,
 }
 
 impl TaskSnapshot {
@@ -29,6 +31,10 @@ impl TaskSnapshot {
         for state in &self.operators {
             out.bytes(state);
         }
+        out.u64(self.in_flight.len() as u64);
+        for chunk in &self.in_flight {
+            out.bytes(chunk);
+        }
         out.finish()
     }
 
@@ -41,7 +47,7 @@ impl TaskSnapshot {
             )));
         }
         let version = input.u64()?;
-        if version != VERSION {
+        if version != 1 && version != VERSION {
             return Err(EddyError::Runtime(format!(
                 "{what} has snapshot version {version}; this Eddy reads version {VERSION}"
             )));
@@ -53,7 +59,17 @@ impl TaskSnapshot {
         let operators = (0..input.count(8)?)
             .map(|_| input.bytes().map(<[u8]>::to_vec))
             .collect::<Result<_>>()?;
-        Ok(TaskSnapshot { source, operators })
+        let in_flight = match version {
+            1 => Vec::new(),
+            _ => (0..input.count(8)?)
+                .map(|_| input.bytes().map(<[u8]>::to_vec))
+                .collect::<Result<_>>()?,
+        };
+        Ok(TaskSnapshot {
+            source,
+            operators,
+            in_flight,
+        })
     }
 }
 
@@ -66,6 +82,7 @@ mod tests {
         let snapshot = TaskSnapshot {
             source: Some(vec![1, 2, 3]),
             operators: vec![vec![], vec![9; 20]],
+            in_flight: vec![vec![4; 5]],
         };
         let bytes = snapshot.encode();
         assert_eq!(TaskSnapshot::decode(&bytes, "t").unwrap(), snapshot);

@@ -3,11 +3,11 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
+use super::throttle::Throttle;
 use super::{Options, SinkContext, SinkWriter, TableConnector};
 use crate::Result;
 use crate::chunk::Chunk;
@@ -46,28 +46,23 @@ impl TableConnector for BlackholeConnector {
     fn create_writer(&self, context: &SinkContext) -> Result<Box<dyn SinkWriter>> {
         Ok(Box::new(BlackholeWriter {
             metrics: context.metrics.clone(),
-            rows_per_second: self.rows_per_second,
-            started: Instant::now(),
-            taken: 0,
+            throttle: Throttle::new(self.rows_per_second),
         }))
     }
 }
 
 struct BlackholeWriter {
     metrics: Arc<OperatorMetrics>,
-    rows_per_second: Option<u64>,
-    started: Instant,
-    taken: u64,
+    throttle: Option<Throttle>,
 }
 
 impl SinkWriter for BlackholeWriter {
     fn write<'a>(&'a mut self, chunk: &'a Chunk) -> BoxFuture<'a, Result<()>> {
         OperatorMetrics::add(&self.metrics.records_in, chunk.num_rows() as u64);
-        self.taken += chunk.num_rows() as u64;
-        let pause = self.rows_per_second.and_then(|rate| {
-            let due = Duration::from_secs_f64(self.taken as f64 / rate as f64);
-            due.checked_sub(self.started.elapsed())
-        });
+        let pause = self
+            .throttle
+            .as_mut()
+            .and_then(|t| t.take(chunk.num_rows()));
         async move {
             if let Some(pause) = pause {
                 tokio::time::sleep(pause).await;

@@ -9,6 +9,7 @@ mod options;
 pub mod print;
 pub mod progress;
 mod random;
+mod throttle;
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;

@@ -10,18 +10,20 @@ use arrow::util::display::{ArrayFormatter, FormatOptions};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
+use super::throttle::Throttle;
 use super::{Options, SinkContext, SinkWriter, TableConnector};
 use crate::Result;
 use crate::chunk::Chunk;
 use crate::metrics::OperatorMetrics;
 
-const KEYS: &[&str] = &["print-identifier", "standard-error"];
+const KEYS: &[&str] = &["print-identifier", "standard-error", "rows-per-second"];
 
 /// Configuration of a print table.
 #[derive(Debug)]
 pub struct PrintConnector {
     identifier: Option<String>,
     standard_error: bool,
+    rows_per_second: Option<u64>,
 }
 
 impl PrintConnector {
@@ -31,6 +33,7 @@ impl PrintConnector {
         Ok(PrintConnector {
             identifier: options.get("print-identifier").map(str::to_string),
             standard_error: options.flag("standard-error", false)?,
+            rows_per_second: options.parse_opt("rows-per-second")?,
         })
     }
 }
@@ -60,6 +63,7 @@ impl TableConnector for PrintConnector {
             standard_error: self.standard_error,
             metrics: context.metrics.clone(),
             text: String::new(),
+            throttle: Throttle::new(self.rows_per_second),
         }))
     }
 }
@@ -69,6 +73,7 @@ struct PrintWriter {
     standard_error: bool,
     metrics: std::sync::Arc<OperatorMetrics>,
     text: String,
+    throttle: Option<Throttle>,
 }
 
 impl PrintWriter {
@@ -107,7 +112,17 @@ impl PrintWriter {
 impl SinkWriter for PrintWriter {
     fn write<'a>(&'a mut self, chunk: &'a Chunk) -> BoxFuture<'a, Result<()>> {
         let result = self.print(chunk);
-        async move { result }.boxed()
+        let pause = self
+            .throttle
+            .as_mut()
+            .and_then(|t| t.take(chunk.num_rows()));
+        async move {
+            if let Some(pause) = pause {
+                tokio::time::sleep(pause).await;
+            }
+            result
+        }
+        .boxed()
     }
 
     fn finish(&mut self) -> BoxFuture<'_, Result<()>> {
