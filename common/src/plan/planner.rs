@@ -462,6 +462,7 @@ impl Planner {
         &self,
         aggregate: &datafusion_expr::Aggregate,
         input: &DFSchema,
+        append_only: bool,
     ) -> Result<(Vec<AggregateCall>, Vec<String>)> {
         let group_len = aggregate.group_expr.len();
         let mut calls = Vec::new();
@@ -498,6 +499,7 @@ impl Planner {
                 arg: self.physical(arg, input)?,
                 filter,
                 input_type: arg.get_type(input)?,
+                append_only,
                 output_type: aggregate.schema.field(group_len + i).data_type().clone(),
             });
             names.push(strip_alias(expr).to_string());
@@ -533,7 +535,8 @@ impl Planner {
             }
             _ => None,
         };
-        let (calls, call_names) = self.aggregate_calls(aggregate, &input.schema)?;
+        let append_only = input.changelog == Changelog::AppendOnly;
+        let (calls, call_names) = self.aggregate_calls(aggregate, &input.schema, append_only)?;
         let key_exprs: Vec<&Expr> = aggregate
             .group_expr
             .iter()

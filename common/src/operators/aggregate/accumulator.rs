@@ -49,11 +49,13 @@ impl AggregateKind {
         Some(kind)
     }
 
-    /// A fresh accumulator for arguments of `input` type producing `output` type.
+    /// A fresh accumulator for arguments of `input` type producing `output` type. With an
+    /// append-only input nothing is ever retracted, so MIN and MAX keep only the extreme.
     pub fn accumulator(
         self,
         input: &DataType,
         output: &DataType,
+        append_only: bool,
     ) -> Result<Box<dyn GroupAccumulator>> {
         let acc: Box<dyn GroupAccumulator> = match self {
             AggregateKind::Count => Box::new(CountAccumulator::default()),
@@ -70,6 +72,8 @@ impl AggregateKind {
                 }
             },
             AggregateKind::Avg => Box::new(AvgAccumulator::new(output)),
+            AggregateKind::Min if append_only => Box::new(RunningExtreme::new(input, false)?),
+            AggregateKind::Max if append_only => Box::new(RunningExtreme::new(input, true)?),
             AggregateKind::Min => Box::new(ExtremeAccumulator::new(input, false)?),
             AggregateKind::Max => Box::new(ExtremeAccumulator::new(input, true)?),
         };
@@ -498,6 +502,96 @@ fn load_multiset(input: &mut StateReader<'_>, mut insert: impl FnMut(&[u8], u64)
     Ok(())
 }
 
+/// `MIN(x)` / `MAX(x)` over an append-only input: only the extreme so far, encoded.
+#[derive(Debug)]
+struct RunningExtreme {
+    codec: ValueCodec,
+    is_max: bool,
+    extremes: Vec<Option<Box<[u8]>>>,
+}
+
+impl RunningExtreme {
+    fn new(input: &DataType, is_max: bool) -> Result<Self> {
+        Ok(RunningExtreme {
+            codec: ValueCodec::new(input)?,
+            is_max,
+            extremes: Vec::new(),
+        })
+    }
+
+    fn offer(&mut self, group: u32, value: &[u8]) {
+        let slot = &mut self.extremes[group as usize];
+        let better = match slot {
+            None => true,
+            Some(current) if self.is_max => value > current.as_ref(),
+            Some(current) => value < current.as_ref(),
+        };
+        if better {
+            *slot = Some(value.into());
+        }
+    }
+}
+
+impl GroupAccumulator for RunningExtreme {
+    fn resize(&mut self, groups: usize) {
+        self.extremes.resize(groups, None);
+    }
+
+    fn update(&mut self, groups: &[u32], signs: &[i8], values: &ArrayRef) -> Result<()> {
+        let rows = self
+            .codec
+            .converter
+            .convert_columns(std::slice::from_ref(values))?;
+        for (i, (g, s)) in groups.iter().zip(signs).enumerate() {
+            if *s < 0 {
+                return Err(EddyError::Runtime(
+                    "a retraction reached MIN/MAX planned for an append-only input".into(),
+                ));
+            }
+            if *s > 0 && !values.is_null(i) {
+                self.offer(*g, rows.row(i).as_ref());
+            }
+        }
+        Ok(())
+    }
+
+    fn evaluate(&self, groups: &[u32]) -> Result<ArrayRef> {
+        self.codec
+            .decode(groups.iter().map(|g| self.extremes[*g as usize].as_deref()))
+    }
+
+    fn merge(&mut self, into: u32, from: u32) {
+        if let Some(value) = self.extremes[from as usize].take() {
+            self.offer(into, &value);
+        }
+    }
+
+    fn reset(&mut self, group: u32) {
+        self.extremes[group as usize] = None;
+    }
+
+    fn save(&self, group: u32, out: &mut StateWriter) {
+        // The same format as the multiset: zero or one value, seen once.
+        match &self.extremes[group as usize] {
+            None => {
+                out.u64(0);
+            }
+            Some(value) => {
+                out.u64(1).bytes(value).u64(1);
+            }
+        }
+    }
+
+    fn load(&mut self, group: u32, input: &mut StateReader<'_>) -> Result<()> {
+        let mut values = Vec::new();
+        load_multiset(input, |value, _| values.push(value.to_vec()))?;
+        for value in values {
+            self.offer(group, &value);
+        }
+        Ok(())
+    }
+}
+
 /// `COUNT(DISTINCT x)`: how often each distinct value occurs, so retractions are exact.
 #[derive(Debug)]
 struct DistinctCountAccumulator {
@@ -573,7 +667,7 @@ mod tests {
     #[test]
     fn max_survives_retraction_of_the_maximum() {
         let mut acc = AggregateKind::Max
-            .accumulator(&DataType::Int64, &DataType::Int64)
+            .accumulator(&DataType::Int64, &DataType::Int64, false)
             .unwrap();
         acc.resize(1);
         acc.update(
@@ -588,6 +682,62 @@ mod tests {
         acc.update(&[0, 0], &[-1, -1], &ints(vec![Some(5), Some(7)]))
             .unwrap();
         assert!(acc.evaluate(&[0]).unwrap().is_null(0));
+    }
+
+    #[test]
+    fn append_only_extremes_keep_one_value_and_load_multisets() {
+        let values = ints(vec![Some(5), None, Some(9), Some(7)]);
+        let mut max = AggregateKind::Max
+            .accumulator(&DataType::Int64, &DataType::Int64, true)
+            .unwrap();
+        let mut min = AggregateKind::Min
+            .accumulator(&DataType::Int64, &DataType::Int64, true)
+            .unwrap();
+        for acc in [&mut max, &mut min] {
+            acc.resize(1);
+            acc.update(&[0, 0, 0, 0], &[1, 1, 1, 1], &values).unwrap();
+            assert!(acc.update(&[0], &[-1], &ints(vec![Some(9)])).is_err());
+        }
+        assert_eq!(
+            max.evaluate(&[0])
+                .unwrap()
+                .as_primitive::<Int64Type>()
+                .value(0),
+            9
+        );
+        assert_eq!(
+            min.evaluate(&[0])
+                .unwrap()
+                .as_primitive::<Int64Type>()
+                .value(0),
+            5
+        );
+        // A multiset snapshot (of the retracting kind) loads as its extreme.
+        let mut multiset = AggregateKind::Max
+            .accumulator(&DataType::Int64, &DataType::Int64, false)
+            .unwrap();
+        multiset.resize(1);
+        multiset
+            .update(&[0, 0], &[1, 1], &ints(vec![Some(3), Some(8)]))
+            .unwrap();
+        let mut out = StateWriter::new();
+        multiset.save(0, &mut out);
+        let bytes = out.finish();
+        let mut running = AggregateKind::Max
+            .accumulator(&DataType::Int64, &DataType::Int64, true)
+            .unwrap();
+        running.resize(1);
+        running
+            .load(0, &mut StateReader::new(&bytes, "test"))
+            .unwrap();
+        assert_eq!(
+            running
+                .evaluate(&[0])
+                .unwrap()
+                .as_primitive::<Int64Type>()
+                .value(0),
+            8
+        );
     }
 
     #[test]
@@ -607,14 +757,14 @@ mod tests {
             } else {
                 DataType::Int64
             };
-            let mut acc = kind.accumulator(&DataType::Int64, &output).unwrap();
+            let mut acc = kind.accumulator(&DataType::Int64, &output, false).unwrap();
             acc.resize(1);
             acc.update(&[0, 0, 0, 0], &[1, 1, 1, 1], &values).unwrap();
             acc.update(&[0], &[-1], &ints(vec![Some(9)])).unwrap();
             let mut out = StateWriter::new();
             acc.save(0, &mut out);
             let bytes = out.finish();
-            let mut restored = kind.accumulator(&DataType::Int64, &output).unwrap();
+            let mut restored = kind.accumulator(&DataType::Int64, &output, false).unwrap();
             restored.resize(2);
             restored
                 .load(1, &mut StateReader::new(&bytes, "test"))
@@ -663,7 +813,7 @@ mod tests {
             } else {
                 DataType::Int64
             };
-            let mut acc = kind.accumulator(&DataType::Int64, &output).unwrap();
+            let mut acc = kind.accumulator(&DataType::Int64, &output, false).unwrap();
             acc.resize(2);
             acc.update(&groups, &signs, &values).unwrap();
             acc.update(&[0], &[-1], &ints(vec![Some(2)])).unwrap();

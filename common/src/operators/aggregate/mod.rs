@@ -34,11 +34,14 @@ pub struct AggregateCall {
     pub input_type: DataType,
     /// The result's type.
     pub output_type: DataType,
+    /// The input carries inserts only (no retractions), so less state is needed.
+    pub append_only: bool,
 }
 
 impl AggregateCall {
     fn accumulator(&self) -> Result<Box<dyn GroupAccumulator>> {
-        self.kind.accumulator(&self.input_type, &self.output_type)
+        self.kind
+            .accumulator(&self.input_type, &self.output_type, self.append_only)
     }
 }
 
