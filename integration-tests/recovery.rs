@@ -60,6 +60,29 @@ fn largest_counts(printed: &str) -> BTreeMap<String, (i64, i64)> {
     result
 }
 
+/// Waits until `count` checkpoints of the job have completed; returns their ids.
+fn wait_for_checkpoints(cluster: &Cluster, job_id: &str, count: usize) -> Vec<u64> {
+    let deadline = Instant::now() + TWO_MINUTES;
+    loop {
+        let completed: Vec<u64> = cluster.status(job_id)["checkpoints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["state"] == "COMPLETED")
+            .map(|c| c["id"].as_u64().unwrap())
+            .collect();
+        if completed.len() >= count {
+            return completed;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} of {count} checkpoints completed",
+            completed.len()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// A small random source seeded from the clock; the seed is printed so a failing run can be
 /// replayed with EDDY_TEST_SEED.
 fn seeded() -> u64 {
@@ -167,23 +190,10 @@ fn restore_skips_a_corrupt_checkpoint_on_s3() {
     );
     // A long backoff leaves time to damage the newest checkpoint before the restart.
     let job_id = cluster.submit(&job(200_000, 25_000, "EXACTLY_ONCE", "3s"), 4);
-    let deadline = Instant::now() + TWO_MINUTES;
-    let completed = |status: &serde_json::Value| -> Vec<u64> {
-        status["checkpoints"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|c| c["state"] == "COMPLETED")
-            .map(|c| c["id"].as_u64().unwrap())
-            .collect()
-    };
-    while completed(&cluster.status(&job_id)).len() < 3 {
-        assert!(Instant::now() < deadline, "checkpoints did not complete");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for_checkpoints(&cluster, &job_id, 3);
     cluster.taskmanagers[0].child.kill().unwrap();
     cluster.wait_for(&job_id, "RESTARTING", TWO_MINUTES);
-    let newest = *completed(&cluster.status(&job_id)).last().unwrap();
+    let newest = *wait_for_checkpoints(&cluster, &job_id, 3).last().unwrap();
     s3.put(
         "eddy",
         &format!("checkpoints/{job_id}/chk-{newest}/0-0.state"),
@@ -204,16 +214,7 @@ fn restore_skips_a_corrupt_checkpoint_on_s3() {
 fn a_restarted_jobmanager_resumes_its_job_exactly() {
     let mut cluster = Cluster::start("jobmanager-kill", 2, 2);
     let job_id = cluster.submit(&job(200_000, 25_000, "EXACTLY_ONCE", "200ms"), 4);
-    let deadline = Instant::now() + TWO_MINUTES;
-    while cluster.status(&job_id)["checkpoints"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .all(|c| c["state"] != "COMPLETED")
-    {
-        assert!(Instant::now() < deadline, "no checkpoint completed");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for_checkpoints(&cluster, &job_id, 1);
     cluster.restart_jobmanager();
     let status = cluster.wait_for(&job_id, "FINISHED", TWO_MINUTES);
     assert!(
@@ -234,16 +235,7 @@ fn a_savepoint_resumes_at_another_parallelism() {
         )
     };
     let job_id = cluster.submit(&with_id("a"), 2);
-    let deadline = Instant::now() + TWO_MINUTES;
-    while cluster.status(&job_id)["checkpoints"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .all(|c| c["state"] != "COMPLETED")
-    {
-        assert!(Instant::now() < deadline, "no checkpoint completed");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for_checkpoints(&cluster, &job_id, 1);
     let output = cluster.client(&["stop", "--savepoint", &job_id]);
     assert!(
         output.status.success(),
@@ -304,22 +296,8 @@ fn unaligned_checkpoints_complete_under_backpressure_and_restore_exactly() {
         )
         .replace("WITH ('connector' = 'print')", "WITH ('connector' = 'print', 'rows-per-second' = '4000')");
     let job_id = cluster.submit(&script, 4);
-    let deadline = Instant::now() + TWO_MINUTES;
-    let completed = |status: &serde_json::Value| {
-        status["checkpoints"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|c| c["state"] == "COMPLETED")
-            .count()
-    };
-    while completed(&cluster.status(&job_id)) < 2 {
-        assert!(
-            Instant::now() < deadline,
-            "unaligned checkpoints did not complete under backpressure"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    // Unaligned checkpoints complete although the sink holds everything back.
+    wait_for_checkpoints(&cluster, &job_id, 2);
     cluster.taskmanagers[0].child.kill().unwrap();
     cluster.add_taskmanager(2);
     let status = cluster.wait_for(&job_id, "FINISHED", TWO_MINUTES);

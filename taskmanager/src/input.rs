@@ -7,6 +7,7 @@
 //! barrier and reads all channels again. Without alignment (at-least-once) channels keep
 //! being read, and the barrier is yielded when the last one arrives.
 
+use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -52,8 +53,13 @@ struct Channel {
     ended: bool,
     /// Has delivered the aligned barrier being aligned.
     arrived: bool,
-    /// Data events received so far.
+    /// Data events taken from the receiver so far (their sequence numbers).
     received: u64,
+    /// Events taken from the receiver ahead of processing (an unaligned checkpoint copies
+    /// its in-flight data without waiting for it to be processed).
+    prefetched: VecDeque<Event>,
+    /// The receiver has closed.
+    closed: bool,
 }
 
 /// The barrier being aligned.
@@ -76,6 +82,8 @@ struct InFlight {
 enum Polled {
     Data(usize, Option<Event>),
     Priority(usize, PriorityBarrier),
+    /// In-flight data was copied ahead of processing: an unaligned checkpoint may be done.
+    Prefetched,
 }
 
 /// Merges a task's input channels.
@@ -101,6 +109,8 @@ impl InputGate {
                     ended: false,
                     arrived: false,
                     received: 0,
+                    prefetched: VecDeque::new(),
+                    closed: false,
                 })
                 .collect(),
             mode,
@@ -127,13 +137,11 @@ impl InputGate {
                     }
                     continue;
                 }
+                Polled::Prefetched => continue,
                 Polled::Data(index, event) => (index, event),
             };
             match event {
-                Some(Event::Data(chunk)) => {
-                    self.record(index, &chunk);
-                    return Ok(Some(Input::Data(chunk)));
-                }
+                Some(Event::Data(chunk)) => return Ok(Some(Input::Data(chunk))),
                 Some(Event::Watermark(t)) => {
                     let channel = &mut self.channels[index];
                     channel.watermark = channel.watermark.max(t);
@@ -155,11 +163,18 @@ impl InputGate {
         }
     }
 
-    /// Counts a data event and logs it if it is in flight for an unaligned checkpoint.
-    fn record(&mut self, index: usize, chunk: &Chunk) {
-        let sequence = self.channels[index].received;
-        self.channels[index].received += 1;
-        if let Some(in_flight) = self.in_flight.as_mut()
+    /// Counts an event taken from channel `index` and logs it if it is data in flight for
+    /// an unaligned checkpoint.
+    fn record(
+        channel: &mut Channel,
+        in_flight: Option<&mut InFlight>,
+        index: usize,
+        event: &Event,
+    ) {
+        let Event::Data(chunk) = event else { return };
+        let sequence = channel.received;
+        channel.received += 1;
+        if let Some(in_flight) = in_flight
             && sequence >= in_flight.received_at_snapshot[index]
             && in_flight.sent_before[index].is_none_or(|sent| sequence < sent)
         {
@@ -204,7 +219,7 @@ impl InputGate {
     fn completed_in_flight(&mut self) -> Option<Input> {
         let in_flight = self.in_flight.as_ref()?;
         let complete = self.channels.iter().enumerate().all(|(i, c)| {
-            c.ended || in_flight.sent_before[i].is_some_and(|sent| c.received >= sent)
+            c.ended || c.closed || in_flight.sent_before[i].is_some_and(|sent| c.received >= sent)
         });
         if !complete {
             return None;
@@ -270,7 +285,9 @@ impl InputGate {
     }
 
     /// Waits for a priority barrier, or an event on any channel that is open and not held
-    /// back for alignment, starting after the last one served.
+    /// back for alignment, starting after the last one served. Channels with in-flight data
+    /// still to arrive for an unaligned checkpoint are drained into their prefetch buffers
+    /// first, so the checkpoint need not wait for that data to be processed.
     async fn poll_any(&mut self) -> Option<Polled> {
         let hold_back = self.mode == CheckpointingMode::ExactlyOnce && self.alignment.is_some();
         poll_fn(|cx| {
@@ -282,6 +299,31 @@ impl InputGate {
                     return Poll::Ready(Some(Polled::Priority(i, priority)));
                 }
             }
+            if let Some(in_flight) = self.in_flight.as_mut() {
+                let mut progressed = false;
+                for (i, channel) in self.channels.iter_mut().enumerate() {
+                    let Some(sent) = in_flight.sent_before[i] else {
+                        continue;
+                    };
+                    while !channel.closed && channel.received < sent {
+                        match channel.receiver.poll_recv(cx) {
+                            Poll::Ready(Some(event)) => {
+                                Self::record(channel, Some(&mut *in_flight), i, &event);
+                                channel.prefetched.push_back(event);
+                                progressed = true;
+                            }
+                            Poll::Ready(None) => channel.closed = true,
+                            Poll::Pending => break,
+                        }
+                    }
+                }
+                let complete = self.channels.iter().enumerate().all(|(i, c)| {
+                    c.ended || c.closed || in_flight.sent_before[i].is_some_and(|s| c.received >= s)
+                });
+                if progressed && complete {
+                    return Poll::Ready(Some(Polled::Prefetched));
+                }
+            }
             let mut open = false;
             for k in 0..n {
                 let i = (self.next + k) % n;
@@ -290,7 +332,18 @@ impl InputGate {
                     continue;
                 }
                 open = true;
+                if let Some(event) = channel.prefetched.pop_front() {
+                    self.next = i + 1;
+                    return Poll::Ready(Some(Polled::Data(i, Some(event))));
+                }
+                if channel.closed {
+                    self.next = i + 1;
+                    return Poll::Ready(Some(Polled::Data(i, None)));
+                }
                 if let Poll::Ready(event) = channel.receiver.poll_recv(cx) {
+                    if let Some(event) = &event {
+                        Self::record(channel, self.in_flight.as_mut(), i, event);
+                    }
                     self.next = i + 1;
                     return Poll::Ready(Some(Polled::Data(i, event)));
                 }

@@ -18,6 +18,7 @@ use eddy_common::{EddyError, Result};
 
 use crate::exchange::{OutputChannel, PriorityBarrier};
 
+use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::mpsc::error::TrySendError;
 
 /// The output of one task.
@@ -38,8 +39,8 @@ pub enum TaskOutput {
 /// Channels to the next vertex's subtasks.
 pub struct ExchangeOutput {
     senders: Vec<OutputChannel>,
-    /// Data events sent on each channel, for unaligned barriers.
-    sent: Vec<AtomicU64>,
+    /// Data events sent (or being sent) on each channel, for unaligned barriers.
+    sent: Arc<Vec<AtomicU64>>,
     router: Router,
     metrics: Arc<OperatorMetrics>,
 }
@@ -68,17 +69,15 @@ impl ExchangeOutput {
             Partitioning::Rebalance => Router::RoundRobin(0),
         };
         ExchangeOutput {
-            sent: senders.iter().map(|_| AtomicU64::new(0)).collect(),
+            sent: Arc::new(senders.iter().map(|_| AtomicU64::new(0)).collect()),
             senders,
             router,
             metrics,
         }
     }
 
+    /// Sends one event; data events must have been counted in `sent` first.
     async fn send_to(&self, target: usize, event: Event) -> Result<()> {
-        if matches!(event, Event::Data(_)) {
-            self.sent[target].fetch_add(1, Ordering::Relaxed);
-        }
         let sender = &self.senders[target].data;
         match sender.try_send(event) {
             Ok(()) => Ok(()),
@@ -98,14 +97,25 @@ impl ExchangeOutput {
     async fn send_chunk(&mut self, chunk: Chunk) -> Result<()> {
         OperatorMetrics::add(&self.metrics.records_out, chunk.num_rows() as u64);
         match &mut self.router {
-            Router::Forward => self.send_to(0, Event::Data(chunk)).await,
+            Router::Forward => {
+                self.sent[0].fetch_add(1, Ordering::Relaxed);
+                self.send_to(0, Event::Data(chunk)).await
+            }
             Router::RoundRobin(next) => {
                 let target = *next % self.senders.len();
                 *next = target + 1;
+                self.sent[target].fetch_add(1, Ordering::Relaxed);
                 self.send_to(target, Event::Data(chunk)).await
             }
             Router::Hash(partitioner) => {
                 let parts = partitioner.partition(&chunk)?;
+                // Count every part before sending any: an unaligned barrier taken while a
+                // send blocks must count the whole chunk as sent before it.
+                for (target, part) in parts.iter().enumerate() {
+                    if part.is_some() {
+                        self.sent[target].fetch_add(1, Ordering::Relaxed);
+                    }
+                }
                 for (target, part) in parts.into_iter().enumerate() {
                     if let Some(part) = part {
                         self.send_to(target, Event::Data(part)).await?;
@@ -129,11 +139,31 @@ impl ExchangeOutput {
         if !barrier.unaligned {
             return self.broadcast(Event::Barrier(barrier)).await;
         }
-        for (target, channel) in self.senders.iter().enumerate() {
+        self.priority_lanes().send(barrier)
+    }
+
+    /// A handle on the priority lanes, usable while a send is blocked.
+    pub fn priority_lanes(&self) -> PriorityLanes {
+        PriorityLanes {
+            senders: self.senders.iter().map(|c| c.priority.clone()).collect(),
+            sent: self.sent.clone(),
+        }
+    }
+}
+
+/// The priority lanes of a task's output channels, with the counts of data events sent.
+#[derive(Clone, Default)]
+pub struct PriorityLanes {
+    senders: Vec<UnboundedSender<PriorityBarrier>>,
+    sent: Arc<Vec<AtomicU64>>,
+}
+
+impl PriorityLanes {
+    /// Sends an unaligned barrier on every lane, with the data events sent before it.
+    pub fn send(&self, barrier: Barrier) -> Result<()> {
+        for (target, lane) in self.senders.iter().enumerate() {
             let sent = self.sent[target].load(Ordering::Relaxed);
-            channel
-                .priority
-                .send(PriorityBarrier { barrier, sent })
+            lane.send(PriorityBarrier { barrier, sent })
                 .map_err(|_| downstream_gone(target))?;
         }
         Ok(())
@@ -145,6 +175,14 @@ fn downstream_gone(target: usize) -> EddyError {
 }
 
 impl TaskOutput {
+    /// The priority lanes of an exchange (none for a sink).
+    pub fn priority_lanes(&self) -> PriorityLanes {
+        match self {
+            TaskOutput::Sink { .. } => PriorityLanes::default(),
+            TaskOutput::Exchange(exchange) => exchange.priority_lanes(),
+        }
+    }
+
     /// Emits chunks.
     pub async fn send(&mut self, chunks: Vec<Chunk>) -> Result<()> {
         for chunk in chunks {

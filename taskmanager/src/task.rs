@@ -26,7 +26,7 @@ use crate::chain::OperatorChain;
 use crate::codec::{decode_chunk, encode_chunk};
 use crate::exchange::{InputChannel, OutputChannel};
 use crate::input::{Input, InputGate};
-use crate::output::{ExchangeOutput, TaskOutput};
+use crate::output::{ExchangeOutput, PriorityLanes, TaskOutput};
 
 /// Everything a subtask needs to run.
 pub struct TaskDeployment {
@@ -270,7 +270,22 @@ pub async fn run_task(
                 let refs: Vec<&[u8]> = restore.source_positions.iter().map(Vec::as_slice).collect();
                 reader.restore(&refs)?;
             }
-            run_source(source, reader, context, scan, &mut pipeline, &mut stop).await?
+            // A source vertex whose operators keep no state can checkpoint mid-send.
+            let stateless = vertex
+                .operators
+                .iter()
+                .all(|op| !op.is_stateful())
+                .then_some(vertex.operators.len());
+            run_source(
+                source,
+                reader,
+                context,
+                scan,
+                &mut pipeline,
+                &mut stop,
+                stateless,
+            )
+            .await?
         }
         None => {
             if let Some(restore) = &deployment.restore {
@@ -377,37 +392,91 @@ impl Pipeline<'_> {
         alignment: Duration,
         sync_duration: Duration,
     ) {
-        let Some(checkpointing) = self.checkpointing.as_deref() else {
-            return;
-        };
+        if let Some(uploader) = self.uploader() {
+            uploader.upload(barrier, snapshot, alignment, sync_duration);
+        }
+    }
+
+    fn uploader(&self) -> Option<Uploader> {
+        let checkpointing = self.checkpointing.as_deref()?;
+        Some(Uploader {
+            storage: checkpointing.storage.clone(),
+            acks: checkpointing.acks.clone(),
+            vertex: self.vertex,
+            subtask: self.subtask,
+        })
+    }
+}
+
+/// Writes a task's snapshots and acknowledges them.
+#[derive(Clone)]
+struct Uploader {
+    storage: CheckpointStorage,
+    acks: UnboundedSender<TaskAck>,
+    vertex: usize,
+    subtask: usize,
+}
+
+impl Uploader {
+    /// Uploads a snapshot in the background and acknowledges when it is stored.
+    fn upload(
+        &self,
+        barrier: Barrier,
+        snapshot: TaskSnapshot,
+        alignment: Duration,
+        sync_duration: Duration,
+    ) {
         let bytes = snapshot.encode();
-        let storage = checkpointing.storage.clone();
-        let acks = checkpointing.acks.clone();
-        let (vertex, subtask) = (self.vertex, self.subtask);
+        let this = self.clone();
         tokio::spawn(async move {
-            let result = storage
-                .write_task(barrier.checkpoint, vertex, subtask, bytes)
+            let result = this
+                .storage
+                .write_task(barrier.checkpoint, this.vertex, this.subtask, bytes)
                 .await
                 .map_err(|e| e.to_string());
-            let _ = acks.send(TaskAck {
+            let _ = this.acks.send(TaskAck {
                 checkpoint: barrier.checkpoint,
-                vertex,
-                subtask,
+                vertex: this.vertex,
+                subtask: this.subtask,
                 result,
                 alignment,
                 sync_duration,
             });
         });
     }
+}
 
-    fn pending_trigger(&mut self) -> Option<Barrier> {
-        let triggers = self.checkpointing.as_mut()?.triggers.as_mut()?;
-        let mut latest = None;
-        while let Ok(barrier) = triggers.try_recv() {
-            latest = Some(barrier);
-        }
-        latest
+/// A source task's way to take an unaligned checkpoint while a send blocks: its operators
+/// hold no state, so its snapshot is its position, and the barrier goes on the priority
+/// lanes, whose counts already include the chunk being sent.
+struct Overtake {
+    lanes: PriorityLanes,
+    uploader: Uploader,
+    operators: usize,
+}
+
+impl Overtake {
+    fn checkpoint(&self, barrier: Barrier, position: Vec<u8>) -> Result<()> {
+        let snapshot = TaskSnapshot {
+            source: Some(position),
+            operators: vec![Vec::new(); self.operators],
+            in_flight: Vec::new(),
+        };
+        self.lanes.send(barrier)?;
+        self.uploader
+            .upload(barrier, snapshot, Duration::ZERO, Duration::ZERO);
+        Ok(())
     }
+}
+
+/// The newest trigger waiting, if any (older ones are superseded).
+fn latest_trigger(triggers: &mut Option<UnboundedReceiver<Barrier>>) -> Option<Barrier> {
+    let triggers = triggers.as_mut()?;
+    let mut latest = None;
+    while let Ok(barrier) = triggers.try_recv() {
+        latest = Some(barrier);
+    }
+    latest
 }
 
 async fn run_source(
@@ -417,6 +486,7 @@ async fn run_source(
     mut scan: OperatorChain,
     pipeline: &mut Pipeline<'_>,
     stop: &mut watch::Receiver<bool>,
+    stateless: Option<usize>,
 ) -> Result<TaskEnd> {
     let source_metrics = context.metrics.clone();
     let splits = reader.open().await?;
@@ -424,13 +494,26 @@ async fn run_source(
         .watermark
         .clone()
         .map(|expr| SplitWatermarks::new(expr, splits));
+    let mut triggers = pipeline
+        .checkpointing
+        .as_mut()
+        .and_then(|c| c.triggers.take());
+    let overtake = match (stateless, pipeline.uploader()) {
+        (Some(operators), Some(uploader)) => Some(Overtake {
+            lanes: pipeline.output.priority_lanes(),
+            uploader,
+            operators,
+        }),
+        _ => None,
+    };
+    let mut deferred: Option<Barrier> = None;
     loop {
         if *stop.borrow() {
             return Ok(TaskEnd::Stopped);
         }
         // Triggers are taken between reads, so a barrier sits exactly between the rows
         // read before and after it.
-        if let Some(barrier) = pipeline.pending_trigger() {
+        if let Some(barrier) = deferred.take().or_else(|| latest_trigger(&mut triggers)) {
             pipeline
                 .checkpoint(barrier, Some(reader.position()?), Duration::ZERO)
                 .await?;
@@ -447,11 +530,37 @@ async fn run_source(
                 OperatorMetrics::add(&source_metrics.records_out, count);
                 OperatorMetrics::add(&pipeline.counters.records_in, count);
                 let mut watermark = None;
-                for chunk in scan.process(Chunk::inserts(rows))? {
+                let chunks = scan.process(Chunk::inserts(rows))?;
+                let single = chunks.len() == 1;
+                for chunk in chunks {
                     if let Some(w) = watermarks.as_mut() {
                         watermark = w.observe(split, chunk.rows())?.or(watermark);
                     }
-                    pipeline.emit(chunk).await?;
+                    match (&overtake, triggers.as_mut()) {
+                        // While the send blocks (backpressure), an unaligned barrier can
+                        // still go out; an aligned one waits for the next read.
+                        (Some(overtake), Some(pending)) if single => {
+                            let emit = pipeline.emit(chunk);
+                            tokio::pin!(emit);
+                            loop {
+                                tokio::select! {
+                                    biased;
+                                    sent = &mut emit => {
+                                        sent?;
+                                        break;
+                                    }
+                                    Some(barrier) = pending.recv() => {
+                                        if barrier.unaligned && deferred.is_none() {
+                                            overtake.checkpoint(barrier, reader.position()?)?;
+                                        } else {
+                                            deferred = Some(barrier);
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                        _ => pipeline.emit(chunk).await?,
+                    }
                 }
                 watermark
             }

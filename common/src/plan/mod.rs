@@ -219,6 +219,15 @@ pub enum OperatorKind {
 }
 
 impl OperatorSpec {
+    /// Whether the operator keeps state between chunks (and emits one chunk per chunk
+    /// otherwise).
+    pub fn is_stateful(&self) -> bool {
+        matches!(
+            self.kind,
+            OperatorKind::GroupAggregate { .. } | OperatorKind::WindowAggregate(_)
+        )
+    }
+
     /// Builds the operator for one subtask; keyed state is split into `max_parallelism` key
     /// groups.
     pub fn instantiate(
