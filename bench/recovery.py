@@ -27,10 +27,11 @@ class Cluster:
     def __init__(self, workdir):
         self.port = free_port()
         self.address = f"http://127.0.0.1:{self.port}"
-        self.workdir = workdir
+                # A directory of its own: a JobManager resumes the unfinished jobs it finds there.
+        self.workdir = tempfile.mkdtemp(dir=workdir)
         self.procs = []
         self.jobmanager = self.spawn(["jobmanager", "--bind", f"127.0.0.1:{self.port}",
-                                      "--checkpoint-dir", os.path.join(workdir, "chk"),
+                                      "--checkpoint-dir", os.path.join(self.workdir, "chk"),
                                       "--heartbeat-interval-ms", "100", "--heartbeat-timeout-ms", "1000"])
         time.sleep(0.3)
         self.taskmanagers = [self.add_taskmanager() for _ in range(2)]
