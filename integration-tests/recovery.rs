@@ -305,3 +305,42 @@ fn unaligned_checkpoints_complete_under_backpressure_and_restore_exactly() {
     let expected = failure_free(&cluster.scratch, 200_000);
     assert_eq!(largest_counts(&cluster.printed()), expected);
 }
+
+#[test]
+fn eddy_run_of_a_checkpointing_job_keeps_its_checkpoints_in_eddy_data() {
+    let scratch = Scratch::new("run-checkpoints");
+    let file = scratch.write("job.sql", &job(60_000, 20_000, "EXACTLY_ONCE", "200ms"));
+    let output = crate::support::eddy()
+        .current_dir(scratch.path())
+        .args(["run", "-p", "2"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let expected = failure_free(&scratch, 60_000);
+    assert_eq!(
+        largest_counts(&String::from_utf8_lossy(&output.stdout)),
+        expected
+    );
+    // The embedded cluster kept the job record and at least one committed checkpoint.
+    let jobs: Vec<_> = std::fs::read_dir(scratch.path().join("eddy-data"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert!(jobs[0].join("job.json").exists());
+    let committed = std::fs::read_dir(&jobs[0])
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("_metadata").exists())
+        .count();
+    assert!(
+        committed >= 1,
+        "no committed checkpoint under {}",
+        jobs[0].display()
+    );
+}

@@ -10,12 +10,6 @@ use tokio::sync::watch;
 /// Runs `graph` on `taskmanagers` in-process TaskManagers with just enough slots. The
 /// first Ctrl-C stops the sources cleanly (what was read is written); a second one exits.
 pub async fn run(graph: JobGraph, taskmanagers: usize) -> Result<JobOutcome> {
-    if graph.config.checkpoints.interval.is_some() {
-        tracing::warn!(
-            "eddy run does not take checkpoints yet; run the job on a cluster \
-             (eddy jobmanager / eddy taskmanager) for checkpoints and recovery"
-        );
-    }
     let slots = graph.slots_needed().div_ceil(taskmanagers);
     let cluster = JobManager::new(
         (0..taskmanagers)

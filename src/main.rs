@@ -1,5 +1,6 @@
 //! `eddy`: the command line of the Eddy stream processor.
 
+mod checkpointed;
 mod cluster;
 mod local;
 
@@ -224,6 +225,21 @@ fn execute(command: Command) -> Result<()> {
             let (sql, overrides) = job.read()?;
             let graph = eddy_jobmanager::plan(&sql, &overrides)
                 .with_context(|| format!("in {}", job.file.display()))?;
+            if graph.config.checkpoints.interval.is_some() {
+                // A job that checkpoints runs on the cluster's components, in this process.
+                if metrics {
+                    eprintln!(
+                        "--metrics is not available for a job that checkpoints; see eddy status"
+                    );
+                }
+                let slots = graph.slots_needed().div_ceil(taskmanagers as usize);
+                return runtime()?.block_on(checkpointed::run(
+                    sql,
+                    overrides,
+                    taskmanagers as usize,
+                    slots,
+                ));
+            }
             let outcome = runtime()?.block_on(local::run(graph, taskmanagers as usize))?;
             tracing::info!(
                 status = ?outcome.status,

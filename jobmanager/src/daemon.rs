@@ -15,13 +15,25 @@ use crate::cluster::{Cluster, ClusterConfig, JobServiceImpl, ResourceManagerImpl
 use crate::store::JobStore;
 use eddy_common::storage::resolve;
 
-/// Runs a JobManager on `bind` until `shutdown` resolves.
+/// Runs a JobManager on `bind` until `shutdown` resolves; it resumes the unfinished jobs
+/// of its job store.
 pub async fn run(
     bind: SocketAddr,
     config: ClusterConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(bind).await?;
+    serve(listener, config, true, shutdown).await
+}
+
+/// Runs a JobManager on a bound listener until `shutdown` resolves; with `recover` it first
+/// resumes the unfinished jobs of its job store.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    config: ClusterConfig,
+    recover: bool,
+    shutdown: impl Future<Output = ()>,
+) -> Result<()> {
     let local = listener.local_addr()?;
     let root = resolve(&config.checkpoint_root, &[])?;
     let store = JobStore::new(root);
@@ -29,7 +41,9 @@ pub async fn run(
         EddyError::Config(format!("job store at '{}': {e}", config.checkpoint_root))
     })?;
     let cluster = Cluster::new(config.clone(), Some(store));
-    cluster.recover().await?;
+    if recover {
+        cluster.recover().await?;
+    }
     let watcher = {
         let cluster = cluster.clone();
         tokio::spawn(async move {
