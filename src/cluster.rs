@@ -426,3 +426,31 @@ pub async fn cancel(target: &Target, job_id: String) -> Result<()> {
     println!("cancelled {job_id}");
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_files_are_read_and_unknown_keys_rejected() {
+        let dir = std::env::temp_dir().join(format!("eddy-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("good.toml");
+        std::fs::write(
+            &good,
+            "slots = 4\njobmanager = \"http://jm:6123\"\nbind = \"0.0.0.0:6124\"\n",
+        )
+        .unwrap();
+        let config = read_config(Some(&good)).unwrap();
+        assert_eq!(config.slots, Some(4));
+        assert_eq!(config.jobmanager.as_deref(), Some("http://jm:6123"));
+        let bad = dir.join("bad.toml");
+        std::fs::write(&bad, "slot = 4\n").unwrap();
+        let error = format!("{:#}", read_config(Some(&bad)).unwrap_err());
+        assert!(
+            error.contains("bad.toml") && error.contains("slot"),
+            "{error}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
