@@ -155,14 +155,6 @@ fn downcast_ops(array: ArrayRef) -> UInt8Array {
         .clone()
 }
 
-/// Builds a record batch, for operators that assemble columns themselves.
-pub fn batch(schema: SchemaRef, columns: Vec<ArrayRef>) -> Result<RecordBatch> {
-    if columns.is_empty() {
-        return Ok(RecordBatch::new_empty(schema));
-    }
-    Ok(RecordBatch::try_new(schema, columns)?)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

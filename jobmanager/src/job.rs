@@ -5,19 +5,13 @@ use std::time::Duration;
 
 use eddy_common::metrics::JobMetrics;
 
-/// The states of a job, as in Flink.
+/// How an embedded run ended (failures are errors).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JobStatus {
-    /// Submitted, not yet scheduled.
-    Created,
-    /// Its tasks are running.
-    Running,
     /// Every source ended and every task finished.
     Finished,
-    /// Stopped on request.
+    /// Stopped on request (Ctrl-C).
     Cancelled,
-    /// A task failed.
-    Failed,
 }
 
 /// How a job ended.

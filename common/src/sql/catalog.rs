@@ -5,9 +5,9 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock};
 
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::datatypes::{DataType, SchemaRef};
 use datafusion_common::config::ConfigOptions;
-use datafusion_common::{DataFusionError, TableReference, plan_err};
+use datafusion_common::{TableReference, plan_err};
 use datafusion_expr::planner::{ContextProvider, ExprPlanner, RelationPlanner};
 use datafusion_expr::{
     AggregateUDF, HigherOrderUDF, LogicalPlan, ScalarUDF, TableSource, WindowUDF,
@@ -251,14 +251,4 @@ impl ContextProvider for Provider<'_> {
     fn udwf_names(&self) -> Vec<String> {
         Vec::new()
     }
-}
-
-/// The Arrow schema of a list of fields.
-pub fn schema_of(fields: Vec<Field>) -> SchemaRef {
-    Arc::new(Schema::new(fields))
-}
-
-/// A planning error as DataFusion reports it.
-pub fn plan_error(message: impl Into<String>) -> DataFusionError {
-    DataFusionError::Plan(message.into())
 }
