@@ -359,7 +359,9 @@ impl Pipeline<'_> {
             self.unaligned = Some((barrier, snapshot, sync_duration));
             return Ok(());
         }
-        self.upload(barrier, snapshot, alignment, sync_duration);
+        if let Some(uploader) = self.uploader() {
+            uploader.upload(barrier, snapshot, alignment, sync_duration);
+        }
         Ok(())
     }
 
@@ -380,23 +382,13 @@ impl Pipeline<'_> {
             rows = chunks.iter().map(Chunk::num_rows).sum::<usize>(),
             "unaligned snapshot with its in-flight data"
         );
-        self.upload(barrier, snapshot, Duration::ZERO, sync_duration);
+        if let Some(uploader) = self.uploader() {
+            uploader.upload(barrier, snapshot, Duration::ZERO, sync_duration);
+        }
         Ok(())
     }
 
-    /// Uploads a snapshot in the background and acknowledges when it is stored.
-    fn upload(
-        &self,
-        barrier: Barrier,
-        snapshot: TaskSnapshot,
-        alignment: Duration,
-        sync_duration: Duration,
-    ) {
-        if let Some(uploader) = self.uploader() {
-            uploader.upload(barrier, snapshot, alignment, sync_duration);
-        }
-    }
-
+    /// Where this task's snapshots go, when the job checkpoints.
     fn uploader(&self) -> Option<Uploader> {
         let checkpointing = self.checkpointing.as_deref()?;
         Some(Uploader {
