@@ -17,7 +17,9 @@ use eddy_common::Result;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use task::{TaskAck, TaskCheckpointing, TaskCounters, TaskDeployment, TaskEnd, TaskRestore};
+pub use task::{
+    TaskAck, TaskCheckpointing, TaskCounters, TaskDeployment, TaskEnd, TaskRestore, VertexRestore,
+};
 
 /// An in-process TaskManager of the embedded cluster: a number of slots, each running one
 /// parallel slice of a job.

@@ -26,7 +26,8 @@ use crate::exchange::channels;
 use crate::exchange::{InputChannel, OutputChannel};
 use crate::network::{ChannelKey, Channels, remote_sender};
 use crate::task::{
-    TaskAck, TaskCheckpointing, TaskCounters, TaskDeployment, TaskEnd, TaskRestore, run_task,
+    TaskAck, TaskCheckpointing, TaskCounters, TaskDeployment, TaskEnd, TaskRestore, VertexRestore,
+    run_task,
 };
 
 /// Events a channel's queue holds before its sender waits.
@@ -189,17 +190,20 @@ impl TaskManagerNode {
             }
         };
         if let Some(directory) = directory {
+            // Snapshots are checked (size, CRC-32) as they are read, once per vertex.
             let metadata = directory
-                .verified()
+                .metadata()
                 .await
                 .map_err(|e| Status::failed_precondition(format!("cannot restore: {e}")))?;
-            for (vertex, subtask) in &mine {
-                let parallelism = graph.vertices[*vertex].parallelism;
-                let restore =
-                    TaskRestore::load(&directory, &metadata, *vertex, *subtask, parallelism)
-                        .await
-                        .map_err(|e| Status::failed_precondition(e.to_string()))?;
-                restores.insert((*vertex, *subtask), restore);
+            let vertices: HashSet<usize> = mine.iter().map(|(v, _)| *v).collect();
+            for vertex in vertices {
+                let parallelism = graph.vertices[vertex].parallelism;
+                let restore = VertexRestore::load(&directory, &metadata, vertex, parallelism)
+                    .await
+                    .map_err(|e| Status::failed_precondition(format!("cannot restore: {e}")))?;
+                for (v, subtask) in mine.iter().filter(|(v, _)| *v == vertex) {
+                    restores.insert((*v, *subtask), restore.for_subtask(*subtask));
+                }
             }
         }
         if self.jobs.lock().expect("jobs lock").contains_key(&job_id) {

@@ -3,6 +3,7 @@
 //! takes triggers between reads and other tasks snapshot when a barrier has been aligned;
 //! snapshots are uploaded in the background and acknowledged.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -93,20 +94,31 @@ pub struct TaskRestore {
     pub in_flight: Vec<Vec<u8>>,
 }
 
-impl TaskRestore {
-    /// Reads what `vertex` needs from a verified checkpoint (or savepoint) directory.
+/// What the subtasks of one vertex restore, read once for all of them.
+#[derive(Debug, Clone, Default)]
+pub struct VertexRestore {
+    shared: TaskRestore,
+    in_flight: HashMap<usize, Vec<Vec<u8>>>,
+}
+
+impl VertexRestore {
+    /// Reads `vertex`'s snapshots from a checkpoint (or savepoint) directory; each file's
+    /// size and CRC-32 are checked as it is read. `parallelism` is the vertex's new one.
     pub async fn load(
         directory: &CheckpointDir,
         metadata: &CheckpointMetadata,
         vertex: usize,
-        subtask: usize,
         parallelism: usize,
     ) -> Result<Self> {
         let same_parallelism = metadata.vertex_parallelism.get(vertex) == Some(&parallelism);
-        let mut restore = TaskRestore {
-            checkpoint: metadata.checkpoint,
-            ..Default::default()
+        let mut restore = VertexRestore {
+            shared: TaskRestore {
+                checkpoint: metadata.checkpoint,
+                ..Default::default()
+            },
+            in_flight: HashMap::new(),
         };
+        let shared = &mut restore.shared;
         for handle in metadata.tasks.iter().filter(|t| t.vertex == vertex) {
             let bytes = directory.read_task(handle).await?;
             let what = format!(
@@ -115,18 +127,18 @@ impl TaskRestore {
             );
             let snapshot = TaskSnapshot::decode(&bytes, &what)?;
             if let Some(position) = snapshot.source {
-                restore.source_positions.push(position);
+                shared.source_positions.push(position);
             }
-            if restore.operators.is_empty() {
-                restore.operators = vec![Vec::new(); snapshot.operators.len()];
+            if shared.operators.is_empty() {
+                shared.operators = vec![Vec::new(); snapshot.operators.len()];
             }
-            if restore.operators.len() != snapshot.operators.len() {
+            if shared.operators.len() != snapshot.operators.len() {
                 return Err(EddyError::Runtime(format!(
                     "{what}: operator count differs between subtasks"
                 )));
             }
             for (i, state) in snapshot.operators.into_iter().enumerate() {
-                restore.operators[i].push(state);
+                shared.operators[i].push(state);
             }
             if !snapshot.in_flight.is_empty() {
                 if !same_parallelism {
@@ -135,12 +147,18 @@ impl TaskRestore {
                          same parallelism (take a savepoint, which is aligned, to rescale)"
                     )));
                 }
-                if handle.subtask == subtask {
-                    restore.in_flight = snapshot.in_flight;
-                }
+                restore.in_flight.insert(handle.subtask, snapshot.in_flight);
             }
         }
         Ok(restore)
+    }
+
+    /// What subtask `subtask` restores: the vertex's state, and its own in-flight data.
+    pub fn for_subtask(&self, subtask: usize) -> TaskRestore {
+        TaskRestore {
+            in_flight: self.in_flight.get(&subtask).cloned().unwrap_or_default(),
+            ..self.shared.clone()
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
-use super::throttle::Throttle;
+use super::throttle::{Throttle, pace};
 use super::{Options, SinkContext, SinkWriter, TableConnector};
 use crate::Result;
 use crate::chunk::Chunk;
@@ -59,14 +59,9 @@ struct BlackholeWriter {
 impl SinkWriter for BlackholeWriter {
     fn write<'a>(&'a mut self, chunk: &'a Chunk) -> BoxFuture<'a, Result<()>> {
         OperatorMetrics::add(&self.metrics.records_in, chunk.num_rows() as u64);
-        let pause = self
-            .throttle
-            .as_mut()
-            .and_then(|t| t.take(chunk.num_rows()));
+        let pause = pace(self.throttle.as_mut(), chunk.num_rows());
         async move {
-            if let Some(pause) = pause {
-                tokio::time::sleep(pause).await;
-            }
+            pause.await;
             Ok(())
         }
         .boxed()

@@ -10,7 +10,7 @@ use arrow::util::display::{ArrayFormatter, FormatOptions};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
-use super::throttle::Throttle;
+use super::throttle::{Throttle, pace};
 use super::{Options, SinkContext, SinkWriter, TableConnector};
 use crate::Result;
 use crate::chunk::Chunk;
@@ -112,14 +112,9 @@ impl PrintWriter {
 impl SinkWriter for PrintWriter {
     fn write<'a>(&'a mut self, chunk: &'a Chunk) -> BoxFuture<'a, Result<()>> {
         let result = self.print(chunk);
-        let pause = self
-            .throttle
-            .as_mut()
-            .and_then(|t| t.take(chunk.num_rows()));
+        let pause = pace(self.throttle.as_mut(), chunk.num_rows());
         async move {
-            if let Some(pause) = pause {
-                tokio::time::sleep(pause).await;
-            }
+            pause.await;
             result
         }
         .boxed()

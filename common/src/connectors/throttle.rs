@@ -1,6 +1,7 @@
 //! Slows a sink to a number of rows per second (a deliberately slow sink, for tests and
 //! backpressure experiments).
 
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 /// Tracks rows taken against a rate.
@@ -28,5 +29,18 @@ impl Throttle {
         self.taken += rows as u64;
         let due = Duration::from_secs_f64(self.taken as f64 / self.rows_per_second as f64);
         due.checked_sub(self.started.elapsed())
+    }
+}
+
+/// Counts `rows` against an optional throttle; the future waits as long as it says.
+pub fn pace(
+    throttle: Option<&mut Throttle>,
+    rows: usize,
+) -> impl Future<Output = ()> + Send + 'static {
+    let pause = throttle.and_then(|t| t.take(rows));
+    async move {
+        if let Some(pause) = pause {
+            tokio::time::sleep(pause).await;
+        }
     }
 }

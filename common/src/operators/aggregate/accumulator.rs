@@ -380,50 +380,62 @@ fn count_value<M: MultiSet>(set: &mut M, value: &[u8], sign: i8) {
     }
 }
 
-trait MultiSet {
+/// A multiset of encoded values: how often each occurs, so retractions are exact.
+trait MultiSet: Default {
+    /// Adds one occurrence of `value`.
     fn add(&mut self, value: &[u8]);
+    /// Removes one occurrence of `value`, if present.
     fn remove_one(&mut self, value: &[u8]);
+    /// Adds every occurrence of `other`.
+    fn absorb(&mut self, other: Self);
+    /// Writes the multiset into a snapshot.
+    fn save(&self, out: &mut StateWriter);
+    /// Reads a multiset written by [`MultiSet::save`] into this (empty) one.
+    fn load(&mut self, input: &mut StateReader<'_>) -> Result<()>;
 }
 
-impl MultiSet for BTreeMap<Box<[u8]>, u64> {
-    fn add(&mut self, value: &[u8]) {
-        match self.get_mut(value) {
-            Some(n) => *n += 1,
-            None => {
-                self.insert(value.into(), 1);
+macro_rules! multiset {
+    ($map:ident) => {
+        impl MultiSet for $map<Box<[u8]>, u64> {
+            fn add(&mut self, value: &[u8]) {
+                match self.get_mut(value) {
+                    Some(n) => *n += 1,
+                    None => {
+                        self.insert(value.into(), 1);
+                    }
+                }
             }
-        }
-    }
 
-    fn remove_one(&mut self, value: &[u8]) {
-        if let Some(n) = self.get_mut(value) {
-            *n -= 1;
-            if *n == 0 {
-                self.remove(value);
+            fn remove_one(&mut self, value: &[u8]) {
+                if let Some(n) = self.get_mut(value) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.remove(value);
+                    }
+                }
+            }
+
+            fn absorb(&mut self, other: Self) {
+                for (value, n) in other {
+                    *self.entry(value).or_insert(0) += n;
+                }
+            }
+
+            fn save(&self, out: &mut StateWriter) {
+                save_multiset(self.iter(), out);
+            }
+
+            fn load(&mut self, input: &mut StateReader<'_>) -> Result<()> {
+                load_multiset(input, |value, n| {
+                    self.insert(value.into(), n);
+                })
             }
         }
-    }
+    };
 }
 
-impl MultiSet for HashMap<Box<[u8]>, u64> {
-    fn add(&mut self, value: &[u8]) {
-        match self.get_mut(value) {
-            Some(n) => *n += 1,
-            None => {
-                self.insert(value.into(), 1);
-            }
-        }
-    }
-
-    fn remove_one(&mut self, value: &[u8]) {
-        if let Some(n) = self.get_mut(value) {
-            *n -= 1;
-            if *n == 0 {
-                self.remove(value);
-            }
-        }
-    }
-}
+multiset!(BTreeMap);
+multiset!(HashMap);
 
 impl GroupAccumulator for ExtremeAccumulator {
     fn resize(&mut self, groups: usize) {
@@ -458,10 +470,7 @@ impl GroupAccumulator for ExtremeAccumulator {
 
     fn merge(&mut self, into: u32, from: u32) {
         let from = std::mem::take(&mut self.values[from as usize]);
-        let into = &mut self.values[into as usize];
-        for (value, n) in from {
-            *into.entry(value).or_insert(0) += n;
-        }
+        self.values[into as usize].absorb(from);
     }
 
     fn reset(&mut self, group: u32) {
@@ -469,14 +478,11 @@ impl GroupAccumulator for ExtremeAccumulator {
     }
 
     fn save(&self, group: u32, out: &mut StateWriter) {
-        save_multiset(self.values[group as usize].iter(), out);
+        self.values[group as usize].save(out);
     }
 
     fn load(&mut self, group: u32, input: &mut StateReader<'_>) -> Result<()> {
-        let set = &mut self.values[group as usize];
-        load_multiset(input, |value, n| {
-            set.insert(value.into(), n);
-        })
+        self.values[group as usize].load(input)
     }
 }
 
@@ -634,10 +640,7 @@ impl GroupAccumulator for DistinctCountAccumulator {
 
     fn merge(&mut self, into: u32, from: u32) {
         let from = std::mem::take(&mut self.values[from as usize]);
-        let into = &mut self.values[into as usize];
-        for (value, n) in from {
-            *into.entry(value).or_insert(0) += n;
-        }
+        self.values[into as usize].absorb(from);
     }
 
     fn reset(&mut self, group: u32) {
@@ -645,14 +648,11 @@ impl GroupAccumulator for DistinctCountAccumulator {
     }
 
     fn save(&self, group: u32, out: &mut StateWriter) {
-        save_multiset(self.values[group as usize].iter(), out);
+        self.values[group as usize].save(out);
     }
 
     fn load(&mut self, group: u32, input: &mut StateReader<'_>) -> Result<()> {
-        let set = &mut self.values[group as usize];
-        load_multiset(input, |value, n| {
-            set.insert(value.into(), n);
-        })
+        self.values[group as usize].load(input)
     }
 }
 
