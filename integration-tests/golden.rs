@@ -446,34 +446,31 @@ fn late_rows_are_dropped_and_counted() {
         orders_table("0")
     )
     .replace("$DIR", &scratch.path().display().to_string());
-    for parallelism in [1, 4] {
-        let file = scratch.write("late.sql", &script);
-        let output = crate::support::eddy()
-            .args(["run", "--metrics", "-p", &parallelism.to_string()])
-            .arg(&file)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(output.status.success(), "{stderr}");
-        let got = materialize(&parse_changes(&String::from_utf8_lossy(&output.stdout)));
-        let want: BTreeMap<Vec<String>, usize> = [
-            (row![0, 1, 10], 1),
-            (row![10000, 2, 60], 1),
-            (row![20000, 1, 50], 1),
-        ]
-        .into_iter()
-        .collect();
-        assert_eq!(got, want, "at parallelism {parallelism}");
-        let late: u64 = stderr
-            .lines()
-            .filter(|l| l.contains("WindowAggregate"))
-            .filter_map(|l| l.split_whitespace().nth(3)?.parse::<u64>().ok())
-            .sum();
-        assert_eq!(
-            late, 1,
-            "late rows counted at parallelism {parallelism}:\n{stderr}"
-        );
-    }
+    // At parallelism 1 only: with more, the source subtasks that read no file hold the
+    // watermark back until they end, so whether the row is late depends on timing.
+    let file = scratch.write("late.sql", &script);
+    let output = crate::support::eddy()
+        .args(["run", "--metrics", "-p", "1"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let got = materialize(&parse_changes(&String::from_utf8_lossy(&output.stdout)));
+    let want: BTreeMap<Vec<String>, usize> = [
+        (row![0, 1, 10], 1),
+        (row![10000, 2, 60], 1),
+        (row![20000, 1, 50], 1),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(got, want);
+    let late: u64 = stderr
+        .lines()
+        .filter(|l| l.contains("WindowAggregate"))
+        .filter_map(|l| l.split_whitespace().nth(3)?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(late, 1, "late rows counted:\n{stderr}");
 }
 
 #[test]

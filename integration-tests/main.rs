@@ -6,6 +6,7 @@ mod cli;
 mod cluster;
 mod examples;
 mod golden;
+mod postgres;
 mod processes;
 mod recovery;
 mod s3;

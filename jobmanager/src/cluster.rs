@@ -896,6 +896,7 @@ impl Cluster {
                     checkpoint: ack.checkpoint,
                     result,
                     alignment: Duration::from_millis(ack.alignment_ms),
+                    input_ended: ack.input_ended,
                 },
             );
             let mut commands = Vec::new();
@@ -949,6 +950,7 @@ impl Cluster {
                         pb::NotifyCheckpointCompleteRequest {
                             job_id: execution.clone(),
                             checkpoint,
+                            end_of_input: metadata.end_of_input,
                         },
                     )
                 })

@@ -25,6 +25,8 @@ pub struct Acknowledgement {
     pub result: Result<StateHandle, String>,
     /// Its barrier alignment.
     pub alignment: Duration,
+    /// The task's source had read all its input (true for tasks without a source).
+    pub input_ended: bool,
 }
 
 /// What an acknowledgement led to.
@@ -47,6 +49,8 @@ struct Pending {
     waiting: BTreeSet<TaskKey>,
     handles: Vec<StateHandle>,
     info: pb::CheckpointInfo,
+    /// Every task acknowledged so far had read all its input.
+    input_ended: bool,
 }
 
 /// The coordinator of one run of a job.
@@ -123,6 +127,7 @@ impl CheckpointCoordinator {
             started: now,
             waiting: self.tasks.clone(),
             handles: Vec::new(),
+            input_ended: true,
             info: pb::CheckpointInfo {
                 id,
                 state: pb::CheckpointState::InProgress as i32,
@@ -171,6 +176,7 @@ impl CheckpointCoordinator {
             .max(ack.alignment.as_millis() as u64);
         pending.info.size_bytes += handle.size;
         pending.handles.push(handle);
+        pending.input_ended &= ack.input_ended;
         if !pending.waiting.is_empty() {
             return AckOutcome::Waiting;
         }
@@ -180,6 +186,7 @@ impl CheckpointCoordinator {
             completed_at_ms: now_ms(),
             vertex_parallelism: self.vertex_parallelism.clone(),
             tasks: pending.handles,
+            end_of_input: pending.input_ended,
         };
         self.committing = Some((pending.id, pending.started, pending.info));
         AckOutcome::Complete(metadata)
@@ -311,7 +318,30 @@ mod tests {
                 crc32: 1,
             }),
             alignment: Duration::from_millis(3),
+            input_ended: vertex != 0,
         }
+    }
+
+    #[test]
+    fn a_checkpoint_is_final_once_every_source_had_ended() {
+        let mut c = coordinator(0);
+        let first = c.due(Instant::now() + Duration::from_secs(1)).unwrap();
+        c.acknowledge((1, 0), ack(first.checkpoint, 1));
+        let AckOutcome::Complete(metadata) = c.acknowledge((0, 0), ack(first.checkpoint, 0)) else {
+            panic!("not complete");
+        };
+        assert!(!metadata.end_of_input);
+        c.committed(first.checkpoint);
+        let second = c.due(Instant::now() + Duration::from_secs(2)).unwrap();
+        c.acknowledge((1, 0), ack(second.checkpoint, 1));
+        let ended = Acknowledgement {
+            input_ended: true,
+            ..ack(second.checkpoint, 0)
+        };
+        let AckOutcome::Complete(metadata) = c.acknowledge((0, 0), ended) else {
+            panic!("not complete");
+        };
+        assert!(metadata.end_of_input);
     }
 
     #[test]

@@ -59,6 +59,14 @@ impl JobManager {
         let metrics = Arc::new(JobMetrics::default());
         let mut channels = LocalChannels::for_job(&graph, CHANNEL_CAPACITY);
         let mut handles = Vec::with_capacity(placement.len());
+        // The job's id names what its sinks write; this run is its only attempt.
+        let job_id = format!(
+            "{:x}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis())
+                .unwrap_or(0)
+        );
         for assignment in &placement {
             let deployment = TaskDeployment {
                 graph: graph.clone(),
@@ -70,6 +78,8 @@ impl JobManager {
                 counters: Default::default(),
                 checkpointing: None,
                 restore: None,
+                job: job_id.clone(),
+                attempt: "0".into(),
             };
             let taskmanager = &self.taskmanagers[assignment.taskmanager];
             handles.push(taskmanager.deploy(deployment, stop.clone()));

@@ -216,18 +216,22 @@ impl TaskOutput {
         }
     }
 
-    /// Forwards a checkpoint barrier after everything sent before it.
-    pub async fn barrier(&mut self, barrier: Barrier) -> Result<()> {
+    /// Forwards a checkpoint barrier after everything sent before it; a sink makes what
+    /// it was given durable (or prepares it) and returns its state for the snapshot.
+    pub async fn barrier(&mut self, barrier: Barrier) -> Result<Option<Vec<u8>>> {
         match self {
-            TaskOutput::Sink { .. } => Ok(()),
-            TaskOutput::Exchange(exchange) => exchange.barrier(barrier).await,
+            TaskOutput::Sink { writer, .. } => {
+                writer.checkpoint(barrier.checkpoint).await.map(Some)
+            }
+            TaskOutput::Exchange(exchange) => exchange.barrier(barrier).await.map(|()| None),
         }
     }
 
     /// Ends the output: the sink flushes and closes, channels get their end of stream.
-    pub async fn finish(&mut self) -> Result<()> {
+    /// `end_of_input` says the input ended rather than the task being stopped.
+    pub async fn finish(&mut self, end_of_input: bool) -> Result<()> {
         match self {
-            TaskOutput::Sink { writer, .. } => writer.finish().await,
+            TaskOutput::Sink { writer, .. } => writer.finish(end_of_input).await,
             TaskOutput::Exchange(exchange) => exchange.broadcast(Event::EndOfStream).await,
         }
     }

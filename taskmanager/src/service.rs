@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use eddy_common::checkpoint::{CheckpointDir, CheckpointStorage};
+use eddy_common::checkpoint::{CheckpointDir, CheckpointStorage, CompletedCheckpoint};
 use eddy_common::event::Barrier;
 
 use eddy_common::metrics::JobMetrics;
@@ -39,6 +39,8 @@ struct DeployedJob {
     tasks: Vec<((usize, usize), Arc<TaskCounters>, AbortHandle)>,
     /// Checkpoint triggers of the source tasks here.
     triggers: Vec<UnboundedSender<Barrier>>,
+    /// The newest completed checkpoint, for sources and sinks.
+    completed: watch::Sender<CompletedCheckpoint>,
 }
 
 /// One TaskManager: its identity, slots, channels and running jobs.
@@ -249,6 +251,11 @@ impl TaskManagerNode {
             }
         }
         let (stop, stop_rx) = watch::channel(false);
+        let (completed, _) = watch::channel(CompletedCheckpoint::default());
+        let (job_name, attempt) = match request.job_id.rsplit_once('.') {
+            Some((job, attempt)) => (job.to_string(), attempt.to_string()),
+            None => (request.job_id.clone(), "0".to_string()),
+        };
         let metrics = Arc::new(JobMetrics::default());
         let remaining = Arc::new(AtomicUsize::new(mine.len()));
         let mut tasks = Vec::new();
@@ -266,6 +273,7 @@ impl TaskManagerNode {
                     mode: graph.config.checkpoints.mode,
                     triggers: triggers_rx,
                     acks: acks.clone(),
+                    completed: completed.subscribe(),
                 }
             });
             let deployment = TaskDeployment {
@@ -278,6 +286,8 @@ impl TaskManagerNode {
                 counters: counters.clone(),
                 checkpointing: task_checkpointing,
                 restore: restores.remove(&(vertex, subtask)),
+                job: job_name.clone(),
+                attempt: attempt.clone(),
             };
             let node = self.clone();
             let stop_rx = stop_rx.clone();
@@ -310,6 +320,7 @@ impl TaskManagerNode {
                 stop,
                 tasks,
                 triggers,
+                completed,
             },
         );
         Ok(())
@@ -332,6 +343,7 @@ impl TaskManagerNode {
                 crc32,
                 alignment_ms: ack.alignment.as_millis() as u64,
                 sync_ms: ack.sync_duration.as_millis() as u64,
+                input_ended: ack.input_ended,
             };
             if let Err(status) = self.jobmanager().acknowledge_checkpoint(message).await {
                 tracing::warn!(job = %job_id, checkpoint = ack.checkpoint, %status, "cannot acknowledge a checkpoint");
@@ -350,6 +362,20 @@ impl TaskManagerNode {
             let _ = trigger.send(barrier);
         }
         Ok(())
+    }
+
+    /// Tells the job's tasks here that a checkpoint is complete: sinks commit what they
+    /// prepared for it (and for earlier ones), and after a final checkpoint sources end.
+    pub fn checkpoint_complete(&self, job_id: &str, notice: CompletedCheckpoint) {
+        if let Some(job) = self.jobs.lock().expect("jobs lock").get(job_id) {
+            job.completed.send_if_modified(|current| {
+                let newer = notice.checkpoint > current.checkpoint;
+                if newer {
+                    *current = notice;
+                }
+                newer
+            });
+        }
     }
 
     fn forget(&self, job_id: &str) {
@@ -479,6 +505,13 @@ impl pb::task_executor_server::TaskExecutor for TaskExecutorService {
     ) -> Result<Response<pb::NotifyCheckpointCompleteResponse>, Status> {
         let request = request.into_inner();
         tracing::debug!(job = %request.job_id, checkpoint = request.checkpoint, "checkpoint complete");
+        self.node.checkpoint_complete(
+            &request.job_id,
+            CompletedCheckpoint {
+                checkpoint: request.checkpoint,
+                end_of_input: request.end_of_input,
+            },
+        );
         Ok(Response::new(pb::NotifyCheckpointCompleteResponse {}))
     }
 }

@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use eddy_common::checkpoint::{
-    CheckpointDir, CheckpointMetadata, CheckpointStorage, StateHandle, TaskSnapshot,
+    CheckpointDir, CheckpointMetadata, CheckpointStorage, CompletedCheckpoint, StateHandle,
+    TaskSnapshot,
 };
 use eddy_common::checkpointing::CheckpointingMode;
 use eddy_common::chunk::Chunk;
@@ -49,6 +50,10 @@ pub struct TaskDeployment {
     pub checkpointing: Option<TaskCheckpointing>,
     /// State to start from.
     pub restore: Option<TaskRestore>,
+    /// The job's id, the same in every attempt.
+    pub job: String,
+    /// This attempt's id among the job's attempts.
+    pub attempt: String,
 }
 
 /// A task's part in checkpointing.
@@ -61,6 +66,8 @@ pub struct TaskCheckpointing {
     pub triggers: Option<UnboundedReceiver<Barrier>>,
     /// Where acknowledgements go.
     pub acks: UnboundedSender<TaskAck>,
+    /// Checkpoints as the JobManager declares them complete.
+    pub completed: watch::Receiver<CompletedCheckpoint>,
 }
 
 /// A task's answer to a checkpoint.
@@ -78,6 +85,8 @@ pub struct TaskAck {
     pub alignment: Duration,
     /// How long the synchronous part of the snapshot took.
     pub sync_duration: Duration,
+    /// The task's source had read all its input (always true without a source).
+    pub input_ended: bool,
 }
 
 /// The state a task restores: its vertex's snapshots from every subtask of the previous
@@ -92,6 +101,8 @@ pub struct TaskRestore {
     pub operators: Vec<Vec<Vec<u8>>>,
     /// Data that was in flight to this subtask at an unaligned checkpoint (encoded chunks).
     pub in_flight: Vec<Vec<u8>>,
+    /// The sink states of the previous subtasks this one takes over.
+    pub sink: Vec<Vec<u8>>,
 }
 
 /// What the subtasks of one vertex restore, read once for all of them.
@@ -99,6 +110,9 @@ pub struct TaskRestore {
 pub struct VertexRestore {
     shared: TaskRestore,
     in_flight: HashMap<usize, Vec<Vec<u8>>>,
+    /// Sink states by previous subtask.
+    sinks: Vec<(usize, Vec<u8>)>,
+    parallelism: usize,
 }
 
 impl VertexRestore {
@@ -117,6 +131,8 @@ impl VertexRestore {
                 ..Default::default()
             },
             in_flight: HashMap::new(),
+            sinks: Vec::new(),
+            parallelism,
         };
         let shared = &mut restore.shared;
         for handle in metadata.tasks.iter().filter(|t| t.vertex == vertex) {
@@ -128,6 +144,9 @@ impl VertexRestore {
             let snapshot = TaskSnapshot::decode(&bytes, &what)?;
             if let Some(position) = snapshot.source {
                 shared.source_positions.push(position);
+            }
+            if let Some(state) = snapshot.sink {
+                restore.sinks.push((handle.subtask, state));
             }
             if shared.operators.is_empty() {
                 shared.operators = vec![Vec::new(); snapshot.operators.len()];
@@ -153,10 +172,17 @@ impl VertexRestore {
         Ok(restore)
     }
 
-    /// What subtask `subtask` restores: the vertex's state, and its own in-flight data.
+    /// What subtask `subtask` restores: the vertex's state, its own in-flight data, and
+    /// the sink states of the previous subtasks it takes over (`previous % parallelism`).
     pub fn for_subtask(&self, subtask: usize) -> TaskRestore {
         TaskRestore {
             in_flight: self.in_flight.get(&subtask).cloned().unwrap_or_default(),
+            sink: self
+                .sinks
+                .iter()
+                .filter(|(previous, _)| previous % self.parallelism.max(1) == subtask)
+                .map(|(_, state)| state.clone())
+                .collect(),
             ..self.shared.clone()
         }
     }
@@ -234,12 +260,21 @@ pub async fn run_task(
                 schema: sink.schema.clone(),
                 subtask: deployment.subtask,
                 parallelism: vertex.parallelism,
+                job: deployment.job.clone(),
+                attempt: deployment.attempt.clone(),
                 metrics: deployment
                     .metrics
                     .operator(&format!("{prefix}/Sink:{}", sink.table)),
+                completed: deployment
+                    .checkpointing
+                    .as_ref()
+                    .map(|c| c.completed.clone()),
             };
+            let mut writer = sink.connector.create_writer(&context)?;
+            let restored = deployment.restore.as_ref().map(|r| r.sink.as_slice());
+            writer.open(restored.unwrap_or_default()).await?;
             TaskOutput::Sink {
-                writer: sink.connector.create_writer(&context)?,
+                writer,
                 schema: sink.schema.clone(),
                 table: sink.table.clone(),
             }
@@ -264,6 +299,7 @@ pub async fn run_task(
         vertex: deployment.vertex,
         subtask: deployment.subtask,
         unaligned: None,
+        input_ended: vertex.source.is_none(),
     };
     let end = match &vertex.source {
         Some(source) => {
@@ -288,12 +324,11 @@ pub async fn run_task(
                 let refs: Vec<&[u8]> = restore.source_positions.iter().map(Vec::as_slice).collect();
                 reader.restore(&refs)?;
             }
-            // A source vertex whose operators keep no state can checkpoint mid-send.
-            let stateless = vertex
-                .operators
-                .iter()
-                .all(|op| !op.is_stateful())
-                .then_some(vertex.operators.len());
+            // A source vertex whose operators keep no state, and that sends to an
+            // exchange (a sink must prepare at the barrier), can checkpoint mid-send.
+            let stateless = (vertex.operators.iter().all(|op| !op.is_stateful())
+                && matches!(vertex.output, VertexOutput::Exchange { .. }))
+            .then_some(vertex.operators.len());
             run_source(
                 source,
                 reader,
@@ -316,7 +351,7 @@ pub async fn run_task(
             run_inputs(gate, &mut pipeline).await?
         }
     };
-    output.finish().await?;
+    output.finish(end == TaskEnd::Finished).await?;
     tracing::debug!(task = %name, ?end, "task ended");
     Ok(end)
 }
@@ -331,6 +366,8 @@ struct Pipeline<'a> {
     subtask: usize,
     /// An unaligned snapshot waiting for its in-flight data.
     unaligned: Option<(Barrier, TaskSnapshot, Duration)>,
+    /// The task's source has read all its input (true without a source).
+    input_ended: bool,
 }
 
 impl Pipeline<'_> {
@@ -366,13 +403,14 @@ impl Pipeline<'_> {
             return Ok(());
         }
         let started = Instant::now();
-        let snapshot = TaskSnapshot {
+        let mut snapshot = TaskSnapshot {
             operators: self.chain.snapshot()?,
             in_flight: Vec::new(),
             source,
+            sink: None,
         };
         let sync_duration = started.elapsed();
-        self.output.barrier(barrier).await?;
+        snapshot.sink = self.output.barrier(barrier).await?;
         if barrier.unaligned && snapshot.source.is_none() {
             self.unaligned = Some((barrier, snapshot, sync_duration));
             return Ok(());
@@ -414,6 +452,7 @@ impl Pipeline<'_> {
             acks: checkpointing.acks.clone(),
             vertex: self.vertex,
             subtask: self.subtask,
+            input_ended: self.input_ended,
         })
     }
 }
@@ -425,6 +464,7 @@ struct Uploader {
     acks: UnboundedSender<TaskAck>,
     vertex: usize,
     subtask: usize,
+    input_ended: bool,
 }
 
 impl Uploader {
@@ -451,6 +491,7 @@ impl Uploader {
                 result,
                 alignment,
                 sync_duration,
+                input_ended: this.input_ended,
             });
         });
     }
@@ -471,6 +512,7 @@ impl Overtake {
             source: Some(position),
             operators: vec![Vec::new(); self.operators],
             in_flight: Vec::new(),
+            sink: None,
         };
         self.lanes.send(barrier)?;
         self.uploader
@@ -584,7 +626,53 @@ async fn run_source(
     }
     // A bounded source has ended: event time is complete, so every window can fire.
     pipeline.advance(Timestamp::MAX).await?;
+    if let Some(completed) = pipeline.checkpointing.as_ref().map(|c| c.completed.clone()) {
+        // With checkpoints, the source stays until a checkpoint taken after every source
+        // ended has completed: that final checkpoint covers all output, so two-phase-commit
+        // sinks can commit the last rows, and a failure before it replays them.
+        pipeline.input_ended = true;
+        if let Some(barrier) = deferred.take() {
+            pipeline
+                .checkpoint(barrier, Some(reader.position()?), Duration::ZERO)
+                .await?;
+        }
+        return wait_for_final_checkpoint(&mut reader, pipeline, stop, triggers, completed).await;
+    }
     Ok(TaskEnd::Finished)
+}
+
+/// Takes part in checkpoints after the source's end until one taken after every source
+/// ended has completed.
+async fn wait_for_final_checkpoint(
+    reader: &mut Box<dyn SourceReader>,
+    pipeline: &mut Pipeline<'_>,
+    stop: &mut watch::Receiver<bool>,
+    mut triggers: Option<UnboundedReceiver<Barrier>>,
+    mut completed: watch::Receiver<CompletedCheckpoint>,
+) -> Result<TaskEnd> {
+    let mut emitted_after_end = None;
+    loop {
+        let notice = *completed.borrow_and_update();
+        if notice.end_of_input && emitted_after_end.is_some_and(|first| notice.checkpoint >= first)
+        {
+            return Ok(TaskEnd::Finished);
+        }
+        let trigger = async {
+            match triggers.as_mut() {
+                Some(t) => t.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            _ = stop.changed() => return Ok(TaskEnd::Stopped),
+            changed = completed.changed() => if changed.is_err() { return Ok(TaskEnd::Stopped) },
+            Some(barrier) = trigger => {
+                pipeline.checkpoint(barrier, Some(reader.position()?), Duration::ZERO).await?;
+                emitted_after_end.get_or_insert(barrier.checkpoint);
+            }
+        }
+    }
 }
 
 /// Runs a task fed by channels until all of them have ended (a stop reaches it as the

@@ -13,3 +13,13 @@ mod storage;
 
 pub use snapshot::TaskSnapshot;
 pub use storage::{CheckpointDir, CheckpointMetadata, CheckpointStorage, StateHandle};
+
+/// The newest checkpoint the JobManager has declared complete, as tasks learn it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CompletedCheckpoint {
+    /// Its id (0: none yet).
+    pub checkpoint: u64,
+    /// Every source had read all its input when it was taken: it is the job's last, and
+    /// sources may end once it is complete.
+    pub end_of_input: bool,
+}

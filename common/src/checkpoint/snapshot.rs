@@ -1,11 +1,12 @@
-//! The snapshot of one task: its source position (if it reads a source) and the state of
-//! each operator in its chain.
+//! The snapshot of one task: its source position (if it reads a source), the state of
+//! each operator in its chain, data in flight (unaligned checkpoints), and its sink's
+//! state (the transactions a two-phase-commit sink prepared).
 
 use crate::state::{StateReader, StateWriter};
 use crate::{EddyError, Result};
 
 const MAGIC: &[u8; 8] = b"EDDYSNAP";
-const VERSION: u64 = 2;
+const VERSION: u64 = 3;
 
 /// One task's part of a checkpoint.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -16,6 +17,8 @@ pub struct TaskSnapshot {
     pub operators: Vec<Vec<u8>>,
     /// Data that was in flight at an unaligned checkpoint (encoded chunks), to replay.
     pub in_flight: Vec<Vec<u8>>,
+    /// The sink's state, for a task that writes a sink.
+    pub sink: Option<Vec<u8>>,
 }
 
 impl TaskSnapshot {
@@ -35,6 +38,10 @@ impl TaskSnapshot {
         for chunk in &self.in_flight {
             out.bytes(chunk);
         }
+        match &self.sink {
+            Some(state) => out.u64(1).bytes(state),
+            None => out.u64(0),
+        };
         out.finish()
     }
 
@@ -47,7 +54,7 @@ impl TaskSnapshot {
             )));
         }
         let version = input.u64()?;
-        if version != 1 && version != VERSION {
+        if !(1..=VERSION).contains(&version) {
             return Err(EddyError::Runtime(format!(
                 "{what} has snapshot version {version}; this Eddy reads version {VERSION}"
             )));
@@ -65,10 +72,18 @@ impl TaskSnapshot {
                 .map(|_| input.bytes().map(<[u8]>::to_vec))
                 .collect::<Result<_>>()?,
         };
+        let sink = match version {
+            1 | 2 => None,
+            _ => match input.u64()? {
+                0 => None,
+                _ => Some(input.bytes()?.to_vec()),
+            },
+        };
         Ok(TaskSnapshot {
             source,
             operators,
             in_flight,
+            sink,
         })
     }
 }
@@ -83,6 +98,7 @@ mod tests {
             source: Some(vec![1, 2, 3]),
             operators: vec![vec![], vec![9; 20]],
             in_flight: vec![vec![4; 5]],
+            sink: Some(vec![7; 3]),
         };
         let bytes = snapshot.encode();
         assert_eq!(TaskSnapshot::decode(&bytes, "t").unwrap(), snapshot);

@@ -38,6 +38,9 @@ pub struct CheckpointMetadata {
     pub vertex_parallelism: Vec<usize>,
     /// Every task snapshot.
     pub tasks: Vec<StateHandle>,
+    /// Every source had read all its input when it was taken.
+    #[serde(default)]
+    pub end_of_input: bool,
 }
 
 impl CheckpointMetadata {
@@ -316,6 +319,7 @@ mod tests {
                     completed_at_ms: 0,
                     vertex_parallelism: vec![1, 1],
                     tasks: vec![a, b],
+                    end_of_input: false,
                 };
                 storage.commit(&metadata).await.unwrap();
             }

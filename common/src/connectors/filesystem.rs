@@ -3,30 +3,30 @@
 //! file, so reading one file after another never turns rows late.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use arrow::datatypes::SchemaRef;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt, TryStreamExt};
-use object_store::buffered::BufWriter;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
-use tokio::io::AsyncWriteExt;
 
+use super::file_sink::{self, FileSinkConfig};
 use super::format::{FORMAT_KEYS, Format, LinePosition};
 use super::{
     Options, SinkContext, SinkWriter, SourceContext, SourceEvent, SourceReader, TableConnector,
 };
-use crate::chunk::Chunk;
-use crate::metrics::OperatorMetrics;
 use crate::state::{StateReader, StateWriter};
 use crate::storage::{StorageLocation, resolve};
 use crate::{EddyError, Result};
 
-const KEYS: &[&str] = &["path", "sink.rolling-policy.file-size"];
+const KEYS: &[&str] = &[
+    "path",
+    "sink.rolling-policy.file-size",
+    "sink.rolling-policy.rollover-interval",
+    "sink.delivery-guarantee",
+];
 const S3_PREFIX: &str = "s3.";
 
 /// Configuration of a filesystem table.
@@ -35,7 +35,7 @@ pub struct FilesystemConnector {
     location: StorageLocation,
     format: Format,
     ignore_parse_errors: bool,
-    rolling_file_size: u64,
+    sink: FileSinkConfig,
     schema: SchemaRef,
 }
 
@@ -52,12 +52,19 @@ impl FilesystemConnector {
             .collect();
         let location =
             resolve(options.required("path")?, &s3).map_err(|e| options.error(e.to_string()))?;
+        let sink = FileSinkConfig {
+            location: location.clone(),
+            format,
+            rolling_file_size: options
+                .parse_or("sink.rolling-policy.file-size", 128 * 1024 * 1024)?,
+            rollover_interval: options.duration_opt("sink.rolling-policy.rollover-interval")?,
+            guarantee: options.delivery_guarantee()?,
+        };
         Ok(FilesystemConnector {
             location,
             format,
             ignore_parse_errors,
-            rolling_file_size: options
-                .parse_or("sink.rolling-policy.file-size", 128 * 1024 * 1024)?,
+            sink,
             schema: schema.clone(),
         })
     }
@@ -91,20 +98,7 @@ impl TableConnector for FilesystemConnector {
     }
 
     fn create_writer(&self, context: &SinkContext) -> Result<Box<dyn SinkWriter>> {
-        let run = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis())
-            .unwrap_or(0);
-        Ok(Box::new(FileWriter {
-            location: self.location.clone(),
-            format: self.format,
-            rolling_file_size: self.rolling_file_size,
-            name_prefix: format!("part-{run:x}-{}", context.subtask),
-            metrics: context.metrics.clone(),
-            part: None,
-            parts_written: 0,
-            buffer: Vec::new(),
-        }))
+        file_sink::create(&self.sink, context)
     }
 }
 
@@ -340,86 +334,5 @@ impl SourceReader for FileReader {
             }
         }
         Ok(())
-    }
-}
-
-/// A part file being written under a hidden in-progress name.
-struct Part {
-    writer: BufWriter,
-    in_progress: Path,
-    target: Path,
-    bytes: u64,
-}
-
-struct FileWriter {
-    location: StorageLocation,
-    format: Format,
-    rolling_file_size: u64,
-    name_prefix: String,
-    metrics: Arc<OperatorMetrics>,
-    part: Option<Part>,
-    parts_written: u64,
-    buffer: Vec<u8>,
-}
-
-impl FileWriter {
-    async fn write_chunk(&mut self, chunk: &Chunk) -> Result<()> {
-        if chunk.is_empty() {
-            return Ok(());
-        }
-        self.buffer.clear();
-        self.format.encode(chunk.rows(), &mut self.buffer)?;
-        if self.part.is_none() {
-            let name = format!(
-                "{}-{}.{}",
-                self.name_prefix,
-                self.parts_written,
-                self.format.extension()
-            );
-            let target = self.location.path.clone().join(name.as_str());
-            let in_progress = self
-                .location
-                .path
-                .clone()
-                .join(format!(".{name}.inprogress").as_str());
-            let writer = BufWriter::new(self.location.store.clone(), in_progress.clone());
-            self.part = Some(Part {
-                writer,
-                in_progress,
-                target,
-                bytes: 0,
-            });
-        }
-        let part = self.part.as_mut().expect("part open");
-        part.writer.write_all(&self.buffer).await?;
-        part.bytes += self.buffer.len() as u64;
-        OperatorMetrics::add(&self.metrics.records_in, chunk.num_rows() as u64);
-        if part.bytes >= self.rolling_file_size {
-            self.close_part().await?;
-        }
-        Ok(())
-    }
-
-    /// Completes the part file and gives it its visible name.
-    async fn close_part(&mut self) -> Result<()> {
-        if let Some(mut part) = self.part.take() {
-            part.writer.shutdown().await?;
-            self.location
-                .store
-                .rename(&part.in_progress, &part.target)
-                .await?;
-            self.parts_written += 1;
-        }
-        Ok(())
-    }
-}
-
-impl SinkWriter for FileWriter {
-    fn write<'a>(&'a mut self, chunk: &'a Chunk) -> BoxFuture<'a, Result<()>> {
-        self.write_chunk(chunk).boxed()
-    }
-
-    fn finish(&mut self) -> BoxFuture<'_, Result<()>> {
-        self.close_part().boxed()
     }
 }

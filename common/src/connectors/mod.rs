@@ -2,14 +2,17 @@
 
 pub mod blackhole;
 pub mod datagen;
+mod file_sink;
 pub mod filesystem;
 pub mod format;
 pub mod nexmark;
 mod options;
+pub mod postgres;
 pub mod print;
 pub mod progress;
 mod random;
 mod throttle;
+pub mod transaction;
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -17,14 +20,24 @@ use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
+use futures::FutureExt;
 use futures::future::BoxFuture;
+use tokio::sync::watch;
 
+use crate::checkpoint::CompletedCheckpoint;
 use crate::chunk::Chunk;
 use crate::metrics::OperatorMetrics;
 use crate::{EddyError, Result};
 pub use options::Options;
 
-const CONNECTORS: &[&str] = &["blackhole", "datagen", "filesystem", "nexmark", "print"];
+const CONNECTORS: &[&str] = &[
+    "blackhole",
+    "datagen",
+    "filesystem",
+    "nexmark",
+    "postgres",
+    "print",
+];
 
 /// A table's connector, configured from its `WITH (...)` options.
 pub trait TableConnector: Debug + Send + Sync {
@@ -91,8 +104,14 @@ pub struct SinkContext {
     pub subtask: usize,
     /// How many subtasks write the table.
     pub parallelism: usize,
+    /// The job's id, the same in every attempt (names transactions).
+    pub job: String,
+    /// This attempt's id, unique among the job's attempts.
+    pub attempt: String,
     /// Counters of this sink.
     pub metrics: Arc<OperatorMetrics>,
+    /// Checkpoints as they complete; `None` when the job does not checkpoint.
+    pub completed: Option<watch::Receiver<CompletedCheckpoint>>,
 }
 
 /// What a source reader produces next.
@@ -128,11 +147,26 @@ pub trait SourceReader: Send {
 
 /// Writes one subtask's share of a sink.
 pub trait SinkWriter: Send {
+    /// Prepares writing, before the first row. `restored` holds the sink's states, from
+    /// the checkpoint restored from, of the previous subtasks this one takes over (empty
+    /// on a fresh start).
+    fn open<'a>(&'a mut self, restored: &'a [Vec<u8>]) -> BoxFuture<'a, Result<()>> {
+        let _ = restored;
+        async { Ok(()) }.boxed()
+    }
+
     /// Writes a chunk of changes.
     fn write<'a>(&'a mut self, chunk: &'a Chunk) -> BoxFuture<'a, Result<()>>;
 
-    /// Flushes and closes: the input has ended (or the job stops cleanly).
-    fn finish(&mut self) -> BoxFuture<'_, Result<()>>;
+    /// At the barrier of `checkpoint`: makes what was written before it durable (or
+    /// prepares it), and returns the sink's state for the snapshot.
+    fn checkpoint(&mut self, checkpoint: u64) -> BoxFuture<'_, Result<Vec<u8>>> {
+        let _ = checkpoint;
+        async { Ok(Vec::new()) }.boxed()
+    }
+
+    /// Flushes and closes: the input has ended (`end_of_input`) or the job stops cleanly.
+    fn finish(&mut self, end_of_input: bool) -> BoxFuture<'_, Result<()>>;
 }
 
 /// Creates the connector a table's options name, validating every option.
@@ -158,6 +192,12 @@ pub fn create(
             table, options, schema,
         )?),
         "nexmark" => Arc::new(nexmark::NexmarkConnector::new(table, options, schema)?),
+        "postgres" => Arc::new(postgres::PostgresConnector::new(
+            table,
+            options,
+            schema,
+            primary_key,
+        )?),
         "print" => Arc::new(print::PrintConnector::new(table, options)?),
         other => {
             return Err(EddyError::Connector {
@@ -169,6 +209,5 @@ pub fn create(
             });
         }
     };
-    let _ = primary_key;
     Ok(connector)
 }

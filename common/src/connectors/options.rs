@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
+use super::transaction::DeliveryGuarantee;
 use crate::{EddyError, Result};
 
 /// A table's options, checked against the keys its connector knows.
@@ -82,6 +83,30 @@ impl<'a> Options<'a> {
             Some(v) if v == "false" => Ok(false),
             Some(v) => Err(self.error(format!("option '{key}' = '{v}': expected true or false"))),
         }
+    }
+
+    /// `'sink.delivery-guarantee'`, if given.
+    pub fn delivery_guarantee(&self) -> Result<Option<DeliveryGuarantee>> {
+        let key = "sink.delivery-guarantee";
+        self.get(key)
+            .map(|v| {
+                DeliveryGuarantee::parse(v).ok_or_else(|| {
+                    self.error(format!(
+                        "option '{key}' = '{v}': expected one of {}",
+                        DeliveryGuarantee::VALUES
+                    ))
+                })
+            })
+            .transpose()
+    }
+
+    /// A duration option (`'500ms'`, `'10 s'`, `'1min'`), if present.
+    pub fn duration_opt(&self, key: &str) -> Result<Option<std::time::Duration>> {
+        self.get(key)
+            .map(|v| {
+                crate::checkpointing::parse_duration(key, v).map_err(|e| self.error(e.to_string()))
+            })
+            .transpose()
     }
 
     fn parse<T: FromStr>(&self, key: &str, value: &str) -> Result<T> {

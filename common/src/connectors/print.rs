@@ -120,7 +120,7 @@ impl SinkWriter for PrintWriter {
         .boxed()
     }
 
-    fn finish(&mut self) -> BoxFuture<'_, Result<()>> {
+    fn finish(&mut self, _end_of_input: bool) -> BoxFuture<'_, Result<()>> {
         async { Ok(()) }.boxed()
     }
 }

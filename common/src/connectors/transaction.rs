@@ -1,0 +1,629 @@
+//! Two-phase commit for sinks: what makes the rows readers see exact after failures.
+//!
+//! A transactional sink writes into an open transaction. At checkpoint barrier `n` it
+//! prepares that transaction (pre-commit), records the handle in the checkpoint, and opens
+//! the next one lazily. When the JobManager says checkpoint `n` is complete, the prepared
+//! transactions of `n` and of every earlier checkpoint whose notice was lost are committed.
+//! On restore, the transactions recorded in the restored checkpoint are committed (a commit
+//! is idempotent) and every other transaction an earlier attempt of this sink subtask left
+//! prepared is aborted: its rows are replayed.
+//!
+//! [`TwoPhaseCommitSink`] is that state machine; a sink supplies a [`TransactionWriter`]
+//! (writes and prepares) and a [`TransactionCommitter`] (commits and aborts by handle, on
+//! its own connection, beside the writer).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use tokio::sync::watch;
+
+use super::{SinkContext, SinkWriter};
+use crate::checkpoint::CompletedCheckpoint;
+use crate::chunk::Chunk;
+use crate::state::{StateReader, StateWriter};
+use crate::{EddyError, Result};
+
+/// What a sink promises about the rows readers see (`'sink.delivery-guarantee'`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryGuarantee {
+    /// Rows are written as they come; a failure may lose or repeat some.
+    None,
+    /// Everything before a completed checkpoint is durable; a replay may repeat rows.
+    AtLeastOnce,
+    /// Rows become visible when their checkpoint completes, exactly once.
+    ExactlyOnce,
+}
+
+impl DeliveryGuarantee {
+    /// The option's valid values.
+    pub const VALUES: &'static str = "'none', 'at-least-once', 'exactly-once'";
+
+    /// Parses an option value (Flink's spelling, any case, `_` or `-`).
+    pub fn parse(value: &str) -> Option<Self> {
+        match value.to_ascii_lowercase().replace('_', "-").as_str() {
+            "none" => Some(DeliveryGuarantee::None),
+            "at-least-once" => Some(DeliveryGuarantee::AtLeastOnce),
+            "exactly-once" => Some(DeliveryGuarantee::ExactlyOnce),
+            _ => None,
+        }
+    }
+}
+
+/// The writing side of a transactional sink.
+pub trait TransactionWriter: Send {
+    /// Writes rows into the open transaction, beginning one if none is open.
+    fn write<'a>(&'a mut self, chunk: &'a Chunk) -> BoxFuture<'a, Result<()>>;
+
+    /// Flushes and prepares the open transaction for `checkpoint`; from then on it can
+    /// only be committed or aborted, also by another process. Returns its handle, or
+    /// `None` when nothing was written since the last prepare.
+    fn prepare(&mut self, checkpoint: u64) -> BoxFuture<'_, Result<Option<Vec<u8>>>>;
+
+    /// Rolls back the open transaction, if any.
+    fn abort(&mut self) -> BoxFuture<'_, Result<()>>;
+}
+
+/// The committing side of a transactional sink: works on prepared transactions by
+/// handle, from any process.
+pub trait TransactionCommitter: Send + Sync + 'static {
+    /// Commits a prepared transaction. Committing one that is already committed succeeds.
+    fn commit<'a>(&'a self, handle: &'a [u8]) -> BoxFuture<'a, Result<()>>;
+
+    /// Aborts every transaction that earlier attempts of this sink subtask left prepared
+    /// (or open), except those in `keep`.
+    fn abort_leftovers<'a>(&'a self, keep: &'a [Vec<u8>]) -> BoxFuture<'a, Result<()>>;
+}
+
+/// How a failing commit is retried before the job fails.
+#[derive(Debug, Clone, Copy)]
+pub struct CommitRetry {
+    /// The first pause.
+    pub initial_backoff: Duration,
+    /// The longest pause.
+    pub max_backoff: Duration,
+    /// Attempts in all.
+    pub attempts: u32,
+}
+
+impl Default for CommitRetry {
+    fn default() -> Self {
+        CommitRetry {
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(5),
+            attempts: 10,
+        }
+    }
+}
+
+/// Prepared transactions not yet known to be committed, by checkpoint.
+#[derive(Debug, Default)]
+struct Pending {
+    transactions: BTreeMap<u64, Vec<u8>>,
+    /// Why committing failed for good; the sink fails with it.
+    failure: Option<String>,
+}
+
+impl Pending {
+    fn encode(&self) -> Vec<u8> {
+        let mut out = StateWriter::new();
+        out.u64(self.transactions.len() as u64);
+        for (checkpoint, handle) in &self.transactions {
+            out.u64(*checkpoint).bytes(handle);
+        }
+        out.finish()
+    }
+
+    fn decode(bytes: &[u8], table: &str) -> Result<BTreeMap<u64, Vec<u8>>> {
+        let what = format!("the transactions of sink '{table}'");
+        let mut input = StateReader::new(bytes, &what);
+        let mut transactions = BTreeMap::new();
+        for _ in 0..input.count(16)? {
+            let checkpoint = input.u64()?;
+            transactions.insert(checkpoint, input.bytes()?.to_vec());
+        }
+        Ok(transactions)
+    }
+}
+
+/// A sink writing exactly once through two-phase commit (see the module documentation).
+pub struct TwoPhaseCommitSink {
+    table: String,
+    writer: Box<dyn TransactionWriter>,
+    committer: Arc<dyn TransactionCommitter>,
+    pending: Arc<Mutex<Pending>>,
+    completed: watch::Receiver<CompletedCheckpoint>,
+    retry: CommitRetry,
+    /// Whether rows were written since the last prepare.
+    dirty: bool,
+    /// Wakes the committer when a transaction was prepared.
+    prepared: watch::Sender<u64>,
+}
+
+impl TwoPhaseCommitSink {
+    /// A sink over `writer` and `committer`, for a job that checkpoints. Fails when the job
+    /// does not checkpoint: without checkpoints nothing would ever be committed.
+    pub fn new(
+        context: &SinkContext,
+        writer: Box<dyn TransactionWriter>,
+        committer: Arc<dyn TransactionCommitter>,
+        retry: CommitRetry,
+    ) -> Result<Self> {
+        let Some(completed) = context.completed.clone() else {
+            return Err(EddyError::Connector {
+                table: context.table.clone(),
+                message: "'sink.delivery-guarantee' = 'exactly-once' needs checkpoints: set \
+                          'execution.checkpointing.interval' (or choose 'at-least-once')"
+                    .into(),
+            });
+        };
+        let (prepared, _) = watch::channel(0);
+        Ok(TwoPhaseCommitSink {
+            table: context.table.clone(),
+            writer,
+            committer,
+            pending: Arc::new(Mutex::new(Pending::default())),
+            completed,
+            retry,
+            dirty: false,
+            prepared,
+        })
+    }
+
+    fn failure(&self) -> Result<()> {
+        match &self.pending.lock().expect("pending lock").failure {
+            Some(reason) => Err(EddyError::Connector {
+                table: self.table.clone(),
+                message: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Commits what is due in the background for as long as the sink lives.
+    fn start_committer(&self) {
+        let committer = self.committer.clone();
+        let pending = self.pending.clone();
+        let mut completed = self.completed.clone();
+        let mut prepared = self.prepared.subscribe();
+        let retry = self.retry;
+        let table = self.table.clone();
+        tokio::spawn(async move {
+            loop {
+                let done = completed.borrow_and_update().checkpoint;
+                if let Err(reason) = commit_due(&*committer, &pending, done, retry).await {
+                    tracing::error!(table = %table, %reason, "a prepared transaction cannot be committed; the job fails");
+                    pending.lock().expect("pending lock").failure = Some(reason);
+                    return;
+                }
+                tokio::select! {
+                    changed = completed.changed() => if changed.is_err() { return },
+                    changed = prepared.changed() => if changed.is_err() { return },
+                }
+            }
+        });
+    }
+
+    /// Waits until no prepared transaction is left (or `limit` passes); says whether
+    /// none is left.
+    async fn drain(&mut self, limit: Option<Duration>) -> Result<bool> {
+        let empty = |pending: &Arc<Mutex<Pending>>| {
+            pending
+                .lock()
+                .expect("pending lock")
+                .transactions
+                .is_empty()
+        };
+        let deadline = limit.map(|l| tokio::time::Instant::now() + l);
+        while !empty(&self.pending) {
+            self.failure()?;
+            let pause = tokio::time::sleep(Duration::from_millis(20));
+            match deadline {
+                Some(deadline) if tokio::time::Instant::now() >= deadline => return Ok(false),
+                _ => pause.await,
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// Commits, oldest first, every pending transaction of a checkpoint up to `done`.
+async fn commit_due(
+    committer: &dyn TransactionCommitter,
+    pending: &Mutex<Pending>,
+    done: u64,
+    retry: CommitRetry,
+) -> std::result::Result<(), String> {
+    loop {
+        let next = pending
+            .lock()
+            .expect("pending lock")
+            .transactions
+            .range(..=done)
+            .next()
+            .map(|(c, h)| (*c, h.clone()));
+        let Some((checkpoint, handle)) = next else {
+            return Ok(());
+        };
+        commit_with_retry(committer, &handle, retry)
+            .await
+            .map_err(|e| format!("committing the transaction of checkpoint {checkpoint}: {e}"))?;
+        pending
+            .lock()
+            .expect("pending lock")
+            .transactions
+            .remove(&checkpoint);
+    }
+}
+
+/// Commits one transaction, retrying with exponential backoff.
+async fn commit_with_retry(
+    committer: &dyn TransactionCommitter,
+    handle: &[u8],
+    retry: CommitRetry,
+) -> Result<()> {
+    let mut backoff = retry.initial_backoff;
+    let mut attempt = 1;
+    loop {
+        match committer.commit(handle).await {
+            Ok(()) => return Ok(()),
+            Err(e) if attempt >= retry.attempts => return Err(e),
+            Err(e) => {
+                tracing::warn!(error = %e, attempt, "commit failed; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(retry.max_backoff);
+                attempt += 1;
+            }
+        }
+    }
+}
+
+impl SinkWriter for TwoPhaseCommitSink {
+    fn open<'a>(&'a mut self, restored: &'a [Vec<u8>]) -> BoxFuture<'a, Result<()>> {
+        async move {
+            // Every transaction recorded in the restored checkpoint is committed: the
+            // checkpoint completed, whether or not its notice arrived.
+            let mut transactions = BTreeMap::new();
+            for state in restored {
+                transactions.extend(Pending::decode(state, &self.table)?);
+            }
+            for (checkpoint, handle) in &transactions {
+                commit_with_retry(&*self.committer, handle, self.retry)
+                    .await
+                    .map_err(|e| EddyError::Connector {
+                        table: self.table.clone(),
+                        message: format!(
+                            "committing the restored transaction of checkpoint {checkpoint}: {e}"
+                        ),
+                    })?;
+            }
+            let keep: Vec<Vec<u8>> = transactions.into_values().collect();
+            self.committer.abort_leftovers(&keep).await?;
+            if !keep.is_empty() {
+                tracing::info!(table = %self.table, committed = keep.len(), "restored transactions committed");
+            }
+            self.start_committer();
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn write<'a>(&'a mut self, chunk: &'a Chunk) -> BoxFuture<'a, Result<()>> {
+        async move {
+            self.failure()?;
+            if chunk.is_empty() {
+                return Ok(());
+            }
+            self.dirty = true;
+            self.writer.write(chunk).await
+        }
+        .boxed()
+    }
+
+    fn checkpoint(&mut self, checkpoint: u64) -> BoxFuture<'_, Result<Vec<u8>>> {
+        async move {
+            self.failure()?;
+            if std::mem::take(&mut self.dirty)
+                && let Some(handle) = self.writer.prepare(checkpoint).await?
+            {
+                self.pending
+                    .lock()
+                    .expect("pending lock")
+                    .transactions
+                    .insert(checkpoint, handle);
+                self.prepared.send_replace(checkpoint);
+            }
+            Ok(self.pending.lock().expect("pending lock").encode())
+        }
+        .boxed()
+    }
+
+    fn finish(&mut self, end_of_input: bool) -> BoxFuture<'_, Result<()>> {
+        async move {
+            if !end_of_input {
+                // Stopped: rows after the last checkpoint are replayed when the job resumes;
+                // what that checkpoint prepared is committed then, if not now.
+                self.writer.abort().await?;
+                if !self.drain(Some(Duration::from_secs(5))).await? {
+                    tracing::info!(table = %self.table, "prepared transactions left for the job's resumption to commit");
+                }
+                return Ok(());
+            }
+            // The input ended after a final checkpoint: nothing should be left open; if
+            // anything is, it is committed rather than lost.
+            if std::mem::take(&mut self.dirty)
+                && let Some(handle) = self.writer.prepare(u64::MAX).await?
+            {
+                tracing::warn!(table = %self.table, "rows after the final checkpoint are committed directly");
+                commit_with_retry(&*self.committer, &handle, self.retry).await?;
+            }
+            self.drain(None).await?;
+            Ok(())
+        }
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::OperatorMetrics;
+    use arrow::array::Int64Array;
+    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow::record_batch::RecordBatch;
+    use std::collections::BTreeSet;
+
+    /// An in-memory transactional store: what readers see, and the prepared transactions.
+    #[derive(Default)]
+    struct Store {
+        visible: Vec<i64>,
+        prepared: BTreeMap<String, Vec<i64>>,
+        commits: usize,
+        failures_left: usize,
+    }
+
+    struct Writer {
+        store: Arc<Mutex<Store>>,
+        attempt: u32,
+        open: Vec<i64>,
+    }
+
+    impl TransactionWriter for Writer {
+        fn write<'a>(&'a mut self, chunk: &'a Chunk) -> BoxFuture<'a, Result<()>> {
+            let column = chunk.rows().column(0).as_any().downcast_ref::<Int64Array>();
+            self.open.extend(column.unwrap().values().iter());
+            async { Ok(()) }.boxed()
+        }
+
+        fn prepare(&mut self, checkpoint: u64) -> BoxFuture<'_, Result<Option<Vec<u8>>>> {
+            let id = format!("{}-{checkpoint}", self.attempt);
+            let rows = std::mem::take(&mut self.open);
+            self.store.lock().unwrap().prepared.insert(id.clone(), rows);
+            async move { Ok(Some(id.into_bytes())) }.boxed()
+        }
+
+        fn abort(&mut self) -> BoxFuture<'_, Result<()>> {
+            self.open.clear();
+            async { Ok(()) }.boxed()
+        }
+    }
+
+    struct Committer(Arc<Mutex<Store>>);
+
+    impl TransactionCommitter for Committer {
+        fn commit<'a>(&'a self, handle: &'a [u8]) -> BoxFuture<'a, Result<()>> {
+            let mut store = self.0.lock().unwrap();
+            let result = if store.failures_left > 0 {
+                store.failures_left -= 1;
+                Err(EddyError::Runtime("connection reset".into()))
+            } else {
+                let id = String::from_utf8(handle.to_vec()).unwrap();
+                if let Some(rows) = store.prepared.remove(&id) {
+                    store.visible.extend(rows);
+                    store.commits += 1;
+                }
+                Ok(())
+            };
+            async move { result }.boxed()
+        }
+
+        fn abort_leftovers<'a>(&'a self, keep: &'a [Vec<u8>]) -> BoxFuture<'a, Result<()>> {
+            let keep: BTreeSet<String> = keep
+                .iter()
+                .map(|h| String::from_utf8(h.clone()).unwrap())
+                .collect();
+            self.0
+                .lock()
+                .unwrap()
+                .prepared
+                .retain(|id, _| keep.contains(id));
+            async { Ok(()) }.boxed()
+        }
+    }
+
+    struct Harness {
+        store: Arc<Mutex<Store>>,
+        notices: watch::Sender<CompletedCheckpoint>,
+    }
+
+    impl Harness {
+        fn new() -> Self {
+            let (notices, _) = watch::channel(CompletedCheckpoint::default());
+            Harness {
+                store: Arc::default(),
+                notices,
+            }
+        }
+
+        async fn sink(&self, attempt: u32, restored: &[Vec<u8>]) -> TwoPhaseCommitSink {
+            let context = SinkContext {
+                table: "t".into(),
+                schema: schema(),
+                subtask: 0,
+                parallelism: 1,
+                job: "job".into(),
+                attempt: attempt.to_string(),
+                metrics: Arc::new(OperatorMetrics::default()),
+                completed: Some(self.notices.subscribe()),
+            };
+            let writer = Writer {
+                store: self.store.clone(),
+                attempt,
+                open: Vec::new(),
+            };
+            let retry = CommitRetry {
+                initial_backoff: Duration::from_millis(1),
+                max_backoff: Duration::from_millis(2),
+                attempts: 3,
+            };
+            let mut sink = TwoPhaseCommitSink::new(
+                &context,
+                Box::new(writer),
+                Arc::new(Committer(self.store.clone())),
+                retry,
+            )
+            .unwrap();
+            sink.open(restored).await.unwrap();
+            sink
+        }
+
+        fn complete(&self, checkpoint: u64) {
+            self.notices.send_replace(CompletedCheckpoint {
+                checkpoint,
+                end_of_input: false,
+            });
+        }
+
+        async fn visible_after_settling(&self) -> Vec<i64> {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let mut rows = self.store.lock().unwrap().visible.clone();
+            rows.sort();
+            rows
+        }
+    }
+
+    fn schema() -> arrow::datatypes::SchemaRef {
+        Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]))
+    }
+
+    fn rows(values: &[i64]) -> Chunk {
+        let batch =
+            RecordBatch::try_new(schema(), vec![Arc::new(Int64Array::from(values.to_vec()))]);
+        Chunk::inserts(batch.unwrap())
+    }
+
+    #[tokio::test]
+    async fn rows_become_visible_when_their_checkpoint_completes() {
+        let harness = Harness::new();
+        let mut sink = harness.sink(1, &[]).await;
+        sink.write(&rows(&[1, 2])).await.unwrap();
+        sink.checkpoint(1).await.unwrap();
+        sink.write(&rows(&[3])).await.unwrap();
+        assert!(harness.visible_after_settling().await.is_empty());
+        harness.complete(1);
+        assert_eq!(harness.visible_after_settling().await, vec![1, 2]);
+        sink.checkpoint(2).await.unwrap();
+        harness.complete(2);
+        assert_eq!(harness.visible_after_settling().await, vec![1, 2, 3]);
+    }
+
+    #[tokio::test]
+    async fn a_lost_notice_is_made_up_by_the_next() {
+        let harness = Harness::new();
+        let mut sink = harness.sink(1, &[]).await;
+        sink.write(&rows(&[1])).await.unwrap();
+        sink.checkpoint(1).await.unwrap();
+        sink.write(&rows(&[2])).await.unwrap();
+        sink.checkpoint(2).await.unwrap();
+        // The notice of checkpoint 1 never came; that of 2 commits both.
+        harness.complete(2);
+        assert_eq!(harness.visible_after_settling().await, vec![1, 2]);
+        assert_eq!(harness.store.lock().unwrap().commits, 2);
+    }
+
+    #[tokio::test]
+    async fn recovery_commits_the_restored_and_aborts_later_transactions() {
+        let harness = Harness::new();
+        let mut first = harness.sink(1, &[]).await;
+        first.write(&rows(&[1])).await.unwrap();
+        let state = first.checkpoint(1).await.unwrap();
+        first.write(&rows(&[2])).await.unwrap();
+        first.checkpoint(2).await.unwrap();
+        // Checkpoint 1 completed but the attempt died before committing; checkpoint 2
+        // never completed. The next attempt restores checkpoint 1.
+        drop(first);
+        let mut second = harness.sink(2, &[state]).await;
+        assert_eq!(harness.visible_after_settling().await, vec![1]);
+        assert!(harness.store.lock().unwrap().prepared.is_empty());
+        // Row 2 is replayed by the source and written again, once.
+        second.write(&rows(&[2])).await.unwrap();
+        second.checkpoint(2).await.unwrap();
+        harness.complete(2);
+        assert_eq!(harness.visible_after_settling().await, vec![1, 2]);
+    }
+
+    #[tokio::test]
+    async fn committing_an_already_committed_transaction_succeeds() {
+        let harness = Harness::new();
+        let mut first = harness.sink(1, &[]).await;
+        first.write(&rows(&[7])).await.unwrap();
+        let state = first.checkpoint(1).await.unwrap();
+        harness.complete(1);
+        assert_eq!(harness.visible_after_settling().await, vec![7]);
+        drop(first);
+        // The restored checkpoint still lists the transaction: committing it again is a
+        // no-op, not an error and not a duplicate.
+        let _second = harness.sink(2, &[state]).await;
+        assert_eq!(harness.visible_after_settling().await, vec![7]);
+    }
+
+    #[tokio::test]
+    async fn transient_commit_failures_are_retried_and_lasting_ones_fail_the_sink() {
+        let harness = Harness::new();
+        let mut sink = harness.sink(1, &[]).await;
+        harness.store.lock().unwrap().failures_left = 2;
+        sink.write(&rows(&[1])).await.unwrap();
+        sink.checkpoint(1).await.unwrap();
+        harness.complete(1);
+        assert_eq!(harness.visible_after_settling().await, vec![1]);
+
+        harness.store.lock().unwrap().failures_left = 100;
+        sink.write(&rows(&[2])).await.unwrap();
+        sink.checkpoint(2).await.unwrap();
+        harness.complete(2);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let error = sink.write(&rows(&[3])).await.unwrap_err().to_string();
+        assert!(error.contains("checkpoint 2"), "{error}");
+        // The prepared transaction is kept, for the restart to commit.
+        assert_eq!(harness.store.lock().unwrap().prepared.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn the_end_of_input_waits_for_the_final_commit() {
+        let harness = Harness::new();
+        let mut sink = harness.sink(1, &[]).await;
+        sink.write(&rows(&[1])).await.unwrap();
+        sink.checkpoint(3).await.unwrap();
+        let notices = harness.notices.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            notices.send_replace(CompletedCheckpoint {
+                checkpoint: 3,
+                end_of_input: true,
+            });
+        });
+        sink.finish(true).await.unwrap();
+        assert_eq!(harness.store.lock().unwrap().visible, vec![1]);
+    }
+
+    #[tokio::test]
+    async fn a_checkpoint_without_rows_prepares_nothing() {
+        let harness = Harness::new();
+        let mut sink = harness.sink(1, &[]).await;
+        let state = sink.checkpoint(1).await.unwrap();
+        assert!(Pending::decode(&state, "t").unwrap().is_empty());
+        assert!(harness.store.lock().unwrap().prepared.is_empty());
+    }
+}
