@@ -2,6 +2,7 @@
 //! scripts over deterministic inputs, and check its output against results the tests
 //! compute themselves.
 
+mod chaos;
 mod cli;
 mod cluster;
 mod examples;

@@ -305,9 +305,15 @@ fn exactly_once_rows_are_committed_by_the_final_checkpoint() {
     let mut from_files: Vec<Vec<String>> = Vec::new();
     for entry in std::fs::read_dir(&files).unwrap().flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        assert!(!name.starts_with('.'), "an uncommitted part file is left: {name}");
+        assert!(
+            !name.starts_with('.'),
+            "an uncommitted part file is left: {name}"
+        );
         let text = std::fs::read_to_string(entry.path()).unwrap();
-        from_files.extend(text.lines().map(|l| l.split(',').map(str::to_string).collect()));
+        from_files.extend(
+            text.lines()
+                .map(|l| l.split(',').map(str::to_string).collect()),
+        );
     }
     from_files.sort();
     let mut from_pg = pg.query("SELECT auction, price FROM cheap");

@@ -173,6 +173,11 @@ impl Cluster {
         cluster
     }
 
+    /// Leaves variable `key` out of the environment of daemons started from now on.
+    pub fn remove_env(&mut self, key: &str) {
+        self.env.retain(|(k, _)| k != key);
+    }
+
     /// SIGKILLs the JobManager and starts a new one on the same address and storage.
     pub fn restart_jobmanager(&mut self) {
         self.jobmanager.child.kill().unwrap();

@@ -85,7 +85,7 @@ fn wait_for_checkpoints(cluster: &Cluster, job_id: &str, count: usize) -> Vec<u6
 
 /// A small random source seeded from the clock; the seed is printed so a failing run can be
 /// replayed with EDDY_TEST_SEED.
-fn seeded() -> u64 {
+pub fn seeded() -> u64 {
     let seed = std::env::var("EDDY_TEST_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -99,7 +99,7 @@ fn seeded() -> u64 {
     seed
 }
 
-fn next(state: &mut u64) -> u64 {
+pub fn next(state: &mut u64) -> u64 {
     *state = state
         .wrapping_mul(6364136223846793005)
         .wrapping_add(1442695040888963407);

@@ -63,6 +63,30 @@ impl S3Server {
         );
     }
 
+    /// Every object of `bucket` under `prefix`, as (key, body), sorted by key.
+    pub fn objects(&self, bucket: &str, prefix: &str) -> Vec<(String, String)> {
+        let program = format!(
+            "import boto3, json\n\
+             s3 = boto3.client('s3', endpoint_url='{}', aws_access_key_id='test', \
+             aws_secret_access_key='test', region_name='us-east-1')\n\
+             keys = [o['Key'] for p in s3.get_paginator('list_objects_v2').paginate(\
+             Bucket='{bucket}', Prefix='{prefix}') for o in p.get('Contents', [])]\n\
+             print(json.dumps([[k, s3.get_object(Bucket='{bucket}', Key=k)['Body'].read()\
+             .decode()] for k in sorted(keys)]))",
+            self.endpoint
+        );
+        let output = Command::new("python3")
+            .args(["-c", &program])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).unwrap()
+    }
+
     fn request(&self, text: &str) -> String {
         let address = self.endpoint.trim_start_matches("http://");
         let mut stream = TcpStream::connect(address).unwrap();

@@ -4,10 +4,12 @@
 pub mod checkpoint;
 pub mod checkpointing;
 pub mod chunk;
+pub mod codec;
 pub mod config;
 pub mod connectors;
 pub mod error;
 pub mod event;
+pub mod failpoint;
 pub mod metrics;
 pub mod operators;
 pub mod partition;

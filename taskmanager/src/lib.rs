@@ -2,7 +2,6 @@
 //! and in-band events between them, inside one process or across TaskManagers.
 
 pub mod chain;
-pub mod codec;
 pub mod daemon;
 pub mod exchange;
 pub mod input;

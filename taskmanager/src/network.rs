@@ -16,8 +16,8 @@ use tokio::sync::mpsc::{
 };
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::codec::{decode_chunk, encode_chunk};
 use crate::exchange::{ChannelEnds, InputChannel, OutputChannel, PriorityBarrier};
+use eddy_common::codec::{decode_chunk, encode_chunk};
 
 /// How long a transfer for a job not (yet) deployed here waits for its deployment: the
 /// JobManager deploys to all TaskManagers at once, so senders may connect first.

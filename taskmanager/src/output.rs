@@ -227,6 +227,14 @@ impl TaskOutput {
         }
     }
 
+    /// Whether a sink holds no rows back for a later transaction (always, for channels).
+    pub fn settled(&self) -> bool {
+        match self {
+            TaskOutput::Sink { writer, .. } => writer.settled(),
+            TaskOutput::Exchange(_) => true,
+        }
+    }
+
     /// Ends the output: the sink flushes and closes, channels get their end of stream.
     /// `end_of_input` says the input ended rather than the task being stopped.
     pub async fn finish(&mut self, end_of_input: bool) -> Result<()> {

@@ -367,6 +367,8 @@ impl TaskManagerNode {
     /// Tells the job's tasks here that a checkpoint is complete: sinks commit what they
     /// prepared for it (and for earlier ones), and after a final checkpoint sources end.
     pub fn checkpoint_complete(&self, job_id: &str, notice: CompletedCheckpoint) {
+        // The window two-phase-commit sinks must survive: complete, not yet committed.
+        eddy_common::failpoint::crash_if("taskmanager.before-commit", notice.checkpoint);
         if let Some(job) = self.jobs.lock().expect("jobs lock").get(job_id) {
             job.completed.send_if_modified(|current| {
                 let newer = notice.checkpoint > current.checkpoint;

@@ -25,10 +25,10 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::sync::watch;
 
 use crate::chain::OperatorChain;
-use crate::codec::{decode_chunk, encode_chunk};
 use crate::exchange::{InputChannel, OutputChannel};
 use crate::input::{Input, InputGate};
 use crate::output::{ExchangeOutput, PriorityLanes, TaskOutput};
+use eddy_common::codec::{decode_chunk, encode_chunk};
 
 /// Everything a subtask needs to run.
 pub struct TaskDeployment {
@@ -85,7 +85,8 @@ pub struct TaskAck {
     pub alignment: Duration,
     /// How long the synchronous part of the snapshot took.
     pub sync_duration: Duration,
-    /// The task's source had read all its input (always true without a source).
+    /// The task's source had read all its input (always true without a source), and its
+    /// sink, if any, held no rows back.
     pub input_ended: bool,
 }
 
@@ -452,7 +453,8 @@ impl Pipeline<'_> {
             acks: checkpointing.acks.clone(),
             vertex: self.vertex,
             subtask: self.subtask,
-            input_ended: self.input_ended,
+            // A checkpoint is a job's last only if no sink holds rows back.
+            input_ended: self.input_ended && self.output.settled(),
         })
     }
 }

@@ -10,7 +10,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -21,7 +21,8 @@ use tokio::io::AsyncWriteExt;
 
 use super::format::Format;
 use super::transaction::{
-    CommitRetry, DeliveryGuarantee, TransactionCommitter, TransactionWriter, TwoPhaseCommitSink,
+    AttemptToken, CommitRetry, DeliveryGuarantee, TransactionCommitter, TransactionWriter,
+    TwoPhaseCommitSink,
 };
 use super::{SinkContext, SinkWriter};
 use crate::chunk::Chunk;
@@ -54,17 +55,11 @@ pub fn create(config: &FileSinkConfig, context: &SinkContext) -> Result<Box<dyn 
         None => DeliveryGuarantee::None,
     });
     let exactly_once = guarantee == DeliveryGuarantee::ExactlyOnce;
-    let run = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0);
+    let token = AttemptToken::new(&context.attempt);
     let parts = PartWriter {
         config: config.clone(),
         job_prefix: format!("part-{}-", context.job),
-        name_prefix: format!(
-            "part-{}-a{}t{run:x}-{}",
-            context.job, context.attempt, context.subtask
-        ),
+        name_prefix: format!("part-{}-{token}-{}", context.job, context.subtask),
         metrics: context.metrics.clone(),
         part: None,
         parts_written: 0,
@@ -80,13 +75,16 @@ pub fn create(config: &FileSinkConfig, context: &SinkContext) -> Result<Box<dyn 
         directory: config.location.path.clone(),
         hidden_prefix: format!(".{}", parts.job_prefix),
         subtask: context.subtask,
-        parallelism: context.parallelism,
+        parallelism: context.parallelism.max(1),
+        token,
     };
     Ok(Box::new(TwoPhaseCommitSink::new(
         context,
         Box::new(parts),
         Arc::new(committer),
         CommitRetry::default(),
+        // Part files do not depend on each other.
+        false,
     )?))
 }
 
@@ -264,14 +262,28 @@ struct FileCommitter {
     hidden_prefix: String,
     subtask: usize,
     parallelism: usize,
+    token: AttemptToken,
 }
 
 impl FileCommitter {
-    /// Which subtask wrote a hidden part file of this job (`.part-{job}-a…t…-{subtask}-…`).
-    fn writer_of(&self, name: &str) -> Option<usize> {
-        let rest = name.strip_prefix(&self.hidden_prefix)?;
-        let rest = rest.strip_suffix(IN_PROGRESS)?;
-        rest.split('-').nth(1)?.parse().ok()
+    /// Whether a file is a hidden part file (`.part-{job}-{token}-{subtask}-…`) an
+    /// earlier attempt of this subtask (or of one it took over) left.
+    fn is_leftover(&self, name: &str) -> bool {
+        let Some(rest) = name
+            .strip_prefix(&self.hidden_prefix)
+            .and_then(|r| r.strip_suffix(IN_PROGRESS))
+        else {
+            return false;
+        };
+        let mut parts = rest.split('-');
+        let token = parts.next().and_then(AttemptToken::parse);
+        let writer: Option<usize> = parts.next().and_then(|w| w.parse().ok());
+        match (token, writer) {
+            (Some(token), Some(writer)) => {
+                writer % self.parallelism == self.subtask && self.token.supersedes(&token)
+            }
+            _ => false,
+        }
     }
 }
 
@@ -308,10 +320,7 @@ impl TransactionCommitter for FileCommitter {
                 let Some(name) = object.location.filename() else {
                     continue;
                 };
-                let mine = self
-                    .writer_of(name)
-                    .is_some_and(|writer| writer % self.parallelism == self.subtask);
-                if mine && !kept.contains(&object.location) {
+                if self.is_leftover(name) && !kept.contains(&object.location) {
                     tracing::info!(file = %object.location, "deleting a part file an earlier attempt left uncommitted");
                     delete_if_present(&*self.store, &object.location).await?;
                 }

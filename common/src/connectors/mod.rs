@@ -165,6 +165,12 @@ pub trait SinkWriter: Send {
         async { Ok(Vec::new()) }.boxed()
     }
 
+    /// Whether everything written so far is durable or prepared, nothing held back for a
+    /// later transaction. A job's final checkpoint is one at which every sink is settled.
+    fn settled(&self) -> bool {
+        true
+    }
+
     /// Flushes and closes: the input has ended (`end_of_input`) or the job stops cleanly.
     fn finish(&mut self, end_of_input: bool) -> BoxFuture<'_, Result<()>>;
 }

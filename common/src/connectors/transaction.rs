@@ -11,6 +11,13 @@
 //! [`TwoPhaseCommitSink`] is that state machine; a sink supplies a [`TransactionWriter`]
 //! (writes and prepares) and a [`TransactionCommitter`] (commits and aborts by handle, on
 //! its own connection, beside the writer).
+//!
+//! Where a transaction may change what an earlier one wrote (a database: an upsert or a
+//! delete of a row inserted before), it must not start while an earlier one is prepared
+//! but uncommitted, whose rows it cannot see. Such an *ordered* sink holds rows back
+//! meanwhile, without blocking: they are written once the earlier transactions are
+//! committed, and rows still held at a barrier are part of the snapshot, so a restore
+//! writes them. A job's final checkpoint is one at which no sink holds rows.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -23,6 +30,7 @@ use tokio::sync::watch;
 use super::{SinkContext, SinkWriter};
 use crate::checkpoint::CompletedCheckpoint;
 use crate::chunk::Chunk;
+use crate::codec::{decode_chunk, encode_chunk};
 use crate::state::{StateReader, StateWriter};
 use crate::{EddyError, Result};
 
@@ -72,9 +80,54 @@ pub trait TransactionCommitter: Send + Sync + 'static {
     /// Commits a prepared transaction. Committing one that is already committed succeeds.
     fn commit<'a>(&'a self, handle: &'a [u8]) -> BoxFuture<'a, Result<()>>;
 
-    /// Aborts every transaction that earlier attempts of this sink subtask left prepared
-    /// (or open), except those in `keep`.
+    /// Aborts every transaction that earlier attempts of this sink subtask (or of the
+    /// subtasks it took over) left prepared, except those in `keep`; never one of this
+    /// attempt or of a later one.
     fn abort_leftovers<'a>(&'a self, keep: &'a [Vec<u8>]) -> BoxFuture<'a, Result<()>>;
+}
+
+/// Names what one writer (one attempt of a sink subtask) writes: `a{attempt}t{start}`,
+/// unique even if a JobManager restart repeats attempt numbers, and ordered by attempt,
+/// so a writer can tell what earlier attempts left behind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptToken {
+    attempt: u64,
+    started_ms: u64,
+}
+
+impl AttemptToken {
+    /// The token of a writer of `attempt` starting now.
+    pub fn new(attempt: &str) -> Self {
+        let started_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        AttemptToken {
+            attempt: attempt.parse().unwrap_or(0),
+            started_ms,
+        }
+    }
+
+    /// Reads a token written by [`AttemptToken`]'s `Display`.
+    pub fn parse(text: &str) -> Option<Self> {
+        let (attempt, started) = text.strip_prefix('a')?.split_once('t')?;
+        Some(AttemptToken {
+            attempt: attempt.parse().ok()?,
+            started_ms: u64::from_str_radix(started, 16).ok()?,
+        })
+    }
+
+    /// Whether `other` belongs to an earlier writer: an earlier attempt, or the same
+    /// attempt number from another process.
+    pub fn supersedes(&self, other: &AttemptToken) -> bool {
+        other.attempt < self.attempt || (other.attempt == self.attempt && other != self)
+    }
+}
+
+impl std::fmt::Display for AttemptToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "a{}t{:x}", self.attempt, self.started_ms)
+    }
 }
 
 /// How a failing commit is retried before the job fails.
@@ -98,6 +151,9 @@ impl Default for CommitRetry {
     }
 }
 
+/// How often an ordered sink looks for transactions earlier attempts left prepared.
+const LEFTOVER_SWEEP: Duration = Duration::from_secs(2);
+
 /// Prepared transactions not yet known to be committed, by checkpoint.
 #[derive(Debug, Default)]
 struct Pending {
@@ -106,25 +162,41 @@ struct Pending {
     failure: Option<String>,
 }
 
-impl Pending {
-    fn encode(&self) -> Vec<u8> {
+/// A sink's state in a snapshot: its uncommitted transactions and the rows it holds.
+#[derive(Debug, Default)]
+struct SinkState {
+    transactions: BTreeMap<u64, Vec<u8>>,
+    held: Vec<Chunk>,
+}
+
+impl SinkState {
+    fn encode(transactions: &BTreeMap<u64, Vec<u8>>, held: &[Chunk]) -> Result<Vec<u8>> {
         let mut out = StateWriter::new();
-        out.u64(self.transactions.len() as u64);
-        for (checkpoint, handle) in &self.transactions {
+        out.u64(transactions.len() as u64);
+        for (checkpoint, handle) in transactions {
             out.u64(*checkpoint).bytes(handle);
         }
-        out.finish()
+        out.u64(held.len() as u64);
+        for chunk in held {
+            out.bytes(&encode_chunk(chunk)?);
+        }
+        Ok(out.finish())
     }
 
-    fn decode(bytes: &[u8], table: &str) -> Result<BTreeMap<u64, Vec<u8>>> {
+    fn decode(bytes: &[u8], table: &str) -> Result<SinkState> {
         let what = format!("the transactions of sink '{table}'");
         let mut input = StateReader::new(bytes, &what);
-        let mut transactions = BTreeMap::new();
+        let mut state = SinkState::default();
         for _ in 0..input.count(16)? {
             let checkpoint = input.u64()?;
-            transactions.insert(checkpoint, input.bytes()?.to_vec());
+            state
+                .transactions
+                .insert(checkpoint, input.bytes()?.to_vec());
         }
-        Ok(transactions)
+        for _ in 0..input.count(8)? {
+            state.held.push(decode_chunk(input.bytes()?.to_vec())?);
+        }
+        Ok(state)
     }
 }
 
@@ -138,18 +210,24 @@ pub struct TwoPhaseCommitSink {
     retry: CommitRetry,
     /// Whether rows were written since the last prepare.
     dirty: bool,
+    /// Whether a transaction waits for the earlier ones to commit (see the module docs).
+    ordered: bool,
+    /// Rows held back until the earlier transactions are committed.
+    held: Vec<Chunk>,
     /// Wakes the committer when a transaction was prepared.
     prepared: watch::Sender<u64>,
 }
 
 impl TwoPhaseCommitSink {
-    /// A sink over `writer` and `committer`, for a job that checkpoints. Fails when the job
-    /// does not checkpoint: without checkpoints nothing would ever be committed.
+    /// A sink over `writer` and `committer`, for a job that checkpoints; `ordered` when a
+    /// transaction may change what an earlier one wrote. Fails when the job does not
+    /// checkpoint: without checkpoints nothing would ever be committed.
     pub fn new(
         context: &SinkContext,
         writer: Box<dyn TransactionWriter>,
         committer: Arc<dyn TransactionCommitter>,
         retry: CommitRetry,
+        ordered: bool,
     ) -> Result<Self> {
         let Some(completed) = context.completed.clone() else {
             return Err(EddyError::Connector {
@@ -168,8 +246,32 @@ impl TwoPhaseCommitSink {
             completed,
             retry,
             dirty: false,
+            ordered,
+            held: Vec::new(),
             prepared,
         })
+    }
+
+    /// Whether an earlier transaction is prepared and not yet committed.
+    fn uncommitted(&self) -> bool {
+        !self
+            .pending
+            .lock()
+            .expect("pending lock")
+            .transactions
+            .is_empty()
+    }
+
+    /// Writes the rows held back, once no earlier transaction is uncommitted.
+    async fn release_held(&mut self) -> Result<()> {
+        if self.held.is_empty() || self.uncommitted() {
+            return Ok(());
+        }
+        for chunk in std::mem::take(&mut self.held) {
+            self.dirty = true;
+            self.writer.write(&chunk).await?;
+        }
+        Ok(())
     }
 
     fn failure(&self) -> Result<()> {
@@ -182,7 +284,10 @@ impl TwoPhaseCommitSink {
         }
     }
 
-    /// Commits what is due in the background for as long as the sink lives.
+    /// Commits what is due in the background for as long as the sink lives. Every few
+    /// seconds it also aborts what an earlier attempt, still running somewhere until it is
+    /// cancelled (or a partitioned TaskManager), prepared after this one started: in a
+    /// database its locks would block this attempt's writes; files would stay behind.
     fn start_committer(&self) {
         let committer = self.committer.clone();
         let pending = self.pending.clone();
@@ -191,6 +296,8 @@ impl TwoPhaseCommitSink {
         let retry = self.retry;
         let table = self.table.clone();
         tokio::spawn(async move {
+            let mut sweep = tokio::time::interval(LEFTOVER_SWEEP);
+            sweep.tick().await;
             loop {
                 let done = completed.borrow_and_update().checkpoint;
                 if let Err(reason) = commit_due(&*committer, &pending, done, retry).await {
@@ -201,6 +308,11 @@ impl TwoPhaseCommitSink {
                 tokio::select! {
                     changed = completed.changed() => if changed.is_err() { return },
                     changed = prepared.changed() => if changed.is_err() { return },
+                    _ = sweep.tick() => {
+                        if let Err(error) = committer.abort_leftovers(&[]).await {
+                            tracing::warn!(table = %table, %error, "cannot abort leftover transactions");
+                        }
+                    }
                 }
             }
         });
@@ -284,10 +396,13 @@ impl SinkWriter for TwoPhaseCommitSink {
     fn open<'a>(&'a mut self, restored: &'a [Vec<u8>]) -> BoxFuture<'a, Result<()>> {
         async move {
             // Every transaction recorded in the restored checkpoint is committed: the
-            // checkpoint completed, whether or not its notice arrived.
+            // checkpoint completed, whether or not its notice arrived. Rows held then are
+            // written afterwards.
             let mut transactions = BTreeMap::new();
             for state in restored {
-                transactions.extend(Pending::decode(state, &self.table)?);
+                let state = SinkState::decode(state, &self.table)?;
+                transactions.extend(state.transactions);
+                self.held.extend(state.held);
             }
             for (checkpoint, handle) in &transactions {
                 commit_with_retry(&*self.committer, handle, self.retry)
@@ -316,6 +431,11 @@ impl SinkWriter for TwoPhaseCommitSink {
             if chunk.is_empty() {
                 return Ok(());
             }
+            self.release_held().await?;
+            if self.ordered && (self.uncommitted() || !self.held.is_empty()) {
+                self.held.push(chunk.clone());
+                return Ok(());
+            }
             self.dirty = true;
             self.writer.write(chunk).await
         }
@@ -325,6 +445,7 @@ impl SinkWriter for TwoPhaseCommitSink {
     fn checkpoint(&mut self, checkpoint: u64) -> BoxFuture<'_, Result<Vec<u8>>> {
         async move {
             self.failure()?;
+            self.release_held().await?;
             if std::mem::take(&mut self.dirty)
                 && let Some(handle) = self.writer.prepare(checkpoint).await?
             {
@@ -335,9 +456,19 @@ impl SinkWriter for TwoPhaseCommitSink {
                     .insert(checkpoint, handle);
                 self.prepared.send_replace(checkpoint);
             }
-            Ok(self.pending.lock().expect("pending lock").encode())
+            let transactions = self
+                .pending
+                .lock()
+                .expect("pending lock")
+                .transactions
+                .clone();
+            SinkState::encode(&transactions, &self.held)
         }
         .boxed()
+    }
+
+    fn settled(&self) -> bool {
+        self.held.is_empty()
     }
 
     fn finish(&mut self, end_of_input: bool) -> BoxFuture<'_, Result<()>> {
@@ -351,8 +482,10 @@ impl SinkWriter for TwoPhaseCommitSink {
                 }
                 return Ok(());
             }
-            // The input ended after a final checkpoint: nothing should be left open; if
-            // anything is, it is committed rather than lost.
+            // The input ended after a final checkpoint, at which nothing was held: nothing
+            // should be left open; if anything is, it is committed rather than lost.
+            self.drain(None).await?;
+            self.release_held().await?;
             if std::mem::take(&mut self.dirty)
                 && let Some(handle) = self.writer.prepare(u64::MAX).await?
             {
@@ -360,7 +493,8 @@ impl SinkWriter for TwoPhaseCommitSink {
                 commit_with_retry(&*self.committer, &handle, self.retry).await?;
             }
             self.drain(None).await?;
-            Ok(())
+            // What a cancelled earlier attempt wrote late is cleaned up now.
+            self.committer.abort_leftovers(&[]).await
         }
         .boxed()
     }
@@ -446,6 +580,7 @@ mod tests {
     struct Harness {
         store: Arc<Mutex<Store>>,
         notices: watch::Sender<CompletedCheckpoint>,
+        ordered: bool,
     }
 
     impl Harness {
@@ -454,7 +589,25 @@ mod tests {
             Harness {
                 store: Arc::default(),
                 notices,
+                ordered: false,
             }
+        }
+
+        fn ordered() -> Self {
+            Harness {
+                ordered: true,
+                ..Harness::new()
+            }
+        }
+
+        fn prepared(&self) -> Vec<Vec<i64>> {
+            self.store
+                .lock()
+                .unwrap()
+                .prepared
+                .values()
+                .cloned()
+                .collect()
         }
 
         async fn sink(&self, attempt: u32, restored: &[Vec<u8>]) -> TwoPhaseCommitSink {
@@ -483,6 +636,7 @@ mod tests {
                 Box::new(writer),
                 Arc::new(Committer(self.store.clone())),
                 retry,
+                self.ordered,
             )
             .unwrap();
             sink.open(restored).await.unwrap();
@@ -623,7 +777,51 @@ mod tests {
         let harness = Harness::new();
         let mut sink = harness.sink(1, &[]).await;
         let state = sink.checkpoint(1).await.unwrap();
-        assert!(Pending::decode(&state, "t").unwrap().is_empty());
+        assert!(
+            SinkState::decode(&state, "t")
+                .unwrap()
+                .transactions
+                .is_empty()
+        );
         assert!(harness.store.lock().unwrap().prepared.is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_ordered_sink_holds_rows_until_the_earlier_transaction_is_committed() {
+        let harness = Harness::ordered();
+        let mut sink = harness.sink(1, &[]).await;
+        sink.write(&rows(&[1])).await.unwrap();
+        sink.checkpoint(1).await.unwrap();
+        // Checkpoint 1 is prepared, not committed: row 2 is held, not written.
+        sink.write(&rows(&[2])).await.unwrap();
+        assert!(!sink.settled());
+        let state = sink.checkpoint(2).await.unwrap();
+        assert_eq!(harness.prepared(), vec![vec![1]]);
+        assert_eq!(SinkState::decode(&state, "t").unwrap().held.len(), 1);
+        // Checkpoint 2 completes (1's notice was lost): 1 is committed, then row 2 goes
+        // into the next transaction.
+        harness.complete(2);
+        assert_eq!(harness.visible_after_settling().await, vec![1]);
+        sink.checkpoint(3).await.unwrap();
+        assert!(sink.settled());
+        harness.complete(3);
+        assert_eq!(harness.visible_after_settling().await, vec![1, 2]);
+    }
+
+    #[tokio::test]
+    async fn held_rows_in_a_restored_checkpoint_are_written_after_its_transactions() {
+        let harness = Harness::ordered();
+        let mut first = harness.sink(1, &[]).await;
+        first.write(&rows(&[1])).await.unwrap();
+        first.checkpoint(1).await.unwrap();
+        first.write(&rows(&[2])).await.unwrap();
+        let state = first.checkpoint(2).await.unwrap();
+        // Checkpoint 2 completed; the attempt died before committing anything.
+        drop(first);
+        let mut second = harness.sink(2, &[state]).await;
+        assert_eq!(harness.visible_after_settling().await, vec![1]);
+        second.checkpoint(3).await.unwrap();
+        harness.complete(3);
+        assert_eq!(harness.visible_after_settling().await, vec![1, 2]);
     }
 }

@@ -13,7 +13,7 @@ use tokio_postgres::error::SqlState;
 use super::{PostgresConnector, connect, db_error};
 use crate::Result;
 use crate::connectors::SinkContext;
-use crate::connectors::transaction::TransactionCommitter;
+use crate::connectors::transaction::{AttemptToken, TransactionCommitter};
 
 /// `eddy/{job}/{table}/`: the start of every transaction id of a job's sink. Characters a
 /// literal would need escaped are replaced.
@@ -35,16 +35,24 @@ pub(super) struct PreparedTransactions {
     prefix: String,
     subtask: usize,
     parallelism: usize,
+    /// This writer's attempt token, `a{attempt}t{start}`.
+    token: AttemptToken,
     client: Mutex<Option<Client>>,
 }
 
 impl PreparedTransactions {
-    pub fn new(connector: Arc<PostgresConnector>, prefix: String, context: &SinkContext) -> Self {
+    pub fn new(
+        connector: Arc<PostgresConnector>,
+        prefix: String,
+        token: AttemptToken,
+        context: &SinkContext,
+    ) -> Self {
         PreparedTransactions {
             connector,
             prefix,
             subtask: context.subtask,
             parallelism: context.parallelism.max(1),
+            token,
             client: Mutex::new(None),
         }
     }
@@ -73,13 +81,21 @@ impl PreparedTransactions {
         }
     }
 
-    /// Which subtask prepared `gid` (`{prefix}{subtask}/{attempt}/{checkpoint}`).
-    fn writer_of(&self, gid: &str) -> Option<usize> {
-        gid.strip_prefix(&self.prefix)?
-            .split('/')
-            .next()?
-            .parse()
-            .ok()
+    /// Whether `gid` (`{prefix}{subtask}/{token}/{checkpoint}`) was left by an earlier
+    /// attempt of this subtask (or of one it took over).
+    fn is_leftover(&self, gid: &str) -> bool {
+        let mut parts = gid
+            .strip_prefix(&self.prefix)
+            .unwrap_or_default()
+            .split('/');
+        let writer: Option<usize> = parts.next().and_then(|w| w.parse().ok());
+        let token = parts.next().and_then(AttemptToken::parse);
+        match (writer, token) {
+            (Some(writer), Some(token)) => {
+                writer % self.parallelism == self.subtask && self.token.supersedes(&token)
+            }
+            _ => false,
+        }
     }
 }
 
@@ -120,10 +136,7 @@ impl TransactionCommitter for PreparedTransactions {
                     .collect()
             };
             for gid in gids {
-                let mine = self
-                    .writer_of(&gid)
-                    .is_some_and(|w| w % self.parallelism == self.subtask);
-                if mine && !keep.contains(&gid) {
+                if self.is_leftover(&gid) && !keep.contains(&gid) {
                     tracing::info!(%gid, "rolling back a transaction an earlier attempt left prepared");
                     self.finish_transaction(format!("ROLLBACK PREPARED '{gid}'"), "rolling back")
                         .await?;

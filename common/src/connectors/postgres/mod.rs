@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
 
-use super::transaction::{CommitRetry, DeliveryGuarantee, TwoPhaseCommitSink};
+use super::transaction::{AttemptToken, CommitRetry, DeliveryGuarantee, TwoPhaseCommitSink};
 use super::{Options, SinkContext, SinkWriter, TableConnector};
 use crate::{EddyError, Result};
 use committer::PreparedTransactions;
@@ -103,10 +103,11 @@ impl TableConnector for PostgresConnector {
 
     fn create_writer(&self, context: &SinkContext) -> Result<Box<dyn SinkWriter>> {
         let connector = Arc::new(self.clone());
+        let token = AttemptToken::new(&context.attempt);
         let mode = match (self.guarantee, &context.completed) {
             (DeliveryGuarantee::ExactlyOnce, _) => TransactionMode::Prepared {
                 prefix: committer::job_prefix(&context.job, &self.target),
-                writer: format!("{}/{}", context.subtask, attempt_token(&context.attempt)),
+                writer: format!("{}/{token}", context.subtask),
             },
             (_, Some(_)) => TransactionMode::PerCheckpoint,
             (_, None) => TransactionMode::PerChunk,
@@ -115,23 +116,16 @@ impl TableConnector for PostgresConnector {
         let TransactionMode::Prepared { prefix, .. } = mode else {
             return Ok(Box::new(writer));
         };
-        let committer = PreparedTransactions::new(connector, prefix, context);
+        let committer = PreparedTransactions::new(connector, prefix, token, context);
         Ok(Box::new(TwoPhaseCommitSink::new(
             context,
             Box::new(writer),
             Arc::new(committer),
             CommitRetry::default(),
+            // A transaction may update or delete rows an earlier one wrote.
+            true,
         )?))
     }
-}
-
-/// The attempt, with the writer's start time: unique even if attempt numbers repeat.
-fn attempt_token(attempt: &str) -> String {
-    let millis = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0);
-    format!("a{attempt}t{millis:x}")
 }
 
 /// Connects, running the connection in the background.

@@ -3,14 +3,14 @@
 
 use std::sync::Arc;
 
+use crate::chunk::Chunk;
+use crate::{EddyError, Result};
 use arrow::array::{Array, ArrayRef, UInt8Array};
 use arrow::buffer::Buffer;
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::ipc::reader::StreamDecoder;
 use arrow::ipc::writer::StreamWriter;
 use arrow::record_batch::RecordBatch;
-use eddy_common::chunk::Chunk;
-use eddy_common::{EddyError, Result};
 
 const OPS_COLUMN: &str = "__op";
 
@@ -76,8 +76,8 @@ pub fn decode_chunk(bytes: Vec<u8>) -> Result<Chunk> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::chunk::Op;
     use arrow::array::{Int64Array, StringArray};
-    use eddy_common::chunk::Op;
 
     #[test]
     fn round_trips_rows_and_ops() {

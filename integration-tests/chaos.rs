@@ -1,0 +1,316 @@
+//! End-to-end exactly-once under chaos: a JobManager and TaskManagers as real processes,
+//! a real PostgreSQL server and a real S3-compatible server, and a deterministic job
+//! writing through two-phase-commit sinks while processes are SIGKILLed at random moments,
+//! and aborted by failpoints right after a checkpoint completes, before the sinks commit.
+//! What readers see at the end must equal a failure-free run exactly.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::postgres::Postgres;
+use crate::processes::Cluster;
+use crate::recovery::{next, seeded};
+use crate::s3::S3Server;
+use crate::support::run_script;
+
+const BUCKET: &str = "eddy";
+const EVENTS: u64 = 300_000;
+
+/// The job: a retracting two-level GROUP BY and an upsert GROUP BY into PostgreSQL, and an
+/// append stream into PostgreSQL and into files on S3, all named after `name`.
+fn job(
+    name: &str,
+    events: u64,
+    rate: u64,
+    guarantee: &str,
+    pg: &Postgres,
+    s3: &S3Server,
+) -> String {
+    let url = pg.url();
+    let with_pg = |table: &str| {
+        format!(
+            "'connector' = 'postgres', 'url' = '{url}', 'table' = '{name}_{table}', \
+             'sink.delivery-guarantee' = '{guarantee}'"
+        )
+    };
+    format!(
+        "SET 'execution.checkpointing.interval' = '300ms';
+         SET 'restart-strategy.exponential-delay.initial-backoff' = '200ms';
+         SET 'restart-strategy.exponential-delay.max-backoff' = '200ms';
+         SET 'restart-strategy.exponential-delay.attempts-before-reset-backoff' = '100';
+         CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR)
+           WITH ('connector' = 'nexmark', 'nexmark.table' = 'bid', 'events.num' = '{events}',
+           'events.rate' = '{rate}');
+         CREATE TABLE per_auction (auction BIGINT, bids BIGINT, top BIGINT,
+           PRIMARY KEY (auction) NOT ENFORCED) WITH ({});
+         CREATE TABLE per_count (bids BIGINT, auctions BIGINT,
+           PRIMARY KEY (bids) NOT ENFORCED) WITH ({});
+         CREATE TABLE cheap (auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR)
+           WITH ({});
+         CREATE TABLE cheap_files (auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR)
+           WITH ('connector' = 'filesystem', 'path' = 's3://{BUCKET}/{name}', 'format' = 'csv',
+           'sink.rolling-policy.file-size' = '20000', 'sink.delivery-guarantee' = '{guarantee}',
+           {});
+         INSERT INTO per_auction SELECT auction, COUNT(*), MAX(price) FROM bid GROUP BY auction;
+         INSERT INTO per_count SELECT bids, COUNT(*)
+           FROM (SELECT auction, COUNT(*) AS bids FROM bid GROUP BY auction) GROUP BY bids;
+         INSERT INTO cheap SELECT auction, bidder, price, channel FROM bid WHERE price < 1000;
+         INSERT INTO cheap_files SELECT auction, bidder, price, channel FROM bid WHERE price < 1000;",
+        with_pg("per_auction"),
+        with_pg("per_count"),
+        with_pg("cheap"),
+        s3.options()
+    )
+}
+
+fn create_tables(pg: &Postgres, name: &str) {
+    pg.execute(&format!(
+        "CREATE TABLE {name}_per_auction (auction BIGINT PRIMARY KEY, bids BIGINT, top BIGINT);
+         CREATE TABLE {name}_per_count (bids BIGINT PRIMARY KEY, auctions BIGINT);
+         CREATE TABLE {name}_cheap (auction BIGINT, bidder BIGINT, price BIGINT, channel TEXT);"
+    ));
+}
+
+/// What readers see of one run: each table's rows and the committed files' lines, sorted;
+/// and the names of hidden (uncommitted) files.
+#[derive(Debug, PartialEq)]
+struct Seen {
+    tables: BTreeMap<&'static str, Vec<Vec<String>>>,
+    file_lines: Vec<String>,
+    hidden_files: Vec<String>,
+}
+
+fn seen(pg: &Postgres, s3: &S3Server, name: &str) -> Seen {
+    let mut tables = BTreeMap::new();
+    for (table, order) in [
+        ("per_auction", "1"),
+        ("per_count", "1"),
+        ("cheap", "1, 2, 3, 4"),
+    ] {
+        tables.insert(
+            table,
+            pg.query(&format!("SELECT * FROM {name}_{table} ORDER BY {order}")),
+        );
+    }
+    let mut file_lines = Vec::new();
+    let mut hidden_files = Vec::new();
+    for (key, body) in s3.objects(BUCKET, &format!("{name}/")) {
+        match key.rsplit('/').next().unwrap_or_default().starts_with('.') {
+            true => hidden_files.push(key),
+            false => file_lines.extend(body.lines().map(str::to_string)),
+        }
+    }
+    file_lines.sort();
+    Seen {
+        tables,
+        file_lines,
+        hidden_files,
+    }
+}
+
+/// Runs the job failure-free on the embedded cluster.
+fn failure_free(pg: &Postgres, s3: &S3Server, cluster: &Cluster, guarantee: &str) -> Seen {
+    create_tables(pg, "reference");
+    let script = job("reference", EVENTS, 0, guarantee, pg, s3);
+    let output = run_script(&cluster.scratch, &script, 2);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    seen(pg, s3, "reference")
+}
+
+/// Runs the job on a JobManager and 3 TaskManagers while killing processes: TaskManagers by
+/// SIGKILL at random moments, the JobManager and then the TaskManagers by failpoints right
+/// after a checkpoint completes. Returns the job's final status and the kills made.
+fn run_with_chaos(name: &str, guarantee: &str, pg: &Postgres, s3: &S3Server) -> (Cluster, u64) {
+    let mut rng = seeded();
+    let jobmanager_crash = 4 + next(&mut rng) % 8;
+    let taskmanager_crash = jobmanager_crash + 6 + next(&mut rng) % 8;
+    let failpoints = format!(
+        "jobmanager.before-notify={jobmanager_crash},taskmanager.before-commit={taskmanager_crash}"
+    );
+    eprintln!(
+        "{name}: the JobManager aborts before notifying checkpoint {jobmanager_crash}, \
+         TaskManagers before committing checkpoint {taskmanager_crash}"
+    );
+    let mut cluster = Cluster::start_with(name, 3, 2, &[], &[("EDDY_FAILPOINTS", &failpoints)]);
+    // Only the first processes carry the failpoints: a replacement must not abort again.
+    cluster.remove_env("EDDY_FAILPOINTS");
+    create_tables(pg, name);
+    let job_id = cluster.submit(&job(name, EVENTS, 15_000, guarantee, pg, s3), 2);
+    let mut kills = 0u64;
+    let mut jobmanager_aborted = false;
+    let mut replaced = vec![false; cluster.taskmanagers.len()];
+    let mut next_kill = Instant::now() + Duration::from_millis(1500 + next(&mut rng) % 2000);
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        assert!(Instant::now() < deadline, "the job did not finish in time");
+        if cluster.jobmanager.child.try_wait().unwrap().is_some() {
+            kills += 1;
+            eprintln!("kill {kills}: the JobManager aborted at its failpoint; restarting it");
+            jobmanager_aborted = true;
+            cluster.restart_jobmanager();
+        }
+        for i in 0..cluster.taskmanagers.len() {
+            if !replaced[i] && cluster.taskmanagers[i].child.try_wait().unwrap().is_some() {
+                kills += 1;
+                replaced[i] = true;
+                eprintln!(
+                    "kill {kills}: TaskManager {} ended (failpoint); replacing it",
+                    i + 1
+                );
+                cluster.add_taskmanager(2);
+                replaced.push(false);
+            }
+        }
+        let state = cluster.status(&job_id)["state"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        match state.as_str() {
+            "FINISHED" => break,
+            "FAILED" | "CANCELLED" => panic!("the job ended {state}: {}", cluster.status(&job_id)),
+            _ => {}
+        }
+        if kills < 6 && Instant::now() >= next_kill {
+            let alive: Vec<usize> = (0..cluster.taskmanagers.len())
+                .filter(|i| !replaced[*i])
+                .collect();
+            let victim = alive[(next(&mut rng) as usize) % alive.len()];
+            kills += 1;
+            eprintln!("kill {kills}: SIGKILL TaskManager {}", victim + 1);
+            cluster.taskmanagers[victim].child.kill().unwrap();
+            let _ = cluster.taskmanagers[victim].child.wait();
+            replaced[victim] = true;
+            cluster.add_taskmanager(2);
+            replaced.push(false);
+            next_kill = Instant::now() + Duration::from_millis(1500 + next(&mut rng) % 2000);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        jobmanager_aborted,
+        "the JobManager never reached its failpoint"
+    );
+    let status = cluster.status(&job_id);
+    eprintln!(
+        "{name}: {kills} kills, {} restarts, last restored from checkpoint {}",
+        status["restarts"], status["restored_from"]
+    );
+    (cluster, kills)
+}
+
+#[test]
+fn exactly_once_sinks_survive_chaos() {
+    let pg = Postgres::start("chaos");
+    let s3 = S3Server::start(BUCKET);
+    let (cluster, kills) = run_with_chaos("chaos", "exactly-once", &pg, &s3);
+    assert!(
+        kills >= 5,
+        "only {kills} kills happened before the job finished"
+    );
+    let got = seen(&pg, &s3, "chaos");
+    let expected = failure_free(&pg, &s3, &cluster, "exactly-once");
+    assert!(!expected.file_lines.is_empty() && !expected.tables["cheap"].is_empty());
+    assert!(
+        got.hidden_files.is_empty(),
+        "uncommitted files: {:?}",
+        got.hidden_files
+    );
+    for (table, rows) in &expected.tables {
+        let differing: Vec<_> = difference(&got.tables[table], rows)
+            .into_iter()
+            .take(10)
+            .collect();
+        assert!(
+            got.tables[table] == *rows,
+            "table {table}: {} rows, {} expected; rows only on one side: {differing:?}",
+            got.tables[table].len(),
+            rows.len()
+        );
+    }
+    assert!(
+        got.file_lines == expected.file_lines,
+        "files: {} lines, {} expected",
+        got.file_lines.len(),
+        expected.file_lines.len()
+    );
+    let prepared = pg.query("SELECT gid FROM pg_prepared_xacts");
+    assert!(
+        prepared.is_empty(),
+        "transactions left prepared: {prepared:?}"
+    );
+}
+
+/// Rows in one of the sorted lists but not the other, marked `+` (only in `got`) or `-`.
+fn difference(got: &[Vec<String>], expected: &[Vec<String>]) -> Vec<String> {
+    let got_rows: Vec<String> = got.iter().map(|r| r.join(",")).collect();
+    let expected_rows: Vec<String> = expected.iter().map(|r| r.join(",")).collect();
+    let (have, want) = (multiset(&got_rows), multiset(&expected_rows));
+    let mut out = Vec::new();
+    for (row, n) in &have {
+        if want.get(row) != Some(n) {
+            out.push(format!("+{row} x{n}"));
+        }
+    }
+    for (row, n) in &want {
+        if have.get(row) != Some(n) {
+            out.push(format!("-{row} x{n}"));
+        }
+    }
+    out
+}
+
+/// Counts, per row, how often it occurs.
+fn multiset(rows: &[String]) -> BTreeMap<&String, usize> {
+    let mut counts = BTreeMap::new();
+    for row in rows {
+        *counts.entry(row).or_insert(0) += 1;
+    }
+    counts
+}
+
+#[test]
+fn at_least_once_sinks_lose_nothing_under_chaos() {
+    let pg = Postgres::start("chaos-alo");
+    let s3 = S3Server::start(BUCKET);
+    let (cluster, kills) = run_with_chaos("alo", "at-least-once", &pg, &s3);
+    assert!(
+        kills >= 5,
+        "only {kills} kills happened before the job finished"
+    );
+    let got = seen(&pg, &s3, "alo");
+    let expected = failure_free(&pg, &s3, &cluster, "at-least-once");
+    // Upserts converge on the final value whatever is replayed.
+    for table in ["per_auction", "per_count"] {
+        assert!(
+            got.tables[table] == expected.tables[table],
+            "table {table} differs"
+        );
+    }
+    let rows =
+        |table: &[Vec<String>]| -> Vec<String> { table.iter().map(|r| r.join(",")).collect() };
+    for (what, got, expected) in [
+        (
+            "cheap",
+            rows(&got.tables["cheap"]),
+            rows(&expected.tables["cheap"]),
+        ),
+        ("files", got.file_lines.clone(), expected.file_lines.clone()),
+    ] {
+        let (have, want) = (multiset(&got), multiset(&expected));
+        let missing = want
+            .iter()
+            .filter(|(row, n)| have.get(*row).is_none_or(|h| h < n))
+            .count();
+        assert_eq!(missing, 0, "{what}: {missing} rows lost");
+        eprintln!(
+            "at-least-once, {what}: {} rows, {} expected: {} duplicates",
+            got.len(),
+            expected.len(),
+            got.len() - expected.len()
+        );
+    }
+}
