@@ -1,5 +1,6 @@
 //! End-to-end exactly-once under chaos: a JobManager and TaskManagers as real processes,
-//! a real PostgreSQL server and a real S3-compatible server, and a deterministic job
+//! a real PostgreSQL server, S3-compatible server and Kafka-protocol broker, and a
+//! deterministic job
 //! writing through two-phase-commit sinks while processes are SIGKILLed at random moments,
 //! and aborted by failpoints right after a checkpoint completes, before the sinks commit.
 //! What readers see at the end must equal a failure-free run exactly.
@@ -7,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::kafka::Broker;
 use crate::postgres::Postgres;
 use crate::processes::Cluster;
 use crate::recovery::{next, seeded};
@@ -16,16 +18,28 @@ use crate::support::run_script;
 const BUCKET: &str = "eddy";
 const EVENTS: u64 = 300_000;
 
+/// The external systems.
+struct Systems {
+    pg: Postgres,
+    s3: S3Server,
+    kafka: Broker,
+}
+
+impl Systems {
+    fn start(name: &str) -> Systems {
+        Systems {
+            pg: Postgres::start(name),
+            s3: S3Server::start(BUCKET),
+            kafka: Broker::start(),
+        }
+    }
+}
+
 /// The job: a retracting two-level GROUP BY and an upsert GROUP BY into PostgreSQL, and an
-/// append stream into PostgreSQL and into files on S3, all named after `name`.
-fn job(
-    name: &str,
-    events: u64,
-    rate: u64,
-    guarantee: &str,
-    pg: &Postgres,
-    s3: &S3Server,
-) -> String {
+/// append stream into PostgreSQL, into files on S3 and into a Kafka topic, all named after
+/// `name`.
+fn job(name: &str, events: u64, rate: u64, guarantee: &str, systems: &Systems) -> String {
+    let (pg, s3) = (&systems.pg, &systems.s3);
     let url = pg.url();
     let with_pg = |table: &str| {
         format!(
@@ -51,36 +65,44 @@ fn job(
            WITH ('connector' = 'filesystem', 'path' = 's3://{BUCKET}/{name}', 'format' = 'csv',
            'sink.rolling-policy.file-size' = '20000', 'sink.delivery-guarantee' = '{guarantee}',
            {});
+         CREATE TABLE cheap_kafka (auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR)
+           WITH ('connector' = 'kafka', 'topic' = '{name}-cheap', 'format' = 'csv',
+           'properties.bootstrap.servers' = '{}', 'sink.delivery-guarantee' = '{guarantee}');
          INSERT INTO per_auction SELECT auction, COUNT(*), MAX(price) FROM bid GROUP BY auction;
          INSERT INTO per_count SELECT bids, COUNT(*)
            FROM (SELECT auction, COUNT(*) AS bids FROM bid GROUP BY auction) GROUP BY bids;
          INSERT INTO cheap SELECT auction, bidder, price, channel FROM bid WHERE price < 1000;
-         INSERT INTO cheap_files SELECT auction, bidder, price, channel FROM bid WHERE price < 1000;",
+         INSERT INTO cheap_files SELECT auction, bidder, price, channel FROM bid WHERE price < 1000;
+         INSERT INTO cheap_kafka SELECT auction, bidder, price, channel FROM bid WHERE price < 1000;",
         with_pg("per_auction"),
         with_pg("per_count"),
         with_pg("cheap"),
-        s3.options()
+        s3.options(),
+        systems.kafka.address
     )
 }
 
-fn create_tables(pg: &Postgres, name: &str) {
-    pg.execute(&format!(
+fn create_tables(systems: &Systems, name: &str) {
+    systems.kafka.create_topic(&format!("{name}-cheap"), 2);
+    systems.pg.execute(&format!(
         "CREATE TABLE {name}_per_auction (auction BIGINT PRIMARY KEY, bids BIGINT, top BIGINT);
          CREATE TABLE {name}_per_count (bids BIGINT PRIMARY KEY, auctions BIGINT);
          CREATE TABLE {name}_cheap (auction BIGINT, bidder BIGINT, price BIGINT, channel TEXT);"
     ));
 }
 
-/// What readers see of one run: each table's rows and the committed files' lines, sorted;
-/// and the names of hidden (uncommitted) files.
+/// What readers see of one run: each table's rows, the committed files' lines and the
+/// topic's committed records, sorted; and the names of hidden (uncommitted) files.
 #[derive(Debug, PartialEq)]
 struct Seen {
     tables: BTreeMap<&'static str, Vec<Vec<String>>>,
     file_lines: Vec<String>,
     hidden_files: Vec<String>,
+    records: Vec<String>,
 }
 
-fn seen(pg: &Postgres, s3: &S3Server, name: &str) -> Seen {
+fn seen(systems: &Systems, name: &str) -> Seen {
+    let (pg, s3) = (&systems.pg, &systems.s3);
     let mut tables = BTreeMap::new();
     for (table, order) in [
         ("per_auction", "1"),
@@ -101,30 +123,33 @@ fn seen(pg: &Postgres, s3: &S3Server, name: &str) -> Seen {
         }
     }
     file_lines.sort();
+    let mut records = systems.kafka.read_committed(&format!("{name}-cheap"));
+    records.sort();
     Seen {
         tables,
         file_lines,
         hidden_files,
+        records,
     }
 }
 
 /// Runs the job failure-free on the embedded cluster.
-fn failure_free(pg: &Postgres, s3: &S3Server, cluster: &Cluster, guarantee: &str) -> Seen {
-    create_tables(pg, "reference");
-    let script = job("reference", EVENTS, 0, guarantee, pg, s3);
+fn failure_free(systems: &Systems, cluster: &Cluster, guarantee: &str) -> Seen {
+    create_tables(systems, "reference");
+    let script = job("reference", EVENTS, 0, guarantee, systems);
     let output = run_script(&cluster.scratch, &script, 2);
     assert!(
         output.status.success(),
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    seen(pg, s3, "reference")
+    seen(systems, "reference")
 }
 
 /// Runs the job on a JobManager and 3 TaskManagers while killing processes: TaskManagers by
 /// SIGKILL at random moments, the JobManager and then the TaskManagers by failpoints right
 /// after a checkpoint completes. Returns the job's final status and the kills made.
-fn run_with_chaos(name: &str, guarantee: &str, pg: &Postgres, s3: &S3Server) -> (Cluster, u64) {
+fn run_with_chaos(name: &str, guarantee: &str, systems: &Systems) -> (Cluster, u64) {
     let mut rng = seeded();
     let jobmanager_crash = 4 + next(&mut rng) % 8;
     let taskmanager_crash = jobmanager_crash + 6 + next(&mut rng) % 8;
@@ -138,8 +163,8 @@ fn run_with_chaos(name: &str, guarantee: &str, pg: &Postgres, s3: &S3Server) -> 
     let mut cluster = Cluster::start_with(name, 3, 2, &[], &[("EDDY_FAILPOINTS", &failpoints)]);
     // Only the first processes carry the failpoints: a replacement must not abort again.
     cluster.remove_env("EDDY_FAILPOINTS");
-    create_tables(pg, name);
-    let job_id = cluster.submit(&job(name, EVENTS, 15_000, guarantee, pg, s3), 2);
+    create_tables(systems, name);
+    let job_id = cluster.submit(&job(name, EVENTS, 15_000, guarantee, systems), 2);
     let mut kills = 0u64;
     let mut jobmanager_aborted = false;
     let mut replaced = vec![false; cluster.taskmanagers.len()];
@@ -204,15 +229,14 @@ fn run_with_chaos(name: &str, guarantee: &str, pg: &Postgres, s3: &S3Server) -> 
 
 #[test]
 fn exactly_once_sinks_survive_chaos() {
-    let pg = Postgres::start("chaos");
-    let s3 = S3Server::start(BUCKET);
-    let (cluster, kills) = run_with_chaos("chaos", "exactly-once", &pg, &s3);
+    let systems = Systems::start("chaos");
+    let (cluster, kills) = run_with_chaos("chaos", "exactly-once", &systems);
     assert!(
         kills >= 5,
         "only {kills} kills happened before the job finished"
     );
-    let got = seen(&pg, &s3, "chaos");
-    let expected = failure_free(&pg, &s3, &cluster, "exactly-once");
+    let got = seen(&systems, "chaos");
+    let expected = failure_free(&systems, &cluster, "exactly-once");
     assert!(!expected.file_lines.is_empty() && !expected.tables["cheap"].is_empty());
     assert!(
         got.hidden_files.is_empty(),
@@ -237,7 +261,13 @@ fn exactly_once_sinks_survive_chaos() {
         got.file_lines.len(),
         expected.file_lines.len()
     );
-    let prepared = pg.query("SELECT gid FROM pg_prepared_xacts");
+    assert!(
+        got.records == expected.records,
+        "topic: {} records, {} expected",
+        got.records.len(),
+        expected.records.len()
+    );
+    let prepared = systems.pg.query("SELECT gid FROM pg_prepared_xacts");
     assert!(
         prepared.is_empty(),
         "transactions left prepared: {prepared:?}"
@@ -274,15 +304,14 @@ fn multiset(rows: &[String]) -> BTreeMap<&String, usize> {
 
 #[test]
 fn at_least_once_sinks_lose_nothing_under_chaos() {
-    let pg = Postgres::start("chaos-alo");
-    let s3 = S3Server::start(BUCKET);
-    let (cluster, kills) = run_with_chaos("alo", "at-least-once", &pg, &s3);
+    let systems = Systems::start("chaos-alo");
+    let (cluster, kills) = run_with_chaos("alo", "at-least-once", &systems);
     assert!(
         kills >= 5,
         "only {kills} kills happened before the job finished"
     );
-    let got = seen(&pg, &s3, "alo");
-    let expected = failure_free(&pg, &s3, &cluster, "at-least-once");
+    let got = seen(&systems, "alo");
+    let expected = failure_free(&systems, &cluster, "at-least-once");
     // Upserts converge on the final value whatever is replayed.
     for table in ["per_auction", "per_count"] {
         assert!(
@@ -299,6 +328,7 @@ fn at_least_once_sinks_lose_nothing_under_chaos() {
             rows(&expected.tables["cheap"]),
         ),
         ("files", got.file_lines.clone(), expected.file_lines.clone()),
+        ("topic", got.records.clone(), expected.records.clone()),
     ] {
         let (have, want) = (multiset(&got), multiset(&expected));
         let missing = want

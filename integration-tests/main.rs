@@ -7,6 +7,7 @@ mod cli;
 mod cluster;
 mod examples;
 mod golden;
+mod kafka;
 mod postgres;
 mod processes;
 mod recovery;

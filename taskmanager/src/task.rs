@@ -618,6 +618,7 @@ async fn run_source(
                 }
                 watermark
             }
+            Some(SourceEvent::Idle) => None,
             Some(SourceEvent::SplitEnd(split)) => {
                 watermarks.as_mut().and_then(|w| w.end_split(split))
             }

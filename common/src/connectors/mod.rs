@@ -5,6 +5,7 @@ pub mod datagen;
 mod file_sink;
 pub mod filesystem;
 pub mod format;
+pub mod kafka;
 pub mod nexmark;
 mod options;
 pub mod postgres;
@@ -34,6 +35,7 @@ const CONNECTORS: &[&str] = &[
     "blackhole",
     "datagen",
     "filesystem",
+    "kafka",
     "nexmark",
     "postgres",
     "print",
@@ -126,6 +128,9 @@ pub enum SourceEvent {
     },
     /// A split has no more rows: it no longer holds the watermark back.
     SplitEnd(usize),
+    /// Nothing to read for now (an unbounded source waiting for data); the task may take
+    /// a checkpoint before asking again.
+    Idle,
 }
 
 /// Reads one subtask's share of a source.
@@ -197,6 +202,7 @@ pub fn create(
         "filesystem" => Arc::new(filesystem::FilesystemConnector::new(
             table, options, schema,
         )?),
+        "kafka" => Arc::new(kafka::KafkaConnector::new(table, options)?),
         "nexmark" => Arc::new(nexmark::NexmarkConnector::new(table, options, schema)?),
         "postgres" => Arc::new(postgres::PostgresConnector::new(
             table,

@@ -1,0 +1,267 @@
+//! A Kafka-protocol broker on loopback (`noida-db`, from PyPI) and the kafka connector
+//! against it. The broker is young, so what the tests rely on is checked here: records of
+//! aborted and open transactions stay invisible to `read_committed` readers.
+
+use std::collections::BTreeMap;
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+
+use crate::processes::free_port;
+use crate::support::{Scratch, run_script};
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A broker on a free loopback port, stopped on drop.
+pub struct Broker {
+    child: Child,
+    /// `127.0.0.1:PORT`.
+    pub address: String,
+    data: Scratch,
+}
+
+/// The `noida-db` binary inside its Python package.
+fn binary() -> String {
+    let output = Command::new("python3")
+        .args([
+            "-c",
+            "import noida_db, os; print(os.path.join(os.path.dirname(noida_db.__file__), 'noida-db'))",
+        ])
+        .output()
+        .expect("run python3");
+    assert!(
+        output.status.success(),
+        "noida-db is not installed; `.ci/run` installs it, or: pip install noida-db==0.2.3"
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+impl Broker {
+    /// Starts a broker with an empty data directory.
+    pub fn start() -> Broker {
+        let port = free_port();
+        let data = Scratch::new("kafka-data");
+        let child = Command::new(binary())
+            .args([
+                "start",
+                "--only",
+                "kafka",
+                "--kafka-port",
+                &port.to_string(),
+            ])
+            .arg("--data-dir")
+            .arg(data.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start noida-db");
+        let broker = Broker {
+            child,
+            address: format!("127.0.0.1:{port}"),
+            data,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "the broker did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        broker
+    }
+
+    fn config(&self) -> ClientConfig {
+        let mut config = ClientConfig::new();
+        config.set("bootstrap.servers", &self.address);
+        config
+    }
+
+    /// Creates a topic.
+    pub fn create_topic(&self, name: &str, partitions: i32) {
+        let admin: AdminClient<DefaultClientContext> = self.config().create().unwrap();
+        let topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let results = runtime
+            .block_on(admin.create_topics([&topic], &AdminOptions::new()))
+            .unwrap();
+        for result in results {
+            result.unwrap_or_else(|(topic, e)| panic!("creating topic {topic}: {e}"));
+        }
+    }
+
+    /// A transactional producer with id `id`, initialized.
+    pub fn transactional_producer(&self, id: &str) -> BaseProducer {
+        let producer: BaseProducer = self.config().set("transactional.id", id).create().unwrap();
+        producer.init_transactions(TIMEOUT).unwrap();
+        producer
+    }
+
+    /// Every record of a topic a `read_committed` consumer sees, as text, in no order.
+    pub fn read_committed(&self, topic: &str) -> Vec<String> {
+        let consumer: BaseConsumer = self
+            .config()
+            .set("group.id", "eddy-tests")
+            .set("enable.auto.commit", "false")
+            .set("enable.partition.eof", "true")
+            .set("isolation.level", "read_committed")
+            .create()
+            .unwrap();
+        let metadata = consumer.fetch_metadata(Some(topic), TIMEOUT).unwrap();
+        let partitions = metadata.topics()[0].partitions().len() as i32;
+        let mut assignment = TopicPartitionList::new();
+        for p in 0..partitions {
+            assignment
+                .add_partition_offset(topic, p, Offset::Beginning)
+                .unwrap();
+        }
+        consumer.assign(&assignment).unwrap();
+        let mut at_end = std::collections::HashSet::new();
+        let mut records = Vec::new();
+        let deadline = Instant::now() + TIMEOUT;
+        while (at_end.len() as i32) < partitions {
+            assert!(Instant::now() < deadline, "reading topic {topic} timed out");
+            match consumer.poll(Duration::from_millis(100)) {
+                None => {}
+                Some(Ok(message)) => {
+                    at_end.remove(&message.partition());
+                    records.push(
+                        String::from_utf8_lossy(message.payload().unwrap_or_default()).into_owned(),
+                    );
+                }
+                Some(Err(KafkaError::PartitionEOF(p))) => {
+                    at_end.insert(p);
+                }
+                Some(Err(e)) => panic!("reading topic {topic}: {e}"),
+            }
+        }
+        records
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = &self.data;
+    }
+}
+
+fn send_all(producer: &BaseProducer, topic: &str, lines: &[String]) {
+    for line in lines {
+        producer
+            .send(BaseRecord::<(), str>::to(topic).payload(line))
+            .unwrap();
+    }
+    producer.flush(TIMEOUT).unwrap();
+}
+
+fn sorted(mut lines: Vec<String>) -> Vec<String> {
+    lines.sort();
+    lines
+}
+
+#[test]
+fn read_committed_hides_aborted_and_open_transactions() {
+    let broker = Broker::start();
+    broker.create_topic("orders", 3);
+    let committed: Vec<String> = (0..300).map(|i| format!("{i},committed")).collect();
+    let aborted: Vec<String> = (1000..1300).map(|i| format!("{i},aborted")).collect();
+    let open: Vec<String> = (2000..2100).map(|i| format!("{i},open")).collect();
+    let producer = broker.transactional_producer("test-writer");
+    producer.begin_transaction().unwrap();
+    send_all(&producer, "orders", &committed);
+    producer.commit_transaction(TIMEOUT).unwrap();
+    producer.begin_transaction().unwrap();
+    send_all(&producer, "orders", &aborted);
+    producer.abort_transaction(TIMEOUT).unwrap();
+    producer.begin_transaction().unwrap();
+    send_all(&producer, "orders", &open);
+
+    // The broker itself: a read_committed consumer sees the committed records only.
+    assert_eq!(
+        sorted(broker.read_committed("orders")),
+        sorted(committed.clone())
+    );
+
+    // Eddy's source, bounded at the offsets it finds at start, at parallelism 2.
+    let scratch = Scratch::new("kafka-source");
+    let out = scratch.path().join("out");
+    let script = format!(
+        "CREATE TABLE orders (id BIGINT, note VARCHAR) WITH ('connector' = 'kafka',
+           'topic' = 'orders', 'properties.bootstrap.servers' = '{}', 'format' = 'csv',
+           'scan.startup.mode' = 'earliest-offset', 'scan.bounded.mode' = 'latest-offset');
+         CREATE TABLE out (id BIGINT, note VARCHAR) WITH ('connector' = 'filesystem',
+           'path' = '{}', 'format' = 'csv');
+         INSERT INTO out SELECT id, note FROM orders;",
+        broker.address,
+        out.display()
+    );
+    let output = run_script(&scratch, &script, 2);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut read = Vec::new();
+    for file in std::fs::read_dir(&out).unwrap().flatten() {
+        let text = std::fs::read_to_string(file.path()).unwrap();
+        read.extend(text.lines().map(str::to_string));
+    }
+    assert_eq!(sorted(read), sorted(committed));
+    drop(producer);
+}
+
+/// Counts of each record.
+fn counts(lines: &[String]) -> BTreeMap<&str, usize> {
+    let mut counts = BTreeMap::new();
+    for line in lines {
+        *counts.entry(line.as_str()).or_insert(0) += 1;
+    }
+    counts
+}
+
+#[test]
+fn the_kafka_sink_writes_exactly_once_with_checkpoints() {
+    let broker = Broker::start();
+    broker.create_topic("cheap", 2);
+    let scratch = Scratch::new("kafka-sink");
+    let files = scratch.path().join("files");
+    let script = format!(
+        "SET 'execution.checkpointing.interval' = '100ms';
+         CREATE TABLE bid (auction BIGINT, price BIGINT) WITH ('connector' = 'nexmark',
+           'nexmark.table' = 'bid', 'events.num' = '50000', 'events.rate' = '50000');
+         CREATE TABLE cheap (auction BIGINT, price BIGINT) WITH ('connector' = 'kafka',
+           'topic' = 'cheap', 'properties.bootstrap.servers' = '{}', 'format' = 'json',
+           'sink.delivery-guarantee' = 'exactly-once');
+         CREATE TABLE cheap_files (auction BIGINT, price BIGINT) WITH (
+           'connector' = 'filesystem', 'path' = '{}', 'format' = 'json');
+         INSERT INTO cheap SELECT auction, price FROM bid WHERE price < 2000;
+         INSERT INTO cheap_files SELECT auction, price FROM bid WHERE price < 2000;",
+        broker.address,
+        files.display()
+    );
+    let output = run_script(&scratch, &script, 2);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut expected = Vec::new();
+    for file in std::fs::read_dir(&files).unwrap().flatten() {
+        let text = std::fs::read_to_string(file.path()).unwrap();
+        expected.extend(text.lines().map(str::to_string));
+    }
+    assert!(!expected.is_empty());
+    let got = broker.read_committed("cheap");
+    assert_eq!(counts(&got), counts(&expected));
+}
