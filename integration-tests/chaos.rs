@@ -13,7 +13,7 @@ use crate::postgres::Postgres;
 use crate::processes::Cluster;
 use crate::recovery::{next, seeded};
 use crate::s3::S3Server;
-use crate::support::run_script;
+use crate::support::run_ok;
 
 const BUCKET: &str = "eddy";
 const EVENTS: u64 = 300_000;
@@ -137,12 +137,7 @@ fn seen(systems: &Systems, name: &str) -> Seen {
 fn failure_free(systems: &Systems, cluster: &Cluster, guarantee: &str) -> Seen {
     create_tables(systems, "reference");
     let script = job("reference", EVENTS, 0, guarantee, systems);
-    let output = run_script(&cluster.scratch, &script, 2);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    run_ok(&cluster.scratch, &script, 2);
     seen(systems, "reference")
 }
 

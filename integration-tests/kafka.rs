@@ -17,7 +17,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::processes::free_port;
-use crate::support::{Scratch, run_script};
+use crate::support::{Scratch, run_ok, visible_lines};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -206,17 +206,8 @@ fn read_committed_hides_aborted_and_open_transactions() {
         broker.address,
         out.display()
     );
-    let output = run_script(&scratch, &script, 2);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let mut read = Vec::new();
-    for file in std::fs::read_dir(&out).unwrap().flatten() {
-        let text = std::fs::read_to_string(file.path()).unwrap();
-        read.extend(text.lines().map(str::to_string));
-    }
+    run_ok(&scratch, &script, 2);
+    let read = visible_lines(&out);
     assert_eq!(sorted(read), sorted(committed));
     drop(producer);
 }
@@ -250,17 +241,8 @@ fn the_kafka_sink_writes_exactly_once_with_checkpoints() {
         broker.address,
         files.display()
     );
-    let output = run_script(&scratch, &script, 2);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let mut expected = Vec::new();
-    for file in std::fs::read_dir(&files).unwrap().flatten() {
-        let text = std::fs::read_to_string(file.path()).unwrap();
-        expected.extend(text.lines().map(str::to_string));
-    }
+    run_ok(&scratch, &script, 2);
+    let expected = visible_lines(&files);
     assert!(!expected.is_empty());
     let got = broker.read_committed("cheap");
     assert_eq!(counts(&got), counts(&expected));

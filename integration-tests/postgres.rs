@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use crate::processes::free_port;
-use crate::support::{Scratch, run_script};
+use crate::support::{Scratch, run_ok, run_script, visible_lines};
 
 /// A PostgreSQL cluster in a temporary directory, stopped and removed on drop.
 pub struct Postgres {
@@ -200,12 +200,7 @@ fn append_upsert_and_retract_streams_into_postgres() {
         bids(20_000)
     );
     let scratch = Scratch::new("pg-modes");
-    let output = run_script(&scratch, &script, 2);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    run_ok(&scratch, &script, 2);
     // The same queries, computed by PostgreSQL from the appended rows of a full copy.
     let all = format!(
         "{}
@@ -217,7 +212,7 @@ fn append_upsert_and_retract_streams_into_postgres() {
     pg.execute(
         "CREATE TABLE every_bid (auction BIGINT, bidder BIGINT, price BIGINT, channel TEXT)",
     );
-    assert!(run_script(&scratch, &all, 1).status.success());
+    run_ok(&scratch, &all, 1);
     // 46 of every 50 Nexmark events are bids.
     assert_eq!(
         pg.query("SELECT count(*) FROM every_bid"),
@@ -293,28 +288,20 @@ fn exactly_once_rows_are_committed_by_the_final_checkpoint() {
          INSERT INTO cheap_files SELECT auction, price FROM bid WHERE price < 1000;",
         files.display()
     );
-    let output = run_script(&scratch, &script, 2);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    run_ok(&scratch, &script, 2);
     assert!(pg.query("SELECT gid FROM pg_prepared_xacts").is_empty());
     let groups = pg.query("SELECT sum(bids) FROM per_auction");
     assert_eq!(groups, vec![vec!["18400".to_string()]]);
-    let mut from_files: Vec<Vec<String>> = Vec::new();
-    for entry in std::fs::read_dir(&files).unwrap().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        assert!(
-            !name.starts_with('.'),
-            "an uncommitted part file is left: {name}"
-        );
-        let text = std::fs::read_to_string(entry.path()).unwrap();
-        from_files.extend(
-            text.lines()
-                .map(|l| l.split(',').map(str::to_string).collect()),
-        );
-    }
+    let hidden = std::fs::read_dir(&files)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+        .count();
+    assert_eq!(hidden, 0, "uncommitted part files are left");
+    let mut from_files: Vec<Vec<String>> = visible_lines(&files)
+        .iter()
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect();
     from_files.sort();
     let mut from_pg = pg.query("SELECT auction, price FROM cheap");
     from_pg.sort();

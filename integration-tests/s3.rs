@@ -44,12 +44,13 @@ impl S3Server {
         server
     }
 
-    /// Overwrites object `key` of `bucket` with `body`, through boto3 (which moto brings).
-    pub fn put(&self, bucket: &str, key: &str, body: &str) {
+    /// Runs a Python program with `s3`, a boto3 client of this server (boto3 comes with
+    /// moto); returns what it printed.
+    fn boto3(&self, program: &str) -> Vec<u8> {
         let program = format!(
-            "import boto3; boto3.client('s3', endpoint_url='{}', aws_access_key_id='test', \
-             aws_secret_access_key='test', region_name='us-east-1').put_object(Bucket='{bucket}', \
-             Key='{key}', Body=b'{body}')",
+            "import boto3, json\n\
+             s3 = boto3.client('s3', endpoint_url='{}', aws_access_key_id='test', \
+             aws_secret_access_key='test', region_name='us-east-1')\n{program}",
             self.endpoint
         );
         let output = Command::new("python3")
@@ -61,30 +62,25 @@ impl S3Server {
             "{}",
             String::from_utf8_lossy(&output.stderr)
         );
+        output.stdout
+    }
+
+    /// Overwrites object `key` of `bucket` with `body`.
+    pub fn put(&self, bucket: &str, key: &str, body: &str) {
+        self.boto3(&format!(
+            "s3.put_object(Bucket='{bucket}', Key='{key}', Body=b'{body}')"
+        ));
     }
 
     /// Every object of `bucket` under `prefix`, as (key, body), sorted by key.
     pub fn objects(&self, bucket: &str, prefix: &str) -> Vec<(String, String)> {
-        let program = format!(
-            "import boto3, json\n\
-             s3 = boto3.client('s3', endpoint_url='{}', aws_access_key_id='test', \
-             aws_secret_access_key='test', region_name='us-east-1')\n\
-             keys = [o['Key'] for p in s3.get_paginator('list_objects_v2').paginate(\
+        let printed = self.boto3(&format!(
+            "keys = [o['Key'] for p in s3.get_paginator('list_objects_v2').paginate(\
              Bucket='{bucket}', Prefix='{prefix}') for o in p.get('Contents', [])]\n\
              print(json.dumps([[k, s3.get_object(Bucket='{bucket}', Key=k)['Body'].read()\
-             .decode()] for k in sorted(keys)]))",
-            self.endpoint
-        );
-        let output = Command::new("python3")
-            .args(["-c", &program])
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        serde_json::from_slice(&output.stdout).unwrap()
+             .decode()] for k in sorted(keys)]))"
+        ));
+        serde_json::from_slice(&printed).unwrap()
     }
 
     fn request(&self, text: &str) -> String {

@@ -61,6 +61,32 @@ pub fn run_script(scratch: &Scratch, script: &str, parallelism: usize) -> Output
         .expect("start eddy")
 }
 
+/// Runs `eddy run` as [`run_script`] does and fails the test, with its stderr, unless it
+/// succeeded.
+pub fn run_ok(scratch: &Scratch, script: &str, parallelism: usize) -> Output {
+    let output = run_script(scratch, script, parallelism);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// The lines of every visible file in a directory (hidden files are uncommitted), in no
+/// particular order.
+pub fn visible_lines(directory: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    for entry in std::fs::read_dir(directory).unwrap().flatten() {
+        if entry.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
+        let text = std::fs::read_to_string(entry.path()).unwrap();
+        lines.extend(text.lines().map(str::to_string));
+    }
+    lines
+}
+
 /// One printed change: its op (`+I`, `-U`, `+U`, `-D`) and fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {

@@ -83,8 +83,6 @@ pub fn create(config: &FileSinkConfig, context: &SinkContext) -> Result<Box<dyn 
         Box::new(parts),
         Arc::new(committer),
         CommitRetry::default(),
-        // Part files do not depend on each other.
-        false,
     )?))
 }
 

@@ -12,12 +12,12 @@
 //! (writes and prepares) and a [`TransactionCommitter`] (commits and aborts by handle, on
 //! its own connection, beside the writer).
 //!
-//! Where a transaction may change what an earlier one wrote (a database: an upsert or a
-//! delete of a row inserted before), it must not start while an earlier one is prepared
-//! but uncommitted, whose rows it cannot see. Such an *ordered* sink holds rows back
-//! meanwhile, without blocking: they are written once the earlier transactions are
-//! committed, and rows still held at a barrier are part of the snapshot, so a restore
-//! writes them. A job's final checkpoint is one at which no sink holds rows.
+//! Rows that may change what an earlier transaction wrote (in a database: an upsert or a
+//! delete of a row inserted before) must not be written while an earlier transaction is
+//! prepared but uncommitted: its rows are invisible to them. Such rows are held back,
+//! without blocking, and written once the earlier transactions are committed; rows still
+//! held at a barrier are part of the snapshot, so a restore writes them. A job's final
+//! checkpoint is one at which no sink holds rows.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -72,6 +72,13 @@ pub trait TransactionWriter: Send {
 
     /// Rolls back the open transaction, if any.
     fn abort(&mut self) -> BoxFuture<'_, Result<()>>;
+
+    /// Whether writing `chunk` may change rows an earlier transaction wrote, so that it
+    /// must wait until the earlier transactions are committed.
+    fn depends_on_earlier(&self, chunk: &Chunk) -> bool {
+        let _ = chunk;
+        false
+    }
 }
 
 /// The committing side of a transactional sink: works on prepared transactions by
@@ -151,7 +158,7 @@ impl Default for CommitRetry {
     }
 }
 
-/// How often an ordered sink looks for transactions earlier attempts left prepared.
+/// How often a sink looks for transactions earlier attempts left prepared.
 const LEFTOVER_SWEEP: Duration = Duration::from_secs(2);
 
 /// Prepared transactions not yet known to be committed, by checkpoint.
@@ -210,8 +217,6 @@ pub struct TwoPhaseCommitSink {
     retry: CommitRetry,
     /// Whether rows were written since the last prepare.
     dirty: bool,
-    /// Whether a transaction waits for the earlier ones to commit (see the module docs).
-    ordered: bool,
     /// Rows held back until the earlier transactions are committed.
     held: Vec<Chunk>,
     /// Wakes the committer when a transaction was prepared.
@@ -219,15 +224,13 @@ pub struct TwoPhaseCommitSink {
 }
 
 impl TwoPhaseCommitSink {
-    /// A sink over `writer` and `committer`, for a job that checkpoints; `ordered` when a
-    /// transaction may change what an earlier one wrote. Fails when the job does not
-    /// checkpoint: without checkpoints nothing would ever be committed.
+    /// A sink over `writer` and `committer`, for a job that checkpoints. Fails when the job
+    /// does not checkpoint: without checkpoints nothing would ever be committed.
     pub fn new(
         context: &SinkContext,
         writer: Box<dyn TransactionWriter>,
         committer: Arc<dyn TransactionCommitter>,
         retry: CommitRetry,
-        ordered: bool,
     ) -> Result<Self> {
         let Some(completed) = context.completed.clone() else {
             return Err(EddyError::Connector {
@@ -246,7 +249,6 @@ impl TwoPhaseCommitSink {
             completed,
             retry,
             dirty: false,
-            ordered,
             held: Vec::new(),
             prepared,
         })
@@ -432,7 +434,8 @@ impl SinkWriter for TwoPhaseCommitSink {
                 return Ok(());
             }
             self.release_held().await?;
-            if self.ordered && (self.uncommitted() || !self.held.is_empty()) {
+            let wait = self.writer.depends_on_earlier(chunk) && self.uncommitted();
+            if wait || !self.held.is_empty() {
                 self.held.push(chunk.clone());
                 return Ok(());
             }
@@ -522,6 +525,7 @@ mod tests {
         store: Arc<Mutex<Store>>,
         attempt: u32,
         open: Vec<i64>,
+        ordered: bool,
     }
 
     impl TransactionWriter for Writer {
@@ -541,6 +545,10 @@ mod tests {
         fn abort(&mut self) -> BoxFuture<'_, Result<()>> {
             self.open.clear();
             async { Ok(()) }.boxed()
+        }
+
+        fn depends_on_earlier(&self, _chunk: &Chunk) -> bool {
+            self.ordered
         }
     }
 
@@ -625,6 +633,7 @@ mod tests {
                 store: self.store.clone(),
                 attempt,
                 open: Vec::new(),
+                ordered: self.ordered,
             };
             let retry = CommitRetry {
                 initial_backoff: Duration::from_millis(1),
@@ -636,7 +645,6 @@ mod tests {
                 Box::new(writer),
                 Arc::new(Committer(self.store.clone())),
                 retry,
-                self.ordered,
             )
             .unwrap();
             sink.open(restored).await.unwrap();

@@ -58,8 +58,6 @@ pub(super) fn create(
         Box::new(writer),
         Arc::new(committer),
         CommitRetry::default(),
-        // Appended records do not depend on each other.
-        false,
     )?))
 }
 

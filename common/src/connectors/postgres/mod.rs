@@ -122,8 +122,6 @@ impl TableConnector for PostgresConnector {
             Box::new(writer),
             Arc::new(committer),
             CommitRetry::default(),
-            // A transaction may update or delete rows an earlier one wrote.
-            true,
         )?))
     }
 }

@@ -266,10 +266,12 @@ impl TransactionWriter for PostgresWriter {
             if !std::mem::take(&mut self.in_transaction) {
                 return Ok(None);
             }
-            let TransactionMode::Prepared { prefix, writer } = &self.mode else {
-                unreachable!("only a two-phase-commit writer prepares");
+            let gid = match &self.mode {
+                TransactionMode::Prepared { prefix, writer } => {
+                    format!("{prefix}{writer}/{checkpoint}")
+                }
+                _ => return Err(self.connector.error("this writer does not prepare".into())),
             };
-            let gid = format!("{prefix}{writer}/{checkpoint}");
             self.execute(&format!("PREPARE TRANSACTION '{gid}'"), "preparing")
                 .await?;
             Ok(Some(gid.into_bytes()))
@@ -285,6 +287,12 @@ impl TransactionWriter for PostgresWriter {
             Ok(())
         }
         .boxed()
+    }
+
+    /// Upserts wait on the locks of rows an earlier prepared transaction wrote, and
+    /// deletes do not see them: only plain inserts are independent.
+    fn depends_on_earlier(&self, chunk: &Chunk) -> bool {
+        !self.connector.primary_key.is_empty() || !chunk.is_append_only()
     }
 }
 
