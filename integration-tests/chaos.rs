@@ -195,10 +195,17 @@ fn run_with_chaos(name: &str, guarantee: &str, systems: &Systems) -> (Cluster, u
             _ => {}
         }
         if kills < 6 && Instant::now() >= next_kill {
+            // A TaskManager running some of the job's tasks, if any does.
+            let status = cluster.status(&job_id);
+            let busy = running_on(&status);
             let alive: Vec<usize> = (0..cluster.taskmanagers.len())
                 .filter(|i| !replaced[*i])
                 .collect();
-            let victim = alive[(next(&mut rng) as usize) % alive.len()];
+            let targets: Vec<usize> = match alive.iter().any(|i| busy.contains(i)) {
+                true => alive.into_iter().filter(|i| busy.contains(i)).collect(),
+                false => alive,
+            };
+            let victim = targets[(next(&mut rng) as usize) % targets.len()];
             kills += 1;
             eprintln!("kill {kills}: SIGKILL TaskManager {}", victim + 1);
             cluster.taskmanagers[victim].child.kill().unwrap();
@@ -219,7 +226,33 @@ fn run_with_chaos(name: &str, guarantee: &str, systems: &Systems) -> (Cluster, u
         "{name}: {kills} kills, {} restarts, last restored from checkpoint {}",
         status["restarts"], status["restored_from"]
     );
+    assert!(
+        status["restarts"].as_u64().unwrap_or(0) >= 3,
+        "the kills restarted the job fewer than 3 times: {}",
+        status["restarts"]
+    );
     (cluster, kills)
+}
+
+/// The TaskManagers (by start index) that run tasks of the job, from its status.
+fn running_on(status: &serde_json::Value) -> Vec<usize> {
+    let mut indices: Vec<usize> = status["vertices"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|v| v["subtasks"].as_array().into_iter().flatten())
+        .filter_map(|t| {
+            t["taskmanager"]
+                .as_str()?
+                .strip_prefix("tm-")?
+                .parse::<usize>()
+                .ok()
+        })
+        .map(|id| id - 1)
+        .collect();
+    indices.sort();
+    indices.dedup();
+    indices
 }
 
 #[test]
@@ -250,15 +283,25 @@ fn exactly_once_sinks_survive_chaos() {
             rows.len()
         );
     }
+    let as_rows =
+        |lines: &[String]| -> Vec<Vec<String>> { lines.iter().map(|l| vec![l.clone()]).collect() };
+    let differing: Vec<_> = difference(&as_rows(&got.file_lines), &as_rows(&expected.file_lines))
+        .into_iter()
+        .take(10)
+        .collect();
     assert!(
         got.file_lines == expected.file_lines,
-        "files: {} lines, {} expected",
+        "files: {} lines, {} expected; lines only on one side: {differing:?}",
         got.file_lines.len(),
         expected.file_lines.len()
     );
+    let differing: Vec<_> = difference(&as_rows(&got.records), &as_rows(&expected.records))
+        .into_iter()
+        .take(10)
+        .collect();
     assert!(
         got.records == expected.records,
-        "topic: {} records, {} expected",
+        "topic: {} records, {} expected; records only on one side: {differing:?}",
         got.records.len(),
         expected.records.len()
     );

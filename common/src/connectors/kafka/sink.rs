@@ -225,10 +225,14 @@ impl Transactions {
 
     fn commit(&self, handle: &[u8]) -> Result<()> {
         let prepared = Prepared::decode(handle)?;
+        // The producer is initialized first: that fences every earlier producer with this
+        // id, so a marker missing now cannot be committed by one of them meanwhile.
+        self.with_producer(|_| Ok(()))?;
         if self
             .committed_checkpoint(&prepared.writer_id)?
             .is_some_and(|done| done >= prepared.checkpoint)
         {
+            tracing::debug!(checkpoint = prepared.checkpoint, writer = %prepared.writer_id, "already in the topic");
             return Ok(());
         }
         let group = self.with_marker(&prepared.writer_id, |consumer| {
