@@ -350,13 +350,20 @@ fn at_least_once_sinks_lose_nothing_under_chaos() {
     );
     let got = seen(&systems, "alo");
     let expected = failure_free(&systems, &cluster, "at-least-once");
-    // Upserts converge on the final value whatever is replayed.
-    for table in ["per_auction", "per_count"] {
-        assert!(
-            got.tables[table] == expected.tables[table],
-            "table {table} differs"
-        );
-    }
+    // Every bid changes its auction's count, so a replay rewrites every key it touches
+    // and the per-auction upserts converge on the final values.
+    assert!(
+        got.tables["per_auction"] == expected.tables["per_auction"],
+        "per-auction counts differ"
+    );
+    // Not so for an upsert fed by a retracting aggregate: a change the failed attempt
+    // wrote can net out within one chunk of the replay, which then writes nothing for it.
+    // At least once promises no loss, not this; the stale rows are counted.
+    let stale = difference(&got.tables["per_count"], &expected.tables["per_count"]);
+    eprintln!(
+        "at-least-once, per_count: {} rows differ from the failure-free run (stale upserts)",
+        stale.len()
+    );
     let rows =
         |table: &[Vec<String>]| -> Vec<String> { table.iter().map(|r| r.join(",")).collect() };
     for (what, got, expected) in [
