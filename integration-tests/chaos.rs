@@ -13,7 +13,7 @@ use crate::postgres::Postgres;
 use crate::processes::Cluster;
 use crate::recovery::{next, seeded};
 use crate::s3::S3Server;
-use crate::support::run_ok;
+use crate::support::{exclusive, run_ok};
 
 const BUCKET: &str = "eddy";
 const EVENTS: u64 = 300_000;
@@ -257,6 +257,7 @@ fn running_on(status: &serde_json::Value) -> Vec<usize> {
 
 #[test]
 fn exactly_once_sinks_survive_chaos() {
+    let _exclusive = exclusive();
     let systems = Systems::start("chaos");
     let (cluster, kills) = run_with_chaos("chaos", "exactly-once", &systems);
     assert!(
@@ -342,6 +343,7 @@ fn multiset(rows: &[String]) -> BTreeMap<&String, usize> {
 
 #[test]
 fn at_least_once_sinks_lose_nothing_under_chaos() {
+    let _exclusive = exclusive();
     let systems = Systems::start("chaos-alo");
     let (cluster, kills) = run_with_chaos("alo", "at-least-once", &systems);
     assert!(

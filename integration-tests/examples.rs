@@ -66,3 +66,19 @@ fn session_clicks_split_sessions_at_pauses() {
     assert_eq!(users.len(), 4);
     assert!(changes.len() > 4, "pauses split sessions");
 }
+
+#[test]
+fn the_docker_compose_example_plans() {
+    // It runs against the compose cluster (see integration-tests/docker.rs); here its plan
+    // is checked: an upsert into the PostgreSQL sink, no update-before.
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cluster_exactly_once.sql");
+    let output = eddy().arg("explain").arg(&path).output().unwrap();
+    let plan = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(plan.contains("bids_per_auction"), "{plan}");
+}

@@ -5,6 +5,7 @@
 mod chaos;
 mod cli;
 mod cluster;
+mod docker;
 mod examples;
 mod golden;
 mod kafka;

@@ -122,27 +122,12 @@ impl Postgres {
     }
 
     fn psql_output(&self, sql: &str) -> Output {
-        Command::new(self.bin.join("psql"))
-            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
-            .args(["-U", "postgres", "-d", "postgres", "-v", "ON_ERROR_STOP=1"])
-            .args(["-At", "-F", ",", "-c", sql])
-            .output()
-            .expect("run psql")
+        psql_output(self.port, sql)
     }
 
     /// Runs SQL; returns the rows of its last result, fields split on commas.
     pub fn query(&self, sql: &str) -> Vec<Vec<String>> {
-        let output = self.psql_output(sql);
-        assert!(
-            output.status.success(),
-            "psql: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout)
-            .lines()
-            .filter(|l| !l.is_empty())
-            .map(|l| l.split(',').map(str::to_string).collect())
-            .collect()
+        query_at(self.port, sql)
     }
 
     /// Runs statements.
@@ -166,6 +151,36 @@ impl Drop for Postgres {
         };
         let _ = std::fs::remove_dir_all(&self.directory);
     }
+}
+
+fn psql_output(port: u16, sql: &str) -> Output {
+    Command::new(binaries().join("psql"))
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-U", "postgres", "-d", "postgres", "-v", "ON_ERROR_STOP=1"])
+        .args(["-At", "-F", ",", "-c", sql])
+        .output()
+        .expect("run psql")
+}
+
+/// Whether the PostgreSQL server on loopback `port` answers.
+pub fn answers_at(port: u16) -> bool {
+    psql_output(port, "SELECT 1").status.success()
+}
+
+/// Runs SQL on the PostgreSQL server on loopback `port`; returns the rows of its last
+/// result, fields split on commas.
+pub fn query_at(port: u16, sql: &str) -> Vec<Vec<String>> {
+    let output = psql_output(port, sql);
+    assert!(
+        output.status.success(),
+        "psql: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect()
 }
 
 /// A bounded Nexmark bid stream, as a table named `bid`.

@@ -234,27 +234,11 @@ impl Cluster {
 
     /// Runs an `eddy` client command against this cluster.
     pub fn client(&self, args: &[&str]) -> std::process::Output {
-        eddy()
-            .args(args)
-            .env("EDDY_JOBMANAGER", &self.address)
-            .output()
-            .unwrap()
+        client_at(&self.address, args)
     }
 
     fn try_submit(&self, script: &str, extra: &[&str]) -> Result<String, String> {
-        let file = self
-            .scratch
-            .write(&format!("job-{}.sql", crate::support::unique()), script);
-        let mut args = vec!["submit"];
-        args.extend_from_slice(extra);
-        let file = file.display().to_string();
-        args.push(&file);
-        let output = self.client(&args);
-        if output.status.success() {
-            Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
-        } else {
-            Err(String::from_utf8_lossy(&output.stderr).to_string())
-        }
+        submit_at(&self.address, &self.scratch, script, extra)
     }
 
     /// Submits a script at a parallelism; returns the job id.
@@ -266,38 +250,12 @@ impl Cluster {
     /// The job as `eddy status --output json` shows it (retrying for a while when the
     /// JobManager is not answering, e.g. while it restarts).
     pub fn status(&self, job: &str) -> serde_json::Value {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let output = self.client(&["status", job, "--output", "json"]);
-            if output.status.success() {
-                return serde_json::from_slice(&output.stdout).unwrap();
-            }
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            assert!(Instant::now() < deadline, "eddy status failed: {stderr}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        status_at(&self.address, job)
     }
 
     /// Waits until the job is in `state`; fails fast if it ended in another state.
     pub fn wait_for(&self, job: &str, state: &str, within: Duration) -> serde_json::Value {
-        let deadline = Instant::now() + within;
-        loop {
-            let status = self.status(job);
-            let current = status["state"].as_str().unwrap_or_default().to_string();
-            if current == state {
-                return status;
-            }
-            let ended = ["FINISHED", "FAILED", "CANCELLED"].contains(&current.as_str());
-            assert!(
-                !ended,
-                "job {job} ended {current}, expected {state}: {status}"
-            );
-            assert!(
-                Instant::now() < deadline,
-                "job {job} is {current}, not {state}, after {within:?}: {status}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_for_at(&self.address, job, state, within)
     }
 
     /// Everything the TaskManagers printed (their print sinks).
@@ -307,5 +265,72 @@ impl Cluster {
             .flat_map(Daemon::output)
             .collect::<Vec<_>>()
             .join("\n")
+    }
+}
+
+/// Runs an `eddy` client command against the JobManager at `address`.
+pub fn client_at(address: &str, args: &[&str]) -> std::process::Output {
+    eddy()
+        .args(args)
+        .env("EDDY_JOBMANAGER", address)
+        .output()
+        .unwrap()
+}
+
+/// Submits a script (written into `scratch`) with extra `submit` arguments; returns the
+/// job id or the error printed.
+pub fn submit_at(
+    address: &str,
+    scratch: &Scratch,
+    script: &str,
+    extra: &[&str],
+) -> Result<String, String> {
+    let file = scratch.write(&format!("job-{}.sql", crate::support::unique()), script);
+    let mut args = vec!["submit"];
+    args.extend_from_slice(extra);
+    let file = file.display().to_string();
+    args.push(&file);
+    let output = client_at(address, &args);
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+    } else {
+        Err(String::from_utf8_lossy(&output.stderr).to_string())
+    }
+}
+
+/// A job as `eddy status --output json` shows it, retrying for a while when the
+/// JobManager is not answering (e.g. while it restarts).
+pub fn status_at(address: &str, job: &str) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let output = client_at(address, &["status", job, "--output", "json"]);
+        if output.status.success() {
+            return serde_json::from_slice(&output.stdout).unwrap();
+        }
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(Instant::now() < deadline, "eddy status failed: {stderr}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits until a job is in `state`; fails fast if it ended in another state.
+pub fn wait_for_at(address: &str, job: &str, state: &str, within: Duration) -> serde_json::Value {
+    let deadline = Instant::now() + within;
+    loop {
+        let status = status_at(address, job);
+        let current = status["state"].as_str().unwrap_or_default().to_string();
+        if current == state {
+            return status;
+        }
+        let ended = ["FINISHED", "FAILED", "CANCELLED"].contains(&current.as_str());
+        assert!(
+            !ended,
+            "job {job} ended {current}, expected {state}: {status}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "job {job} is {current}, not {state}, after {within:?}: {status}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }

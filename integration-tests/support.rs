@@ -61,6 +61,13 @@ pub fn run_script(scratch: &Scratch, script: &str, parallelism: usize) -> Output
         .expect("start eddy")
 }
 
+/// Held by the tests that start whole clusters and kill parts of them (chaos, Docker):
+/// one at a time, so that their timing does not depend on each other on a small machine.
+pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    HEAVY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Runs `eddy run` as [`run_script`] does and fails the test, with its stderr, unless it
 /// succeeded.
 pub fn run_ok(scratch: &Scratch, script: &str, parallelism: usize) -> Output {

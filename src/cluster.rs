@@ -50,6 +50,10 @@ pub struct TaskManagerArgs {
     /// [default: the bound address].
     #[arg(long, env = "EDDY_ADVERTISE")]
     advertise: Option<String>,
+    /// Advertise http://<this host's name>:<bound port>: in a container, the name other
+    /// containers resolve (needs a fixed port in --bind).
+    #[arg(long, env = "EDDY_ADVERTISE_HOSTNAME", conflicts_with = "advertise")]
+    advertise_hostname: bool,
     /// Unique id [default: tm-<host>-<pid>].
     #[arg(long, env = "EDDY_TASKMANAGER_ID")]
     id: Option<String>,
@@ -132,16 +136,24 @@ pub async fn taskmanager(args: TaskManagerArgs) -> Result<()> {
         bail!("--slots must be at least 1");
     }
     let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+    let host = host.trim();
+    let bind = args
+        .bind
+        .or(file.bind)
+        .unwrap_or_else(|| "0.0.0.0:0".parse().expect("address"));
+    let advertise = match args.advertise_hostname {
+        true if bind.port() == 0 => bail!("--advertise-hostname needs a fixed port in --bind"),
+        true if host.is_empty() => bail!("--advertise-hostname: /etc/hostname names no host"),
+        true => Some(format!("http://{host}:{}", bind.port())),
+        false => args.advertise.or(file.advertise),
+    };
     let config = eddy_taskmanager::daemon::TaskManagerConfig {
         id: args
             .id
             .or(file.id)
-            .unwrap_or_else(|| format!("tm-{}-{}", host.trim(), std::process::id())),
-        bind: args
-            .bind
-            .or(file.bind)
-            .unwrap_or_else(|| "0.0.0.0:0".parse().expect("address")),
-        advertise: args.advertise.or(file.advertise),
+            .unwrap_or_else(|| format!("tm-{host}-{}", std::process::id())),
+        bind,
+        advertise,
         jobmanager: args
             .jobmanager
             .or(file.jobmanager)
@@ -425,6 +437,20 @@ pub async fn cancel(target: &Target, job_id: String) -> Result<()> {
         .map_err(status_error)?;
     println!("cancelled {job_id}");
     Ok(())
+}
+
+/// `eddy health ADDRESS`: whether something accepts connections there (for container
+/// health checks, where there is no shell or curl).
+pub async fn health(address: &str) -> Result<()> {
+    let target = address
+        .trim_start_matches("http://")
+        .trim_start_matches("https://");
+    let connect = tokio::net::TcpStream::connect(target);
+    match tokio::time::timeout(std::time::Duration::from_secs(2), connect).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => bail!("{address}: {e}"),
+        Err(_) => bail!("{address}: no answer within 2 s"),
+    }
 }
 
 #[cfg(test)]

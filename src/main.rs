@@ -57,6 +57,12 @@ enum Command {
     },
     /// Run a JobManager daemon: takes jobs, schedules them onto TaskManagers.
     Jobmanager(cluster::JobManagerArgs),
+    /// Exit 0 if something accepts TCP connections at HOST:PORT (a container health
+    /// check without a shell).
+    Health {
+        /// `host:port` or `http://host:port`.
+        address: String,
+    },
     /// Run a TaskManager daemon: offers slots to a JobManager and runs tasks.
     Taskmanager(cluster::TaskManagerArgs),
     /// Submit a SQL script to a JobManager; prints the job id.
@@ -181,6 +187,7 @@ fn execute(command: Command) -> Result<()> {
     match command {
         Command::Jobmanager(args) => runtime()?.block_on(cluster::jobmanager(args)),
         Command::Taskmanager(args) => runtime()?.block_on(cluster::taskmanager(args)),
+        Command::Health { address } => runtime()?.block_on(cluster::health(&address)),
         Command::Submit {
             job,
             target,

@@ -1,0 +1,466 @@
+//! The docker-compose cluster of `deploy/` under container-level faults: a TaskManager
+//! container killed, the JobManager container restarted and killed, a TaskManager cut off
+//! the network past the heartbeat timeout, and a rescale through a savepoint. Each run of
+//! an exactly-once job into the cluster's PostgreSQL must end exactly equal to a
+//! failure-free run. Where Docker is not available the tests say so once and pass.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::{MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::postgres::{answers_at, query_at};
+use crate::processes::{client_at, free_port, status_at, submit_at, wait_for_at};
+use crate::support::{Scratch, exclusive, run_ok};
+
+const FOUR_MINUTES: Duration = Duration::from_secs(240);
+
+fn repository() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn run(command: &mut Command) -> Output {
+    command.output().expect("run a docker command")
+}
+
+/// The compose command: `docker compose` or `docker-compose`.
+fn compose_program() -> Option<Vec<&'static str>> {
+    let plugin = Command::new("docker").args(["compose", "version"]).output();
+    if plugin.is_ok_and(|o| o.status.success()) {
+        return Some(vec!["docker", "compose"]);
+    }
+    let standalone = Command::new("docker-compose").arg("version").output();
+    standalone
+        .is_ok_and(|o| o.status.success())
+        .then(|| vec!["docker-compose"])
+}
+
+/// Builds the images once and runs the Docker tests one at a time (each starts a whole
+/// cluster), apart from the other heavy tests. `None`, said once, when Docker is not
+/// available.
+fn exclusive_docker() -> Option<MutexGuard<'static, ()>> {
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    let guard = exclusive();
+    let available = *AVAILABLE.get_or_init(|| {
+        let engine = Command::new("docker").arg("info").output();
+        if !engine.is_ok_and(|o| o.status.success()) || compose_program().is_none() {
+            eprintln!(
+                "Docker or Compose is not available here: the docker-compose tests are skipped"
+            );
+            return false;
+        }
+        let build = run(Command::new("bash").arg(repository().join("deploy/build-images.sh")));
+        assert!(
+            build.status.success(),
+            "deploy/build-images.sh failed: {}",
+            String::from_utf8_lossy(&build.stderr)
+        );
+        eprintln!("{}", String::from_utf8_lossy(&build.stdout).trim());
+        true
+    });
+    available.then_some(guard)
+}
+
+/// One compose project of `deploy/docker-compose.yml`, taken down with its volumes on drop.
+struct Compose {
+    project: String,
+    jobmanager: String,
+    postgres_port: u16,
+    env: Vec<(String, String)>,
+    scratch: Scratch,
+}
+
+impl Compose {
+    fn up(name: &str, taskmanagers: usize) -> Compose {
+        let project = format!("eddytest{name}{}", std::process::id());
+        let jobmanager_port = free_port();
+        let postgres_port = free_port();
+        let env = vec![
+            (
+                "EDDY_JOBMANAGER_PORT".to_string(),
+                jobmanager_port.to_string(),
+            ),
+            ("EDDY_POSTGRES_PORT".to_string(), postgres_port.to_string()),
+            ("EDDY_KAFKA_PORT".to_string(), free_port().to_string()),
+        ];
+        let compose = Compose {
+            project,
+            jobmanager: format!("http://127.0.0.1:{jobmanager_port}"),
+            postgres_port,
+            env,
+            scratch: Scratch::new(&format!("compose-{name}")),
+        };
+        let started = Instant::now();
+        compose.compose(&[
+            "up",
+            "-d",
+            "--scale",
+            &format!("taskmanager={taskmanagers}"),
+        ]);
+        compose.wait_until_ready(taskmanagers * 2);
+        eprintln!(
+            "{name}: cluster of {taskmanagers} TaskManagers up in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        compose
+    }
+
+    fn compose(&self, args: &[&str]) -> Output {
+        let program = compose_program().expect("compose");
+        let output = run(Command::new(program[0])
+            .args(&program[1..])
+            .args(["-p", &self.project, "-f"])
+            .arg(repository().join("deploy/docker-compose.yml"))
+            .args(args)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str()))));
+        assert!(
+            output.status.success(),
+            "compose {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        output
+    }
+
+    /// Waits until PostgreSQL answers and a probe job needing `slots` slots runs.
+    fn wait_until_ready(&self, slots: usize) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !answers_at(self.postgres_port) {
+            assert!(Instant::now() < deadline, "PostgreSQL did not come up");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let probe = format!(
+            "SET 'parallelism.default' = '{slots}';
+             CREATE TABLE t (id BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '1');
+             CREATE TABLE o (id BIGINT) WITH ('connector' = 'blackhole');
+             INSERT INTO o SELECT id FROM t;"
+        );
+        loop {
+            if let Ok(job) = submit_at(&self.jobmanager, &self.scratch, &probe, &[]) {
+                wait_for_at(&self.jobmanager, &job, "FINISHED", FOUR_MINUTES);
+                return;
+            }
+            assert!(Instant::now() < deadline, "the cluster did not come up");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Containers of a service, by name.
+    fn containers(&self, service: &str) -> Vec<String> {
+        let output = run(Command::new("docker").args([
+            "ps",
+            "-a",
+            "--filter",
+            &format!("label=com.docker.compose.project={}", self.project),
+            "--filter",
+            &format!("label=com.docker.compose.service={service}"),
+            "--format",
+            "{{.Names}}",
+        ]));
+        let mut names: Vec<String> = String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// The TaskManager container that runs tasks of `job` (TaskManager ids are
+    /// `tm-{hostname}-{pid}`, and a container's host name is its id).
+    fn busy_taskmanager(&self, job: &str) -> String {
+        let status = status_at(&self.jobmanager, job);
+        let ids: Vec<String> = status["vertices"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|v| v["subtasks"].as_array().into_iter().flatten())
+            .filter_map(|t| t["taskmanager"].as_str().map(str::to_string))
+            .collect();
+        self.containers("taskmanager")
+            .into_iter()
+            .find(|name| {
+                let host = docker(&["inspect", "-f", "{{.Config.Hostname}}", name]);
+                ids.iter()
+                    .any(|id| id.starts_with(&format!("tm-{}-", host.trim())))
+            })
+            .expect("a TaskManager container runs the job")
+    }
+
+    fn network(&self) -> String {
+        format!("{}_eddy", self.project)
+    }
+
+    fn submit(&self, script: &str, extra: &[&str]) -> String {
+        submit_at(&self.jobmanager, &self.scratch, script, extra)
+            .unwrap_or_else(|e| panic!("submit failed: {e}"))
+    }
+
+    fn wait_for(&self, job: &str, state: &str) -> serde_json::Value {
+        wait_for_at(&self.jobmanager, job, state, FOUR_MINUTES)
+    }
+
+    /// Waits until `count` checkpoints of the job have completed.
+    fn wait_for_checkpoints(&self, job: &str, count: usize) {
+        let deadline = Instant::now() + FOUR_MINUTES;
+        loop {
+            let status = status_at(&self.jobmanager, job);
+            let completed = status["checkpoints"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|c| c["state"] == "COMPLETED")
+                .count();
+            if completed >= count {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {count} checkpoints: {status}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits until the job runs again after a failure; returns how long that took.
+    fn wait_for_recovery(&self, job: &str, restarts_before: u64, since: Instant) -> Duration {
+        let deadline = Instant::now() + FOUR_MINUTES;
+        loop {
+            let status = status_at(&self.jobmanager, job);
+            let restarted = status["restarts"].as_u64().unwrap_or(0) > restarts_before;
+            if restarted && status["state"] == "RUNNING" {
+                return since.elapsed();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the job did not recover: {status}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn query(&self, sql: &str) -> Vec<Vec<String>> {
+        query_at(self.postgres_port, sql)
+    }
+
+    fn logs(&self, container: &str) -> String {
+        let output = run(Command::new("docker").args(["logs", container]));
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    }
+}
+
+impl Drop for Compose {
+    fn drop(&mut self) {
+        let program = compose_program().expect("compose");
+        let _ = Command::new(program[0])
+            .args(&program[1..])
+            .args(["-p", &self.project, "-f"])
+            .arg(repository().join("deploy/docker-compose.yml"))
+            .args(["down", "-v", "--timeout", "1"])
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .output();
+    }
+}
+
+/// Runs `docker ARGS`; returns stdout, failing the test on error.
+fn docker(args: &[&str]) -> String {
+    let output = run(Command::new("docker").args(args));
+    assert!(
+        output.status.success(),
+        "docker {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The job: per-auction counts (upsert) and cheap bids (append) of a throttled, bounded
+/// Nexmark stream into PostgreSQL at `url`, exactly once, tables prefixed `name`.
+fn job(name: &str, url: &str, rate: u64) -> String {
+    format!(
+        "SET 'execution.checkpointing.interval' = '300ms';
+         SET 'restart-strategy.exponential-delay.initial-backoff' = '200ms';
+         SET 'restart-strategy.exponential-delay.max-backoff' = '500ms';
+         SET 'restart-strategy.exponential-delay.attempts-before-reset-backoff' = '100';
+         CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT)
+           WITH ('connector' = 'nexmark', 'nexmark.table' = 'bid', 'events.num' = '150000',
+           'events.rate' = '{rate}');
+         CREATE TABLE per_auction (auction BIGINT, bids BIGINT, top BIGINT,
+           PRIMARY KEY (auction) NOT ENFORCED) WITH ('connector' = 'postgres', 'url' = '{url}',
+           'table' = '{name}_per_auction', 'sink.delivery-guarantee' = 'exactly-once');
+         CREATE TABLE cheap (auction BIGINT, bidder BIGINT, price BIGINT) WITH (
+           'connector' = 'postgres', 'url' = '{url}', 'table' = '{name}_cheap',
+           'sink.delivery-guarantee' = 'exactly-once');
+         INSERT INTO per_auction SELECT auction, COUNT(*), MAX(price) FROM bid GROUP BY auction;
+         INSERT INTO cheap SELECT auction, bidder, price FROM bid WHERE price < 1000;"
+    )
+}
+
+const IN_CLUSTER: &str = "postgres://postgres@postgres:5432/postgres";
+
+fn create_tables(compose: &Compose, name: &str) {
+    compose.query(&format!(
+        "CREATE TABLE {name}_per_auction (auction BIGINT PRIMARY KEY, bids BIGINT, top BIGINT);
+         CREATE TABLE {name}_cheap (auction BIGINT, bidder BIGINT, price BIGINT);"
+    ));
+}
+
+/// What the job wrote under `name`, sorted.
+fn contents(compose: &Compose, name: &str) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
+    (
+        compose.query(&format!("SELECT * FROM {name}_per_auction ORDER BY 1")),
+        compose.query(&format!("SELECT * FROM {name}_cheap ORDER BY 1, 2, 3")),
+    )
+}
+
+/// Runs the job failure-free on the host's embedded cluster, into the same PostgreSQL.
+fn assert_equals_failure_free(compose: &Compose, name: &str) {
+    create_tables(compose, "reference");
+    let url = format!(
+        "postgres://postgres@127.0.0.1:{}/postgres",
+        compose.postgres_port
+    );
+    run_ok(&compose.scratch, &job("reference", &url, 0), 2);
+    let expected = contents(compose, "reference");
+    assert!(!expected.0.is_empty() && !expected.1.is_empty());
+    let got = contents(compose, name);
+    assert!(
+        got.0 == expected.0,
+        "per-auction counts differ: {} rows, {} expected",
+        got.0.len(),
+        expected.0.len()
+    );
+    assert!(
+        got.1 == expected.1,
+        "cheap bids differ: {} rows, {} expected",
+        got.1.len(),
+        expected.1.len()
+    );
+    let prepared = compose.query("SELECT gid FROM pg_prepared_xacts");
+    assert!(
+        prepared.is_empty(),
+        "transactions left prepared: {prepared:?}"
+    );
+}
+
+#[test]
+fn a_killed_taskmanager_container_loses_and_duplicates_nothing() {
+    let Some(_docker) = exclusive_docker() else {
+        return;
+    };
+    let compose = Compose::up("kill", 3);
+    create_tables(&compose, "killed");
+    let job = compose.submit(&job("killed", IN_CLUSTER, 10_000), &["--parallelism", "2"]);
+    compose.wait_for_checkpoints(&job, 3);
+    let victim = compose.busy_taskmanager(&job);
+    let restarts = status_at(&compose.jobmanager, &job)["restarts"]
+        .as_u64()
+        .unwrap_or(0);
+    let killed_at = Instant::now();
+    docker(&["kill", &victim]);
+    let recovery = compose.wait_for_recovery(&job, restarts, killed_at);
+    eprintln!(
+        "docker kill {victim}: the job ran again after {:.2} s",
+        recovery.as_secs_f64()
+    );
+    let status = compose.wait_for(&job, "FINISHED");
+    assert!(
+        status["restored_from"].as_u64().unwrap_or(0) > 0,
+        "{status}"
+    );
+    assert_equals_failure_free(&compose, "killed");
+}
+
+#[test]
+fn the_jobmanager_container_restarts_and_the_job_resumes() {
+    let Some(_docker) = exclusive_docker() else {
+        return;
+    };
+    let compose = Compose::up("jm", 3);
+    create_tables(&compose, "resumed");
+    let job = compose.submit(&job("resumed", IN_CLUSTER, 8_000), &["--parallelism", "2"]);
+    compose.wait_for_checkpoints(&job, 3);
+    let jobmanager = &compose.containers("jobmanager")[0];
+    docker(&["restart", "--time", "0", jobmanager]);
+    compose.wait_for(&job, "RUNNING");
+    compose.wait_for_checkpoints(&job, 3);
+    docker(&["kill", jobmanager]);
+    docker(&["start", jobmanager]);
+    let status = compose.wait_for(&job, "FINISHED");
+    assert!(
+        status["restored_from"].as_u64().unwrap_or(0) > 0,
+        "{status}"
+    );
+    assert_equals_failure_free(&compose, "resumed");
+}
+
+#[test]
+fn a_partitioned_taskmanager_is_fenced_when_it_comes_back() {
+    let Some(_docker) = exclusive_docker() else {
+        return;
+    };
+    let compose = Compose::up("partition", 3);
+    create_tables(&compose, "partitioned");
+    let job = compose.submit(
+        &job("partitioned", IN_CLUSTER, 8_000),
+        &["--parallelism", "2"],
+    );
+    compose.wait_for_checkpoints(&job, 3);
+    let victim = compose.busy_taskmanager(&job);
+    let restarts = status_at(&compose.jobmanager, &job)["restarts"]
+        .as_u64()
+        .unwrap_or(0);
+    let cut_at = Instant::now();
+    docker(&["network", "disconnect", &compose.network(), &victim]);
+    // Longer than the heartbeat timeout (3 s): the JobManager fails the job over.
+    let recovery = compose.wait_for_recovery(&job, restarts, cut_at);
+    std::thread::sleep(Duration::from_secs(2));
+    docker(&["network", "connect", &compose.network(), &victim]);
+    eprintln!(
+        "partition of {victim}: the job ran again after {:.2} s",
+        recovery.as_secs_f64()
+    );
+    compose.wait_for(&job, "FINISHED");
+    assert_equals_failure_free(&compose, "partitioned");
+    let jobmanager = compose.logs(&compose.containers("jobmanager")[0]);
+    let taskmanager = compose.logs(&victim);
+    let fenced = jobmanager.contains("fenced a report from an earlier attempt")
+        || taskmanager.contains("does not know this taskmanager; cancelling its tasks");
+    assert!(
+        fenced,
+        "no sign of the stale attempt being fenced:\n{taskmanager}"
+    );
+}
+
+#[test]
+fn scale_out_and_resume_from_a_savepoint_at_higher_parallelism() {
+    let Some(_docker) = exclusive_docker() else {
+        return;
+    };
+    let compose = Compose::up("scale", 5);
+    create_tables(&compose, "rescaled");
+    let script = job("rescaled", IN_CLUSTER, 8_000);
+    let job = compose.submit(&script, &["--parallelism", "2"]);
+    compose.wait_for_checkpoints(&job, 3);
+    let output = client_at(&compose.jobmanager, &["stop", "--savepoint", &job]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let savepoint = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    let resumed = compose.submit(
+        &script,
+        &["--parallelism", "4", "--from-savepoint", &savepoint],
+    );
+    let status = compose.wait_for(&resumed, "FINISHED");
+    let parallelism: Vec<u64> = status["vertices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["parallelism"].as_u64().unwrap())
+        .collect();
+    assert!(parallelism.contains(&4), "{status}");
+    assert_equals_failure_free(&compose, "rescaled");
+}
