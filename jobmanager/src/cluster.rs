@@ -961,10 +961,19 @@ impl Cluster {
             if job.attempt != attempt {
                 return;
             }
-            if let Some(coordinator) = job.coordinator.as_mut() {
-                coordinator.committed(checkpoint);
-            }
-            tracing::info!(job = %job_id, checkpoint, size = metadata.size(), "checkpoint complete");
+            let info = job
+                .coordinator
+                .as_mut()
+                .and_then(|c| c.committed(checkpoint))
+                .unwrap_or_default();
+            tracing::info!(
+                job = %job_id,
+                checkpoint,
+                size = metadata.size(),
+                duration_ms = info.duration_ms,
+                alignment_ms = info.alignment_ms,
+                "checkpoint complete"
+            );
             let execution = job.execution_id(job_id);
             let involved: BTreeSet<String> =
                 job.tasks.values().map(|t| t.taskmanager.clone()).collect();

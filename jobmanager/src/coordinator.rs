@@ -192,19 +192,19 @@ impl CheckpointCoordinator {
         AckOutcome::Complete(metadata)
     }
 
-    /// The metadata of `checkpoint` has been written: it is complete.
-    pub fn committed(&mut self, checkpoint: u64) {
-        if let Some((id, started, mut info)) = self.committing.take() {
-            if id == checkpoint {
-                info.state = pb::CheckpointState::Completed as i32;
-                info.duration_ms = started.elapsed().as_millis() as u64;
-                self.remember(info);
-                self.consecutive_failures = 0;
-                self.last_end = Instant::now();
-            } else {
-                self.committing = Some((id, started, info));
-            }
+    /// The metadata of `checkpoint` has been written: it is complete. Returns its record.
+    pub fn committed(&mut self, checkpoint: u64) -> Option<pb::CheckpointInfo> {
+        let (id, started, mut info) = self.committing.take()?;
+        if id != checkpoint {
+            self.committing = Some((id, started, info));
+            return None;
         }
+        info.state = pb::CheckpointState::Completed as i32;
+        info.duration_ms = started.elapsed().as_millis() as u64;
+        self.remember(info.clone());
+        self.consecutive_failures = 0;
+        self.last_end = Instant::now();
+        Some(info)
     }
 
     /// Writing the metadata failed; returns whether the job must fail.

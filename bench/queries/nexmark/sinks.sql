@@ -1,0 +1,9 @@
+-- Blackhole sinks of the Nexmark queries.
+CREATE TABLE sink_q0 (auction BIGINT, bidder BIGINT, price BIGINT, dateTime TIMESTAMP(3), extra STRING)
+  WITH ('connector' = 'blackhole');
+CREATE TABLE sink_q1 (auction BIGINT, bidder BIGINT, price DOUBLE, dateTime TIMESTAMP(3), extra STRING)
+  WITH ('connector' = 'blackhole');
+CREATE TABLE sink_q2 (auction BIGINT, price BIGINT) WITH ('connector' = 'blackhole');
+CREATE TABLE sink_group_by (auction BIGINT, bids BIGINT, max_price BIGINT) WITH ('connector' = 'blackhole');
+CREATE TABLE sink_tumble_count (auction BIGINT, window_start TIMESTAMP(3), window_end TIMESTAMP(3), bids BIGINT)
+  WITH ('connector' = 'blackhole');
