@@ -127,7 +127,10 @@ struct Functions {
 
 static FUNCTIONS: LazyLock<Functions> = LazyLock::new(|| {
     let mut scalars = HashMap::new();
-    for f in datafusion_functions::all_default_functions() {
+    for f in datafusion_functions::all_default_functions()
+        .into_iter()
+        .chain(super::functions::all())
+    {
         for name in std::iter::once(f.name()).chain(f.aliases().iter().map(String::as_str)) {
             scalars.insert(name.to_ascii_lowercase(), f.clone());
         }

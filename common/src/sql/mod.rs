@@ -2,6 +2,7 @@
 //! logical plans, one per `INSERT INTO`.
 
 pub mod catalog;
+mod functions;
 pub mod nodes;
 pub mod script;
 pub mod types;
