@@ -58,6 +58,8 @@ struct TaskRecord {
     state: pb::TaskState,
     records_in: u64,
     records_out: u64,
+    /// A source task that has read all its input.
+    input_ended: bool,
 }
 
 struct JobRecord {
@@ -390,6 +392,7 @@ impl Cluster {
                                 state: pb::TaskState::Scheduled,
                                 records_in: 0,
                                 records_out: 0,
+                                input_ended: false,
                             },
                         );
                     }
@@ -840,7 +843,22 @@ impl Cluster {
             record.state = reported;
             record.records_in = report.records_in;
             record.records_out = report.records_out;
+            record.input_ended |= report.input_ended;
             let running = job.state == pb::JobState::Running;
+            let graph = &job.graph;
+            let sources_ended = job
+                .tasks
+                .iter()
+                .filter(|((vertex, _), _)| graph.vertices[*vertex].source.is_some())
+                .all(|(_, t)| t.input_ended);
+            if running
+                && report.input_ended
+                && sources_ended
+                && let Some(coordinator) = job.coordinator.as_mut()
+            {
+                // The final checkpoint need not wait for the interval.
+                coordinator.request_now();
+            }
             if running
                 && reported == pb::TaskState::Finished
                 && let Some(coordinator) = job.coordinator.as_mut()

@@ -214,8 +214,13 @@ impl TaskManagerNode {
             )));
         }
         let (acks, acks_rx) = unbounded_channel();
+        let (input_ended, input_ended_rx) = unbounded_channel();
         if checkpointing.is_some() {
             tokio::spawn(self.clone().forward_acks(job_id.clone(), acks_rx));
+            tokio::spawn(
+                self.clone()
+                    .forward_input_ended(job_id.clone(), input_ended_rx),
+            );
         }
         self.channels.open_job(&job_id);
         let mut inputs: HashMap<(usize, usize), Vec<InputChannel>> = HashMap::new();
@@ -274,6 +279,7 @@ impl TaskManagerNode {
                     triggers: triggers_rx,
                     acks: acks.clone(),
                     completed: completed.subscribe(),
+                    input_ended: input_ended.clone(),
                 }
             });
             let deployment = TaskDeployment {
@@ -348,6 +354,17 @@ impl TaskManagerNode {
             if let Err(status) = self.jobmanager().acknowledge_checkpoint(message).await {
                 tracing::warn!(job = %job_id, checkpoint = ack.checkpoint, %status, "cannot acknowledge a checkpoint");
             }
+        }
+    }
+
+    /// Tells the JobManager which source tasks here have read all their input.
+    async fn forward_input_ended(
+        self: Arc<Self>,
+        job_id: String,
+        mut ended: UnboundedReceiver<(usize, usize)>,
+    ) {
+        while let Some(task) = ended.recv().await {
+            self.report_input_ended(&job_id, task).await;
         }
     }
 
@@ -436,7 +453,24 @@ impl TaskManagerNode {
             error,
             records_in,
             records_out,
+            input_ended: false,
         };
+        self.send_report(job_id, report).await;
+    }
+
+    /// Tells the JobManager a running source task has read all its input.
+    async fn report_input_ended(&self, job_id: &str, (vertex, subtask): (usize, usize)) {
+        let report = pb::TaskStateReport {
+            taskmanager_id: self.id.clone(),
+            task: Some(task_id(job_id, vertex, subtask)),
+            state: pb::TaskState::Running as i32,
+            input_ended: true,
+            ..Default::default()
+        };
+        self.send_report(job_id, report).await;
+    }
+
+    async fn send_report(&self, job_id: &str, report: pb::TaskStateReport) {
         for attempt in 0..5u64 {
             match self.jobmanager().report_task_state(report.clone()).await {
                 Ok(_) => return,

@@ -68,6 +68,8 @@ pub struct TaskCheckpointing {
     pub acks: UnboundedSender<TaskAck>,
     /// Checkpoints as the JobManager declares them complete.
     pub completed: watch::Receiver<CompletedCheckpoint>,
+    /// Where a source task says it has read all its input, as (vertex, subtask).
+    pub input_ended: UnboundedSender<(usize, usize)>,
 }
 
 /// A task's answer to a checkpoint.
@@ -634,6 +636,11 @@ async fn run_source(
         // ended has completed: that final checkpoint covers all output, so two-phase-commit
         // sinks can commit the last rows, and a failure before it replays them.
         pipeline.input_ended = true;
+        if let Some(checkpointing) = pipeline.checkpointing.as_ref() {
+            let _ = checkpointing
+                .input_ended
+                .send((pipeline.vertex, pipeline.subtask));
+        }
         if let Some(barrier) = deferred.take() {
             pipeline
                 .checkpoint(barrier, Some(reader.position()?), Duration::ZERO)
