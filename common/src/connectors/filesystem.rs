@@ -110,7 +110,11 @@ struct OpenFile {
     name: String,
     split: usize,
     stream: Option<SyncStream>,
+    /// Bytes read and not yet taken as lines.
     pending: Vec<u8>,
+    /// How many line ends `pending` holds (kept as bytes come and go, so that no read
+    /// scans the whole buffer again).
+    pending_lines: usize,
     next_line: u64,
     /// Lines to drop before reading (already read before a restore).
     skip_lines: u64,
@@ -189,6 +193,7 @@ impl FileReader {
                 split: files.len(),
                 stream: Some(stream),
                 pending: Vec::new(),
+                pending_lines: 0,
                 next_line,
                 skip_lines: next_line - 1,
             });
@@ -245,61 +250,64 @@ impl FileReader {
 /// takes those lines out; `None` when the file is exhausted.
 async fn fill_lines(file: &mut OpenFile, max_lines: usize) -> Result<Option<Vec<u8>>> {
     loop {
-        if file.skip_lines > 0 {
-            let mut cut = 0;
-            for (i, b) in file.pending.iter().enumerate() {
-                if *b == b'\n' {
-                    file.skip_lines -= 1;
-                    cut = i + 1;
-                    if file.skip_lines == 0 {
-                        break;
-                    }
-                }
-            }
+        if file.skip_lines > 0 && file.pending_lines > 0 {
+            let skip = file.skip_lines.min(file.pending_lines as u64) as usize;
+            let cut = end_of_line(&file.pending, skip);
             file.pending.drain(..cut);
+            file.pending_lines -= skip;
+            file.skip_lines -= skip as u64;
         }
-        let newlines = file.pending.iter().filter(|b| **b == b'\n').count();
-        if file.skip_lines == 0 && (newlines >= max_lines || file.stream.is_none()) {
+        if file.skip_lines == 0 && (file.pending_lines >= max_lines || file.stream.is_none()) {
             break;
         }
         if file.stream.is_none() {
             // The file ended within the lines to skip.
             file.pending.clear();
+            file.pending_lines = 0;
             file.skip_lines = 0;
             break;
         }
         let stream = file.stream.as_mut().expect("stream open");
         match stream.next().await {
-            Some(bytes) => file.pending.extend_from_slice(&bytes?),
+            Some(bytes) => {
+                let bytes = bytes?;
+                file.pending_lines += bytes.iter().filter(|b| **b == b'\n').count();
+                file.pending.extend_from_slice(&bytes);
+            }
             None => file.stream = None,
         }
     }
     if file.pending.is_empty() {
         return Ok(None);
     }
-    let cut = match file.stream {
-        // The file has ended: everything left is complete.
-        None => file.pending.len(),
+    // Up to `max_lines` complete lines; once the file has ended, everything left.
+    let (cut, taken) = match file.stream {
+        None => (file.pending.len(), file.pending_lines),
         Some(_) => {
-            let mut seen = 0;
-            let mut cut = 0;
-            for (i, b) in file.pending.iter().enumerate() {
-                if *b == b'\n' {
-                    seen += 1;
-                    cut = i + 1;
-                    if seen == max_lines {
-                        break;
-                    }
-                }
-            }
-            cut
+            let taken = max_lines.min(file.pending_lines);
+            (end_of_line(&file.pending, taken), taken)
         }
     };
-    let mut lines: Vec<u8> = file.pending.drain(..cut).collect();
+    let rest = file.pending.split_off(cut);
+    let mut lines = std::mem::replace(&mut file.pending, rest);
+    file.pending_lines -= taken;
     if lines.last() != Some(&b'\n') {
         lines.push(b'\n');
     }
     Ok(Some(lines))
+}
+
+/// The offset just past the `count`-th line end of `bytes` (0 for none).
+fn end_of_line(bytes: &[u8], count: usize) -> usize {
+    if count == 0 {
+        return 0;
+    }
+    bytes
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'\n')
+        .nth(count - 1)
+        .map_or(bytes.len(), |(i, _)| i + 1)
 }
 
 impl SourceReader for FileReader {
@@ -334,5 +342,55 @@ impl SourceReader for FileReader {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(chunks: &[&str], skip_lines: u64) -> OpenFile {
+        let chunks: Vec<object_store::Result<Bytes>> = chunks
+            .iter()
+            .map(|c| Ok(Bytes::from(c.to_string())))
+            .collect();
+        OpenFile {
+            name: "f".into(),
+            split: 0,
+            stream: Some(futures::stream::iter(chunks).boxed()),
+            pending: Vec::new(),
+            pending_lines: 0,
+            next_line: skip_lines + 1,
+            skip_lines,
+        }
+    }
+
+    async fn batches(mut file: OpenFile, max_lines: usize) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Some(lines) = fill_lines(&mut file, max_lines).await.unwrap() {
+            out.push(String::from_utf8(lines).unwrap());
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn lines_come_in_batches_across_chunk_boundaries() {
+        let chunks = ["1\n2", "\n3\n4\n", "5\n6"];
+        assert_eq!(
+            batches(file(&chunks, 0), 2).await,
+            vec!["1\n2\n", "3\n4\n", "5\n6\n"]
+        );
+        assert_eq!(
+            batches(file(&chunks, 0), 10).await,
+            vec!["1\n2\n3\n4\n5\n6\n"]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_restored_reader_skips_the_lines_read_before() {
+        let chunks = ["1\n2", "\n3\n4\n", "5\n6"];
+        assert_eq!(batches(file(&chunks, 3), 2).await, vec!["4\n5\n", "6\n"]);
+        assert_eq!(batches(file(&chunks, 6), 2).await, Vec::<String>::new());
+        assert_eq!(batches(file(&chunks, 9), 2).await, Vec::<String>::new());
     }
 }
