@@ -253,6 +253,15 @@ impl Cluster {
         status_at(&self.address, job)
     }
 
+    /// The job's status, if the JobManager answers now.
+    pub fn try_status(&self, job: &str) -> Option<serde_json::Value> {
+        let output = self.client(&["status", job, "--output", "json"]);
+        output
+            .status
+            .success()
+            .then(|| serde_json::from_slice(&output.stdout).unwrap())
+    }
+
     /// Waits until the job is in `state`; fails fast if it ended in another state.
     pub fn wait_for(&self, job: &str, state: &str, within: Duration) -> serde_json::Value {
         wait_for_at(&self.address, job, state, within)
