@@ -28,7 +28,9 @@ pub async fn run(
         .await
         .context("cannot open a loopback port for the embedded JobManager")?;
     let address = format!("http://{}", listener.local_addr()?);
-    let (shutdown, shutdown_rx) = watch::channel(false);
+    // The TaskManagers stop first, so that their last reports reach the JobManager.
+    let (stop_jobmanager, jobmanager_stop) = watch::channel(false);
+    let (stop_taskmanagers, taskmanagers_stop) = watch::channel(false);
     let config = ClusterConfig {
         checkpoint_root: DEFAULT_STORAGE.into(),
         ..ClusterConfig::default()
@@ -40,7 +42,7 @@ pub async fn run(
         listener,
         config,
         false,
-        when_stopped(shutdown_rx.clone()),
+        when_stopped(jobmanager_stop),
     ));
     let mut daemons = Vec::new();
     for i in 0..taskmanagers {
@@ -53,14 +55,15 @@ pub async fn run(
         };
         daemons.push(tokio::spawn(eddy_taskmanager::daemon::run(
             config,
-            when_stopped(shutdown_rx.clone()),
+            when_stopped(taskmanagers_stop.clone()),
         )));
     }
     let result = follow(&address, sql, overrides).await;
-    let _ = shutdown.send(true);
+    let _ = stop_taskmanagers.send(true);
     for daemon in daemons {
         let _ = daemon.await;
     }
+    let _ = stop_jobmanager.send(true);
     let _ = jobmanager.await;
     result
 }
