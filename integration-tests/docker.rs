@@ -220,6 +220,23 @@ impl Compose {
         }
     }
 
+    /// Creates the tables of job `name` and runs it at parallelism 2 until it has taken
+    /// 3 checkpoints; returns its script and id.
+    fn running_job(&self, name: &str, rate: u64) -> (String, String) {
+        create_tables(self, name);
+        let script = job(name, IN_CLUSTER, rate);
+        let id = self.submit(&script, &["--parallelism", "2"]);
+        self.wait_for_checkpoints(&id, 3);
+        (script, id)
+    }
+
+    /// How often the job has restarted so far.
+    fn restarts(&self, job: &str) -> u64 {
+        status_at(&self.jobmanager, job)["restarts"]
+            .as_u64()
+            .unwrap_or(0)
+    }
+
     /// Waits until the job runs again after a failure; returns how long that took.
     fn wait_for_recovery(&self, job: &str, restarts_before: u64, since: Instant) -> Duration {
         let deadline = Instant::now() + FOUR_MINUTES;
@@ -350,13 +367,9 @@ fn a_killed_taskmanager_container_loses_and_duplicates_nothing() {
         return;
     };
     let compose = Compose::up("kill", 3);
-    create_tables(&compose, "killed");
-    let job = compose.submit(&job("killed", IN_CLUSTER, 10_000), &["--parallelism", "2"]);
-    compose.wait_for_checkpoints(&job, 3);
+    let (_, job) = compose.running_job("killed", 10_000);
     let victim = compose.busy_taskmanager(&job);
-    let restarts = status_at(&compose.jobmanager, &job)["restarts"]
-        .as_u64()
-        .unwrap_or(0);
+    let restarts = compose.restarts(&job);
     let killed_at = Instant::now();
     docker(&["kill", &victim]);
     let recovery = compose.wait_for_recovery(&job, restarts, killed_at);
@@ -378,9 +391,7 @@ fn the_jobmanager_container_restarts_and_the_job_resumes() {
         return;
     };
     let compose = Compose::up("jm", 3);
-    create_tables(&compose, "resumed");
-    let job = compose.submit(&job("resumed", IN_CLUSTER, 8_000), &["--parallelism", "2"]);
-    compose.wait_for_checkpoints(&job, 3);
+    let (_, job) = compose.running_job("resumed", 8_000);
     let jobmanager = &compose.containers("jobmanager")[0];
     docker(&["restart", "--time", "0", jobmanager]);
     compose.wait_for(&job, "RUNNING");
@@ -401,16 +412,9 @@ fn a_partitioned_taskmanager_is_fenced_when_it_comes_back() {
         return;
     };
     let compose = Compose::up("partition", 3);
-    create_tables(&compose, "partitioned");
-    let job = compose.submit(
-        &job("partitioned", IN_CLUSTER, 8_000),
-        &["--parallelism", "2"],
-    );
-    compose.wait_for_checkpoints(&job, 3);
+    let (_, job) = compose.running_job("partitioned", 8_000);
     let victim = compose.busy_taskmanager(&job);
-    let restarts = status_at(&compose.jobmanager, &job)["restarts"]
-        .as_u64()
-        .unwrap_or(0);
+    let restarts = compose.restarts(&job);
     let cut_at = Instant::now();
     docker(&["network", "disconnect", &compose.network(), &victim]);
     // Longer than the heartbeat timeout (3 s): the JobManager fails the job over.
@@ -439,10 +443,7 @@ fn scale_out_and_resume_from_a_savepoint_at_higher_parallelism() {
         return;
     };
     let compose = Compose::up("scale", 5);
-    create_tables(&compose, "rescaled");
-    let script = job("rescaled", IN_CLUSTER, 8_000);
-    let job = compose.submit(&script, &["--parallelism", "2"]);
-    compose.wait_for_checkpoints(&job, 3);
+    let (script, job) = compose.running_job("rescaled", 8_000);
     let output = client_at(&compose.jobmanager, &["stop", "--savepoint", &job]);
     assert!(
         output.status.success(),

@@ -90,7 +90,7 @@ impl Postgres {
             ],
         );
         let deadline = Instant::now() + Duration::from_secs(30);
-        while !postgres.psql_output("SELECT 1").status.success() {
+        while !answers_at(port) {
             assert!(Instant::now() < deadline, "PostgreSQL did not start");
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -119,10 +119,6 @@ impl Postgres {
     /// The server's URL, for a table's `'url'` option.
     pub fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
-    }
-
-    fn psql_output(&self, sql: &str) -> Output {
-        psql_output(self.port, sql)
     }
 
     /// Runs SQL; returns the rows of its last result, fields split on commas.

@@ -21,8 +21,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::format::Format;
 use super::transaction::{
-    AttemptToken, CommitRetry, DeliveryGuarantee, TransactionCommitter, TransactionWriter,
-    TwoPhaseCommitSink,
+    AttemptToken, DeliveryGuarantee, TransactionCommitter, TransactionWriter, TwoPhaseCommitSink,
 };
 use super::{SinkContext, SinkWriter};
 use crate::chunk::Chunk;
@@ -82,7 +81,6 @@ pub fn create(config: &FileSinkConfig, context: &SinkContext) -> Result<Box<dyn 
         context,
         Box::new(parts),
         Arc::new(committer),
-        CommitRetry::default(),
     )?))
 }
 

@@ -224,13 +224,13 @@ pub struct TwoPhaseCommitSink {
 }
 
 impl TwoPhaseCommitSink {
-    /// A sink over `writer` and `committer`, for a job that checkpoints. Fails when the job
-    /// does not checkpoint: without checkpoints nothing would ever be committed.
+    /// A sink over `writer` and `committer`, for a job that checkpoints, retrying commits
+    /// as [`CommitRetry::default`] says. Fails when the job does not checkpoint: without
+    /// checkpoints nothing would ever be committed.
     pub fn new(
         context: &SinkContext,
         writer: Box<dyn TransactionWriter>,
         committer: Arc<dyn TransactionCommitter>,
-        retry: CommitRetry,
     ) -> Result<Self> {
         let Some(completed) = context.completed.clone() else {
             return Err(EddyError::Connector {
@@ -247,11 +247,17 @@ impl TwoPhaseCommitSink {
             committer,
             pending: Arc::new(Mutex::new(Pending::default())),
             completed,
-            retry,
+            retry: CommitRetry::default(),
             dirty: false,
             held: Vec::new(),
             prepared,
         })
+    }
+
+    /// Retries commits as `retry` says instead.
+    pub fn with_retry(mut self, retry: CommitRetry) -> Self {
+        self.retry = retry;
+        self
     }
 
     /// Whether an earlier transaction is prepared and not yet committed.
@@ -644,9 +650,9 @@ mod tests {
                 &context,
                 Box::new(writer),
                 Arc::new(Committer(self.store.clone())),
-                retry,
             )
-            .unwrap();
+            .unwrap()
+            .with_retry(retry);
             sink.open(restored).await.unwrap();
             sink
         }

@@ -18,7 +18,7 @@ use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use super::{KafkaConnector, kafka_error};
 use crate::chunk::Chunk;
 use crate::connectors::transaction::{
-    CommitRetry, DeliveryGuarantee, TransactionCommitter, TransactionWriter, TwoPhaseCommitSink,
+    DeliveryGuarantee, TransactionCommitter, TransactionWriter, TwoPhaseCommitSink,
 };
 use crate::connectors::{SinkContext, SinkWriter};
 use crate::metrics::OperatorMetrics;
@@ -57,7 +57,6 @@ pub(super) fn create(
         context,
         Box::new(writer),
         Arc::new(committer),
-        CommitRetry::default(),
     )?))
 }
 

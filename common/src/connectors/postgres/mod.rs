@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
 
-use super::transaction::{AttemptToken, CommitRetry, DeliveryGuarantee, TwoPhaseCommitSink};
+use super::transaction::{AttemptToken, DeliveryGuarantee, TwoPhaseCommitSink};
 use super::{Options, SinkContext, SinkWriter, TableConnector};
 use crate::{EddyError, Result};
 use committer::PreparedTransactions;
@@ -121,7 +121,6 @@ impl TableConnector for PostgresConnector {
             context,
             Box::new(writer),
             Arc::new(committer),
-            CommitRetry::default(),
         )?))
     }
 }

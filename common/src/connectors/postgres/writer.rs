@@ -104,6 +104,7 @@ impl PostgresWriter {
         let rows = chunk.rows().columns();
         let changes = Changes::of(chunk, &statements.key)?;
         let error = |e| db_error(&connector, "writing rows", e);
+        let all: Vec<usize> = (0..rows.len()).collect();
         if !changes.deletes.is_empty() {
             let delete = statements
                 .delete_by_key
@@ -113,14 +114,12 @@ impl PostgresWriter {
             execute_arrays(client, delete, &key).await.map_err(error)?;
         }
         if !changes.upserts.is_empty() {
-            let all: Vec<usize> = (0..rows.len()).collect();
             let columns = statements.normalize(&taken(rows, &changes.upserts)?, &all)?;
             execute_arrays(client, &statements.insert, &columns)
                 .await
                 .map_err(error)?;
         }
         for run in &changes.runs {
-            let all: Vec<usize> = (0..rows.len()).collect();
             let columns = statements.normalize(&taken(rows, &run.rows)?, &all)?;
             match run.insert {
                 true => execute_arrays(client, &statements.insert, &columns).await,
