@@ -3,6 +3,7 @@
 pub mod blackhole;
 pub mod datagen;
 mod file_sink;
+mod file_source;
 pub mod filesystem;
 pub mod format;
 pub mod kafka;
