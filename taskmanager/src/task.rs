@@ -480,12 +480,12 @@ impl Uploader {
         alignment: Duration,
         sync_duration: Duration,
     ) {
-        let bytes = snapshot.encode();
+        let parts = snapshot.into_parts();
         let this = self.clone();
         tokio::spawn(async move {
             let result = this
                 .storage
-                .write_task(barrier.checkpoint, this.vertex, this.subtask, bytes)
+                .write_task(barrier.checkpoint, this.vertex, this.subtask, parts)
                 .await
                 .map_err(|e| e.to_string());
             let _ = this.acks.send(TaskAck {

@@ -2,6 +2,8 @@
 //! each operator in its chain, data in flight (unaligned checkpoints), and its sink's
 //! state (the transactions a two-phase-commit sink prepared).
 
+use bytes::Bytes;
+
 use crate::state::{StateReader, StateWriter};
 use crate::{EddyError, Result};
 
@@ -23,26 +25,44 @@ pub struct TaskSnapshot {
 
 impl TaskSnapshot {
     /// The snapshot as bytes.
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = StateWriter::new();
-        out.bytes(MAGIC).u64(VERSION);
-        match &self.source {
-            Some(position) => out.u64(1).bytes(position),
-            None => out.u64(0),
+    pub fn encode(self) -> Vec<u8> {
+        self.into_parts().concat()
+    }
+
+    /// The snapshot as consecutive pieces of its encoding: the states themselves are
+    /// pieces, moved rather than copied (a large snapshot is written as it is).
+    pub fn into_parts(self) -> Vec<Bytes> {
+        let mut parts = Vec::new();
+        let mut head = StateWriter::new();
+        head.bytes(MAGIC).u64(VERSION);
+        let mut state = |head: &mut StateWriter, value: Vec<u8>| {
+            head.u64(value.len() as u64);
+            parts.push(Bytes::from(std::mem::take(head).finish()));
+            parts.push(Bytes::from(value));
         };
-        out.u64(self.operators.len() as u64);
-        for state in &self.operators {
-            out.bytes(state);
+        match self.source {
+            Some(position) => state(head.u64(1), position),
+            None => {
+                head.u64(0);
+            }
         }
-        out.u64(self.in_flight.len() as u64);
-        for chunk in &self.in_flight {
-            out.bytes(chunk);
+        head.u64(self.operators.len() as u64);
+        for value in self.operators {
+            state(&mut head, value);
         }
-        match &self.sink {
-            Some(state) => out.u64(1).bytes(state),
-            None => out.u64(0),
-        };
-        out.finish()
+        head.u64(self.in_flight.len() as u64);
+        for chunk in self.in_flight {
+            state(&mut head, chunk);
+        }
+        match self.sink {
+            Some(value) => state(head.u64(1), value),
+            None => {
+                head.u64(0);
+            }
+        }
+        parts.push(Bytes::from(head.finish()));
+        parts.retain(|part| !part.is_empty());
+        parts
     }
 
     /// Reads a snapshot; `what` names it in errors.
@@ -100,7 +120,7 @@ mod tests {
             in_flight: vec![vec![4; 5]],
             sink: Some(vec![7; 3]),
         };
-        let bytes = snapshot.encode();
+        let bytes = snapshot.clone().encode();
         assert_eq!(TaskSnapshot::decode(&bytes, "t").unwrap(), snapshot);
         assert!(TaskSnapshot::decode(&bytes[..bytes.len() - 3], "t").is_err());
         assert!(TaskSnapshot::decode(b"not a snapshot at all", "t").is_err());

@@ -136,28 +136,30 @@ impl CheckpointStorage {
             .join(file)
     }
 
-    /// Writes a task's snapshot; returns its handle for the acknowledgement.
+    /// Writes a task's snapshot, given as consecutive pieces; returns its handle for the
+    /// acknowledgement.
     pub async fn write_task(
         &self,
         checkpoint: u64,
         vertex: usize,
         subtask: usize,
-        bytes: Vec<u8>,
+        parts: Vec<Bytes>,
     ) -> Result<StateHandle> {
         let file = format!("{vertex}-{subtask}.state");
+        let mut checksum = crc32fast::Hasher::new();
+        for part in &parts {
+            checksum.update(part);
+        }
         let handle = StateHandle {
             vertex,
             subtask,
             file: file.clone(),
-            size: bytes.len() as u64,
-            crc32: crc32(&bytes),
+            size: parts.iter().map(|p| p.len() as u64).sum(),
+            crc32: checksum.finalize(),
         };
         self.location
             .store
-            .put(
-                &self.path(checkpoint, &file),
-                PutPayload::from(Bytes::from(bytes)),
-            )
+            .put(&self.path(checkpoint, &file), PutPayload::from_iter(parts))
             .await?;
         Ok(handle)
     }
@@ -309,10 +311,13 @@ mod tests {
         let storage = CheckpointStorage::new(&root, "job");
         for n in 1..=4u64 {
             let a = storage
-                .write_task(n, 0, 0, vec![n as u8; 10])
+                .write_task(n, 0, 0, vec![Bytes::from(vec![n as u8; 10])])
                 .await
                 .unwrap();
-            let b = storage.write_task(n, 1, 0, vec![7; 3]).await.unwrap();
+            let b = storage
+                .write_task(n, 1, 0, vec![Bytes::from(vec![7; 3])])
+                .await
+                .unwrap();
             if n < 4 {
                 let metadata = CheckpointMetadata {
                     checkpoint: n,

@@ -15,6 +15,13 @@ impl StateWriter {
         StateWriter::default()
     }
 
+    /// An empty buffer with room for `bytes` bytes (saves regrowing a large snapshot).
+    pub fn with_capacity(bytes: usize) -> Self {
+        StateWriter {
+            bytes: Vec::with_capacity(bytes),
+        }
+    }
+
     /// Appends an unsigned integer.
     pub fn u64(&mut self, v: u64) -> &mut Self {
         self.bytes.extend_from_slice(&v.to_le_bytes());
@@ -130,30 +137,7 @@ impl<'a> StateReader<'a> {
 
 /// CRC-32 (IEEE) of `bytes`, for snapshot checksums.
 pub fn crc32(bytes: &[u8]) -> u32 {
-    const TABLE: [u32; 256] = {
-        let mut table = [0u32; 256];
-        let mut i = 0;
-        while i < 256 {
-            let mut c = i as u32;
-            let mut k = 0;
-            while k < 8 {
-                c = if c & 1 != 0 {
-                    0xEDB8_8320 ^ (c >> 1)
-                } else {
-                    c >> 1
-                };
-                k += 1;
-            }
-            table[i] = c;
-            i += 1;
-        }
-        table
-    };
-    let mut crc = !0u32;
-    for b in bytes {
-        crc = TABLE[((crc ^ *b as u32) & 0xff) as usize] ^ (crc >> 8);
-    }
-    !crc
+    crc32fast::hash(bytes)
 }
 
 #[cfg(test)]

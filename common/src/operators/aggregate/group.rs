@@ -115,7 +115,11 @@ impl Operator for GroupAggregate {
             true => vec![0; live.len()],
             false => key_groups(&self.key_columns(&live)?, self.max_parallelism)?,
         };
-        let mut out = StateWriter::new();
+        // Room for every group, judged by the first (regrowing a large buffer costs copies).
+        let per_group = live
+            .first()
+            .map_or(0, |g| self.group_keys[*g as usize].len() + 48);
+        let mut out = StateWriter::with_capacity(16 + live.len() * per_group);
         out.u64(SNAPSHOT_VERSION).u64(live.len() as u64);
         for (group, key_group) in live.iter().zip(key_groups) {
             out.bytes(&self.group_keys[*group as usize])
