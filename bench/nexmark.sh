@@ -6,7 +6,9 @@
 #   - at parallelism 1 and 2, without checkpoints and with 1 s exactly-once checkpoints to
 #     a local directory,
 # plus a "limit" row (the same generator summing a column with no engine) — and prints one
-# Markdown table. Release build; one run per cell (noisy machine: under ~10 % is noise).
+# Markdown table; then the recovery row: a GROUP BY with STATE_MB (default 100) MB of keyed
+# state on a multi-process cluster, a TaskManager SIGKILLed (bench/recovery.py --state-row).
+# Release build; one run per cell (noisy machine: under ~10 % is noise).
 # Usage: bench/nexmark.sh [EVENTS] [CSV_EVENTS]      (defaults 10000000 and 5434783,
 #        the latter being 5 M bids)      QUERIES="q0 q2" limits the queries.
 set -euo pipefail
@@ -96,3 +98,5 @@ limit=$("$CARGO_TARGET_DIR/release/examples/nexmark-limit" "$events")
 echo
 echo "$limit (generator alone, summing price: the ceiling for the generator rows)"
 echo "Not supported yet (they need joins): q5 (hop window + top count), q7 (tumble max + join)."
+echo
+python3 bench/recovery.py --state-row "${STATE_MB:-100}"
