@@ -109,7 +109,7 @@ async fn follow(address: &str, sql: String, overrides: Vec<(String, String)>) ->
                     }
                 }
             }
-            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            _ = tokio::time::sleep(Duration::from_millis(20)) => {}
         }
         let job = client
             .get_job(pb::GetJobRequest {
