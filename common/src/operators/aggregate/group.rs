@@ -10,8 +10,8 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use arrow::row::{RowConverter, SortField};
 use datafusion_physical_expr::PhysicalExpr;
-use hashbrown::HashMap;
 
+use super::group_keys::GroupKeys;
 use super::{
     Accumulators, AggregateCall, Emitted, SNAPSHOT_VERSION, Slots, open_snapshot, signs_of,
 };
@@ -28,8 +28,7 @@ pub struct GroupAggregate {
     key_codec: RowConverter,
     result_codec: RowConverter,
     accumulators: Accumulators,
-    index: HashMap<Box<[u8]>, u32>,
-    group_keys: Vec<Box<[u8]>>,
+    group_keys: GroupKeys,
     row_counts: Vec<i64>,
     touched_mark: Vec<bool>,
     slots: Slots,
@@ -62,8 +61,7 @@ impl GroupAggregate {
             key_codec,
             result_codec,
             accumulators: Accumulators::new(calls)?,
-            index: HashMap::new(),
-            group_keys: Vec::new(),
+            group_keys: GroupKeys::default(),
             row_counts: Vec::new(),
             touched_mark: Vec::new(),
             slots: Slots::default(),
@@ -73,15 +71,22 @@ impl GroupAggregate {
         })
     }
 
-    /// A new group for `key`.
-    fn insert_group(&mut self, key: &[u8]) -> u32 {
+    /// A new group for `key` (whose hash is `hash`).
+    fn insert_group(&mut self, hash: u64, key: &[u8]) -> u32 {
         let (slot, grown) = self.slots.acquire();
         if grown {
             self.grow();
         }
-        self.index.insert(key.into(), slot);
-        self.group_keys[slot as usize] = key.into();
+        self.group_keys.insert(hash, key, slot);
         slot
+    }
+
+    /// Frees `group`'s slot and state.
+    fn remove_group(&mut self, group: u32) {
+        self.group_keys.remove(group);
+        self.row_counts[group as usize] = 0;
+        self.accumulators.reset(group);
+        self.slots.release(group);
     }
 
     fn grow(&mut self) {
@@ -89,7 +94,6 @@ impl GroupAggregate {
         self.accumulators.resize(len);
         self.row_counts.resize(len, 0);
         self.touched_mark.resize(len, false);
-        self.group_keys.resize(len, Box::default());
     }
 
     /// The key columns of `groups`.
@@ -100,7 +104,7 @@ impl GroupAggregate {
         let parser = self.key_codec.parser();
         let rows: Vec<_> = groups
             .iter()
-            .map(|g| parser.parse(&self.group_keys[*g as usize]))
+            .map(|g| parser.parse(self.group_keys.key(*g)))
             .collect();
         Ok(self.key_codec.convert_rows(rows)?)
     }
@@ -118,11 +122,11 @@ impl Operator for GroupAggregate {
         // Room for every group, judged by the first (regrowing a large buffer costs copies).
         let per_group = live
             .first()
-            .map_or(0, |g| self.group_keys[*g as usize].len() + 48);
+            .map_or(0, |g| self.group_keys.key(*g).len() + 48);
         let mut out = StateWriter::with_capacity(16 + live.len() * per_group);
         out.u64(SNAPSHOT_VERSION).u64(live.len() as u64);
         for (group, key_group) in live.iter().zip(key_groups) {
-            out.bytes(&self.group_keys[*group as usize])
+            out.bytes(self.group_keys.key(*group))
                 .u64(key_group as u64)
                 .i64(self.row_counts[*group as usize]);
             self.accumulators.save(*group, &mut out);
@@ -137,15 +141,12 @@ impl Operator for GroupAggregate {
                 let key = input.bytes()?;
                 let key_group = input.u64()? as usize;
                 let rows = input.i64()?;
-                let group = self.insert_group(key);
+                let group = self.insert_group(self.group_keys.hash(key), key);
                 self.row_counts[group as usize] = rows;
                 self.accumulators.load(group, &mut input)?;
                 if !self.keys.is_empty() && !scope.owns(key_group) {
                     // Another subtask owns this key now.
-                    self.index.remove(key);
-                    self.row_counts[group as usize] = 0;
-                    self.accumulators.reset(group);
-                    self.slots.release(group);
+                    self.remove_group(group);
                 }
             }
         }
@@ -168,15 +169,16 @@ impl Operator for GroupAggregate {
         let mut existed: Vec<bool> = Vec::new();
         for (i, sign) in signs.iter_mut().enumerate() {
             let key = rows.as_ref().map_or(&[][..], |r| r.row(i).data());
-            let group = match self.index.get(key) {
-                Some(g) => *g,
+            let hash = self.group_keys.hash(key);
+            let group = match self.group_keys.find(hash, key) {
+                Some(g) => g,
                 None if *sign < 0 => {
                     // A retraction of a group never seen: nothing to take back.
                     *sign = 0;
                     group_ids.push(0);
                     continue;
                 }
-                None => self.insert_group(key),
+                None => self.insert_group(hash, key),
             };
             if !self.touched_mark[group as usize] {
                 self.touched_mark[group as usize] = true;
@@ -263,11 +265,7 @@ impl Operator for GroupAggregate {
         for group in touched {
             self.touched_mark[group as usize] = false;
             if self.row_counts[group as usize] <= 0 {
-                let key = std::mem::take(&mut self.group_keys[group as usize]);
-                self.index.remove(&key);
-                self.row_counts[group as usize] = 0;
-                self.accumulators.reset(group);
-                self.slots.release(group);
+                self.remove_group(group);
             }
         }
         Ok(())

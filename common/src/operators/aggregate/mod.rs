@@ -3,6 +3,7 @@
 
 pub mod accumulator;
 mod group;
+mod group_keys;
 mod window;
 
 use std::sync::Arc;

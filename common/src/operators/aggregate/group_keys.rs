@@ -1,0 +1,159 @@
+//! The keys of a `GROUP BY`'s groups: stored back to back in one buffer and found through
+//! a hash table of slot numbers, so a new group allocates nothing of its own and freeing
+//! every group is freeing two buffers.
+
+use std::hash::BuildHasher;
+
+use hashbrown::{DefaultHashBuilder, HashTable};
+
+/// Where a slot's key is in the buffer; `len == FREE` for a slot without a group.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    start: usize,
+    len: u32,
+}
+
+const FREE: u32 = u32::MAX;
+
+/// Group keys (row-encoded) by slot number.
+#[derive(Debug, Default)]
+pub(super) struct GroupKeys {
+    bytes: Vec<u8>,
+    spans: Vec<Span>,
+    table: HashTable<u32>,
+    hasher: DefaultHashBuilder,
+    /// Bytes of `bytes` that belong to no group any more.
+    garbage: usize,
+}
+
+impl GroupKeys {
+    /// The hash of `key`, for [`GroupKeys::find`] and [`GroupKeys::insert`].
+    pub(super) fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// The slot of the group with `key` (whose hash is `hash`).
+    pub(super) fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
+        self.table
+            .find(hash, |slot| self.key(*slot) == key)
+            .copied()
+    }
+
+    /// Gives `slot` (free) the group with `key` (whose hash is `hash`, and which no slot
+    /// holds).
+    pub(super) fn insert(&mut self, hash: u64, key: &[u8], slot: u32) {
+        let index = slot as usize;
+        if index >= self.spans.len() {
+            self.spans.resize(
+                index + 1,
+                Span {
+                    start: 0,
+                    len: FREE,
+                },
+            );
+        }
+        self.spans[index] = Span {
+            start: self.bytes.len(),
+            len: key.len() as u32,
+        };
+        self.bytes.extend_from_slice(key);
+        let (bytes, spans, hasher) = (&self.bytes, &self.spans, &self.hasher);
+        self.table.insert_unique(hash, slot, |s| {
+            hasher.hash_one(span_bytes(bytes, spans[*s as usize]))
+        });
+    }
+
+    /// Frees `slot`'s group.
+    pub(super) fn remove(&mut self, slot: u32) {
+        let span = self.spans[slot as usize];
+        if span.len == FREE {
+            return;
+        }
+        let hash = self.hash(span_bytes(&self.bytes, span));
+        if let Ok(entry) = self.table.find_entry(hash, |s| *s == slot) {
+            entry.remove();
+        }
+        self.spans[slot as usize].len = FREE;
+        self.garbage += span.len as usize;
+        if self.garbage > 1 << 20 && self.garbage > self.bytes.len() / 2 {
+            self.compact();
+        }
+    }
+
+    /// The key of `slot`'s group (empty for a free slot).
+    pub(super) fn key(&self, slot: u32) -> &[u8] {
+        match self.spans.get(slot as usize) {
+            Some(span) if span.len != FREE => span_bytes(&self.bytes, *span),
+            _ => &[],
+        }
+    }
+
+    /// Copies the live keys into a new buffer, leaving the freed bytes behind.
+    fn compact(&mut self) {
+        let mut bytes = Vec::with_capacity(self.bytes.len() - self.garbage);
+        for span in self.spans.iter_mut().filter(|s| s.len != FREE) {
+            let start = bytes.len();
+            bytes.extend_from_slice(span_bytes(&self.bytes, *span));
+            span.start = start;
+        }
+        self.bytes = bytes;
+        self.garbage = 0;
+    }
+}
+
+fn span_bytes(bytes: &[u8], span: Span) -> &[u8] {
+    &bytes[span.start..span.start + span.len as usize]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn insert(keys: &mut GroupKeys, key: &[u8], slot: u32) {
+        let hash = keys.hash(key);
+        assert_eq!(keys.find(hash, key), None);
+        keys.insert(hash, key, slot);
+    }
+
+    fn find(keys: &GroupKeys, key: &[u8]) -> Option<u32> {
+        keys.find(keys.hash(key), key)
+    }
+
+    #[test]
+    fn keys_are_found_removed_and_reused_across_compactions() {
+        let mut keys = GroupKeys::default();
+        let key = |i: u32| format!("key-{i:06}").into_bytes();
+        let n = 300_000;
+        for i in 0..n {
+            insert(&mut keys, &key(i), i);
+        }
+        // Free two of every three slots (enough garbage to compact), then reuse half.
+        for i in (0..n).filter(|i| i % 3 != 0) {
+            keys.remove(i);
+        }
+        assert!(keys.bytes.len() < n as usize * 10 / 2, "compacted");
+        for i in (0..n).filter(|i| i % 3 == 1) {
+            insert(&mut keys, &key(1_000_000 + i), i);
+        }
+        for i in 0..n {
+            match i % 3 {
+                0 => {
+                    assert_eq!(find(&keys, &key(i)), Some(i));
+                    assert_eq!(keys.key(i), key(i));
+                }
+                1 => {
+                    assert_eq!(find(&keys, &key(1_000_000 + i)), Some(i));
+                    assert_eq!(keys.key(i), key(1_000_000 + i));
+                    assert_eq!(find(&keys, &key(i)), None);
+                }
+                _ => {
+                    assert_eq!(find(&keys, &key(i)), None);
+                    assert_eq!(keys.key(i), b"");
+                }
+            }
+        }
+        // The empty key (a GROUP BY without keys) is a key like any other.
+        insert(&mut keys, b"", n);
+        assert_eq!(find(&keys, b""), Some(n));
+    }
+}
