@@ -823,7 +823,7 @@ impl Cluster {
             Status::invalid_argument(format!("bad execution id '{}'", task.job_id))
         })?;
         let key = (task.vertex as usize, task.subtask as usize);
-        let (failed, finished) = {
+        let (failed, finished, final_checkpoint) = {
             let mut state = self.lock();
             let job = state
                 .jobs
@@ -851,6 +851,7 @@ impl Cluster {
                 .iter()
                 .filter(|((vertex, _), _)| graph.vertices[*vertex].source.is_some())
                 .all(|(_, t)| t.input_ended);
+            let mut final_checkpoint = false;
             if running
                 && report.input_ended
                 && sources_ended
@@ -858,6 +859,7 @@ impl Cluster {
             {
                 // The final checkpoint need not wait for the interval.
                 coordinator.request_now();
+                final_checkpoint = true;
             }
             if running
                 && reported == pb::TaskState::Finished
@@ -874,8 +876,12 @@ impl Cluster {
                     .tasks
                     .values()
                     .all(|t| t.state == pb::TaskState::Finished);
-            (failed, finished)
+            (failed, finished, final_checkpoint)
         };
+        if final_checkpoint {
+            // Nor for the next tick.
+            self.tick_checkpoints();
+        }
         if failed {
             let reason = match report.error.as_str() {
                 "" => format!(
