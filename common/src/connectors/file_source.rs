@@ -1,11 +1,15 @@
 //! Reading CSV or JSON-lines files. Every file is cut into byte-range splits of at most
 //! `source.split-size` bytes, and the splits are dealt round-robin over the subtasks, so
 //! one large file is read by all of them. A split owns the lines that start inside its
-//! range: it skips the partial line it starts in and finishes the line it ends in. A
-//! subtask reads its splits interleaved and keeps a watermark per split, so reading one
-//! part of a file after another never turns rows late.
+//! range: it skips the partial line it starts in and finishes the line it ends in.
+//!
+//! A subtask reads its splits of one file one after another, in file order, as one lane
+//! with one watermark (as a single reader of the file would); it reads the lanes of
+//! different files interleaved, each keeping its own watermark, so reading one file after
+//! another never turns rows late. Memory grows with the files read at once, not with the
+//! size of a file.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::{Read, Seek, SeekFrom};
 use std::ops::Range;
 
@@ -66,7 +70,7 @@ pub fn create(config: &FileSourceConfig, context: &SourceContext) -> Box<dyn Sou
     Box::new(FileReader {
         config: config.clone(),
         context: context.clone(),
-        splits: None,
+        lanes: None,
         cursor: 0,
         finished: Vec::new(),
         restored: HashMap::new(),
@@ -123,8 +127,6 @@ fn local_reads(file: std::fs::File, range: Range<u64>) -> ByteStream {
 struct OpenSplit {
     /// The file's name as shown to users.
     name: String,
-    /// This split's index among the reader's splits (its watermark's).
-    index: usize,
     split: FileSplit,
     stream: Option<ByteStream>,
     /// Bytes read and not yet returned; they start at `progress.next` (or, while
@@ -140,10 +142,20 @@ struct OpenSplit {
     progress: SplitProgress,
 }
 
+/// This subtask's splits of one file, read one after another.
+struct Lane {
+    /// Its index among the reader's lanes (its watermark's).
+    index: usize,
+    /// The split being read.
+    current: OpenSplit,
+    /// The splits after it, and how far each has been read (restored mid-way or not yet).
+    queued: VecDeque<(FileSplit, SplitProgress)>,
+}
+
 struct FileReader {
     config: FileSourceConfig,
     context: SourceContext,
-    splits: Option<Vec<OpenSplit>>,
+    lanes: Option<Vec<Lane>>,
     cursor: usize,
     /// This subtask's splits read to their end.
     finished: Vec<(String, u64, SplitProgress)>,
@@ -204,16 +216,59 @@ async fn all_splits(
     Ok(splits)
 }
 
+/// Opens `split` to read from where `progress` says.
+async fn open_split(
+    location: &StorageLocation,
+    split: FileSplit,
+    progress: SplitProgress,
+) -> Result<OpenSplit> {
+    // A fresh split that does not start a file begins one byte early: if that byte ends a
+    // line, the split's first line starts exactly at `start`.
+    let skip_partial = progress.next == split.start && split.start > 0;
+    let from = if skip_partial {
+        split.start - 1
+    } else {
+        progress.next
+    };
+    let options = GetOptions {
+        range: Some(GetRange::Offset(from)),
+        ..GetOptions::default()
+    };
+    let stream = byte_stream(location.store.get_opts(&split.path, options).await?);
+    Ok(OpenSplit {
+        name: location.show(&split.path),
+        split,
+        stream: Some(stream),
+        pending: Vec::new(),
+        pending_lines: 0,
+        skip_partial,
+        skipped_to: from,
+        progress,
+    })
+}
+
+/// A lane over `splits` (of one file, in order), its first split opened.
+async fn lane(
+    location: &StorageLocation,
+    index: usize,
+    mut splits: VecDeque<(FileSplit, SplitProgress)>,
+) -> Result<Lane> {
+    let (split, progress) = splits.pop_front().expect("a lane has a split");
+    Ok(Lane {
+        index,
+        current: open_split(location, split, progress).await?,
+        queued: splits,
+    })
+}
+
 impl FileReader {
-    async fn open_splits(&mut self) -> Result<usize> {
+    async fn open_lanes(&mut self) -> Result<usize> {
         let subtask = self.context.subtask;
         let parallelism = self.context.parallelism;
-        let mut open = Vec::new();
-        for (i, split) in all_splits(&self.config, &self.context.table, &self.restored)
-            .await?
-            .into_iter()
-            .enumerate()
-        {
+        let mut lanes: Vec<Lane> = Vec::new();
+        let mut queued: VecDeque<(FileSplit, SplitProgress)> = VecDeque::new();
+        let splits = all_splits(&self.config, &self.context.table, &self.restored).await?;
+        for (i, split) in splits.into_iter().enumerate() {
             if i % parallelism != subtask {
                 continue;
             }
@@ -231,62 +286,58 @@ impl FileReader {
                 self.finished.push((name, split.start, progress));
                 continue;
             }
-            // A fresh split that does not start a file begins one byte early: if that
-            // byte ends a line, the split's first line starts exactly at `start`.
-            let skip_partial = progress.next == split.start && split.start > 0;
-            let from = if skip_partial {
-                split.start - 1
-            } else {
-                progress.next
-            };
-            let options = GetOptions {
-                range: Some(GetRange::Offset(from)),
-                ..GetOptions::default()
-            };
-            let stream = byte_stream(
-                self.config
-                    .location
-                    .store
-                    .get_opts(&split.path, options)
+            if queued
+                .front()
+                .is_some_and(|(first, _)| first.path != split.path)
+            {
+                lanes.push(
+                    lane(
+                        &self.config.location,
+                        lanes.len(),
+                        std::mem::take(&mut queued),
+                    )
                     .await?,
-            );
-            open.push(OpenSplit {
-                name,
-                index: open.len(),
-                split,
-                stream: Some(stream),
-                pending: Vec::new(),
-                pending_lines: 0,
-                skip_partial,
-                skipped_to: from,
-                progress,
-            });
+                );
+            }
+            queued.push_back((split, progress));
         }
-        let count = open.len();
-        self.splits = Some(open);
+        if !queued.is_empty() {
+            lanes.push(lane(&self.config.location, lanes.len(), queued).await?);
+        }
+        let count = lanes.len();
+        self.lanes = Some(lanes);
         Ok(count)
     }
 
     async fn next_rows(&mut self) -> Result<Option<SourceEvent>> {
-        let Some(splits) = self.splits.as_mut() else {
+        let Some(lanes) = self.lanes.as_mut() else {
             return Err(EddyError::Runtime(
                 "filesystem reader used before open".into(),
             ));
         };
         loop {
-            if splits.is_empty() {
+            if lanes.is_empty() {
                 return Ok(None);
             }
-            self.cursor %= splits.len();
-            let split = &mut splits[self.cursor];
-            let Some((lines, count)) = fill_lines(split, self.context.batch_size).await? else {
-                let done = splits.remove(self.cursor);
+            self.cursor %= lanes.len();
+            let lane = &mut lanes[self.cursor];
+            let Some((lines, count)) =
+                fill_lines(&mut lane.current, self.context.batch_size).await?
+            else {
+                let done = &lane.current;
                 let mut progress = done.progress;
                 progress.next = progress.next.max(done.split.end);
-                self.finished.push((done.name, done.split.start, progress));
+                self.finished
+                    .push((done.name.clone(), done.split.start, progress));
+                if let Some((split, progress)) = lane.queued.pop_front() {
+                    lane.current = open_split(&self.config.location, split, progress).await?;
+                    continue;
+                }
+                let done = lanes.remove(self.cursor);
                 return Ok(Some(SourceEvent::SplitEnd(done.index)));
             };
             self.cursor += 1;
+            let split = &mut lane.current;
             let shown = match split.split.start {
                 0 => split.name.clone(),
                 start => format!("{} (the split from byte {start})", split.name),
@@ -305,7 +356,7 @@ impl FileReader {
             )?;
             if let Some(rows) = decoded {
                 return Ok(Some(SourceEvent::Rows {
-                    split: split.index,
+                    split: lane.index,
                     rows,
                 }));
             }
@@ -421,7 +472,7 @@ fn owned_lines(
 
 impl SourceReader for FileReader {
     fn open(&mut self) -> BoxFuture<'_, Result<usize>> {
-        self.open_splits().boxed()
+        self.open_lanes().boxed()
     }
 
     fn next(&mut self) -> BoxFuture<'_, Result<Option<SourceEvent>>> {
@@ -434,11 +485,18 @@ impl SourceReader for FileReader {
             .iter()
             .map(|(name, start, progress)| (name.as_str(), *start, *progress))
             .collect();
-        match &self.splits {
-            Some(open) => entries.extend(
-                open.iter()
-                    .map(|s| (s.name.as_str(), s.split.start, s.progress)),
-            ),
+        match &self.lanes {
+            Some(lanes) => {
+                for lane in lanes {
+                    let current = &lane.current;
+                    entries.push((current.name.as_str(), current.split.start, current.progress));
+                    entries.extend(
+                        lane.queued.iter().map(|(split, progress)| {
+                            (current.name.as_str(), split.start, *progress)
+                        }),
+                    );
+                }
+            }
             // Not open yet: what was restored still stands.
             None => entries.extend(
                 self.restored
@@ -487,6 +545,7 @@ impl SourceReader for FileReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     fn split(file: &str, start: u64, end: u64, chunk: usize) -> OpenSplit {
         let from = start.saturating_sub(1) as usize;
@@ -496,7 +555,6 @@ mod tests {
             .collect();
         OpenSplit {
             name: "f".into(),
-            index: 0,
             split: FileSplit {
                 path: Path::from("f"),
                 start,
@@ -572,6 +630,81 @@ mod tests {
             batches(split(file, 5, 15, 4), 1).await,
             vec!["bbbb\n", "cccc\n"]
         );
+    }
+
+    /// Reads the rest of `reader`; returns the ids read.
+    async fn read_ids(reader: &mut Box<dyn SourceReader>) -> Vec<i64> {
+        let mut ids = Vec::new();
+        while let Some(event) = reader.next().await.unwrap() {
+            if let SourceEvent::Rows { rows, .. } = event {
+                let column = rows.column(0).as_any();
+                let column = column
+                    .downcast_ref::<arrow::array::Int64Array>()
+                    .unwrap();
+                ids.extend(column.values().iter());
+            }
+        }
+        ids
+    }
+
+    /// Three files in 100-byte splits; two subtasks read part of their splits, checkpoint,
+    /// and three subtasks of a new run continue from those positions: every line once.
+    #[tokio::test]
+    async fn positions_continue_mid_split_at_another_parallelism() {
+        let dir = std::env::temp_dir().join(format!("eddy-file-source-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut all: Vec<i64> = Vec::new();
+        for (file, ids) in [("a.csv", 0..300), ("b.csv", 300..310), ("c.csv", 310..1000)] {
+            let text: String = ids.clone().map(|i| format!("{i},row {i}\n")).collect();
+            std::fs::write(dir.join(file), text).unwrap();
+            all.extend(ids);
+        }
+        let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+            arrow::datatypes::Field::new("id", arrow::datatypes::DataType::Int64, false),
+            arrow::datatypes::Field::new("note", arrow::datatypes::DataType::Utf8, false),
+        ]));
+        let config = FileSourceConfig {
+            location: crate::storage::resolve(dir.to_str().unwrap(), &[]).unwrap(),
+            format: Format::Csv { delimiter: b',' },
+            ignore_parse_errors: false,
+            split_size: 100,
+            schema: schema.clone(),
+        };
+        let context = |subtask, parallelism| SourceContext {
+            table: "t".into(),
+            schema: schema.clone(),
+            subtask,
+            parallelism,
+            batch_size: 7,
+            metrics: Default::default(),
+        };
+        let mut seen = Vec::new();
+        let mut positions = Vec::new();
+        for subtask in 0..2 {
+            let mut reader = create(&config, &context(subtask, 2));
+            reader.open().await.unwrap();
+            for _ in 0..(10 + 7 * subtask) {
+                if let Some(SourceEvent::Rows { rows, .. }) = reader.next().await.unwrap() {
+                    let column = rows.column(0).as_any();
+                    let column = column
+                        .downcast_ref::<arrow::array::Int64Array>()
+                        .unwrap();
+                    seen.extend(column.values().iter());
+                }
+            }
+            positions.push(reader.position().unwrap());
+        }
+        let refs: Vec<&[u8]> = positions.iter().map(Vec::as_slice).collect();
+        for subtask in 0..3 {
+            let mut reader = create(&config, &context(subtask, 3));
+            reader.restore(&refs).unwrap();
+            reader.open().await.unwrap();
+            seen.extend(read_ids(&mut reader).await);
+        }
+        seen.sort_unstable();
+        assert_eq!(seen, all);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
