@@ -529,7 +529,13 @@ impl Cluster {
                 }
             }
             Command::Restart(job_id, attempt, backoff) => {
-                tokio::time::sleep(backoff).await;
+                // While waiting, find TaskManagers that are gone, so that the restart is
+                // not placed on one of them (and lost) before its heartbeats time out.
+                let ((), gone) = tokio::join!(
+                    tokio::time::sleep(backoff),
+                    self.refusing_taskmanagers(backoff)
+                );
+                self.lose_taskmanagers(gone, "its port refuses connections");
                 let storage = {
                     let state = self.lock();
                     match state.jobs.get(&job_id) {
@@ -1118,29 +1124,65 @@ impl Cluster {
     /// Fails the runs of TaskManagers silent for longer than the heartbeat timeout, and
     /// forgets those TaskManagers.
     pub fn expire_silent(self: &Arc<Self>) {
+        let silent: Vec<String> = self
+            .lock()
+            .taskmanagers
+            .iter()
+            .filter(|(_, tm)| tm.last_seen.elapsed() > self.config.heartbeat_timeout)
+            .map(|(id, _)| id.clone())
+            .collect();
+        self.lose_taskmanagers(silent, "no heartbeat");
+    }
+
+    /// Forgets TaskManagers known to be gone (`why`), failing the jobs that ran on them.
+    fn lose_taskmanagers(self: &Arc<Self>, ids: Vec<String>, why: &str) {
         let lost: Vec<(String, Vec<String>)> = {
             let mut state = self.lock();
-            let silent: Vec<String> = state
-                .taskmanagers
-                .iter()
-                .filter(|(_, tm)| tm.last_seen.elapsed() > self.config.heartbeat_timeout)
-                .map(|(id, _)| id.clone())
-                .collect();
-            silent
-                .into_iter()
-                .map(|id| {
+            let mut lost = Vec::new();
+            for id in ids {
+                if state.taskmanagers.contains_key(&id) {
                     let jobs = jobs_on(&state, &id);
                     state.taskmanagers.remove(&id);
-                    (id, jobs)
-                })
-                .collect()
+                    lost.push((id, jobs));
+                }
+            }
+            lost
         };
         for (id, jobs) in lost {
-            tracing::warn!(taskmanager = %id, "taskmanager lost (no heartbeat)");
+            tracing::warn!(taskmanager = %id, reason = why, "taskmanager lost");
             for job_id in jobs {
                 self.fail(&job_id, format!("TaskManager {id} was lost"));
             }
         }
+    }
+
+    /// The registered TaskManagers whose address refuses a connection within `limit` (as
+    /// a killed process's port does at once). One that does not answer in time is left to
+    /// the heartbeat timeout: it may be behind a slow or partitioned network.
+    async fn refusing_taskmanagers(&self, limit: Duration) -> Vec<String> {
+        let addresses: Vec<(String, String)> = self
+            .lock()
+            .taskmanagers
+            .iter()
+            .map(|(id, tm)| (id.clone(), tm.address.clone()))
+            .collect();
+        let probes = addresses.into_iter().map(|(id, address)| async move {
+            let authority = address
+                .split_once("://")
+                .map_or(address.as_str(), |(_, rest)| rest)
+                .trim_end_matches('/')
+                .to_string();
+            let connect = tokio::net::TcpStream::connect(authority);
+            match tokio::time::timeout(limit, connect).await {
+                Ok(Err(error)) if error.kind() == std::io::ErrorKind::ConnectionRefused => Some(id),
+                _ => None,
+            }
+        });
+        futures::future::join_all(probes)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
     }
 
     /// The membership timing.
