@@ -632,17 +632,23 @@ mod tests {
         );
     }
 
+    /// The ids (first column) of the rows an event carries.
+    fn ids_of(event: SourceEvent) -> Vec<i64> {
+        match event {
+            SourceEvent::Rows { rows, .. } => {
+                let column = rows.column(0).as_any();
+                let column = column.downcast_ref::<arrow::array::Int64Array>().unwrap();
+                column.values().to_vec()
+            }
+            _ => Vec::new(),
+        }
+    }
+
     /// Reads the rest of `reader`; returns the ids read.
     async fn read_ids(reader: &mut Box<dyn SourceReader>) -> Vec<i64> {
         let mut ids = Vec::new();
         while let Some(event) = reader.next().await.unwrap() {
-            if let SourceEvent::Rows { rows, .. } = event {
-                let column = rows.column(0).as_any();
-                let column = column
-                    .downcast_ref::<arrow::array::Int64Array>()
-                    .unwrap();
-                ids.extend(column.values().iter());
-            }
+            ids.extend(ids_of(event));
         }
         ids
     }
@@ -685,12 +691,8 @@ mod tests {
             let mut reader = create(&config, &context(subtask, 2));
             reader.open().await.unwrap();
             for _ in 0..(10 + 7 * subtask) {
-                if let Some(SourceEvent::Rows { rows, .. }) = reader.next().await.unwrap() {
-                    let column = rows.column(0).as_any();
-                    let column = column
-                        .downcast_ref::<arrow::array::Int64Array>()
-                        .unwrap();
-                    seen.extend(column.values().iter());
+                if let Some(event) = reader.next().await.unwrap() {
+                    seen.extend(ids_of(event));
                 }
             }
             positions.push(reader.position().unwrap());
