@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use eddy_common::chunk::Chunk;
 use eddy_common::event::Timestamp;
 use eddy_common::metrics::{JobMetrics, OperatorMetrics};
@@ -64,7 +66,7 @@ impl OperatorChain {
 
     /// Restores every operator from the snapshots of the previous run: `states[i]` holds
     /// operator `i`'s state from each previous subtask.
-    pub fn restore(&mut self, states: &[Vec<Vec<u8>>], scope: &KeyScope) -> Result<()> {
+    pub fn restore(&mut self, states: &[Vec<Bytes>], scope: &KeyScope) -> Result<()> {
         if states.len() != self.operators.len() {
             return Err(EddyError::Runtime(format!(
                 "the checkpoint holds {} operators for this task but the plan has {}: the job changed",
@@ -73,7 +75,7 @@ impl OperatorChain {
             )));
         }
         for ((operator, _), snapshots) in self.operators.iter_mut().zip(states) {
-            let refs: Vec<&[u8]> = snapshots.iter().map(Vec::as_slice).collect();
+            let refs: Vec<&[u8]> = snapshots.iter().map(|s| s.as_ref()).collect();
             operator.restore(&refs, scope)?;
         }
         Ok(())

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+
 use eddy_common::checkpoint::{
     CheckpointDir, CheckpointMetadata, CheckpointStorage, CompletedCheckpoint, StateHandle,
     TaskSnapshot,
@@ -100,8 +102,9 @@ pub struct TaskRestore {
     pub checkpoint: u64,
     /// Source positions of the previous subtasks.
     pub source_positions: Vec<Vec<u8>>,
-    /// For each operator of the chain, its state in each previous subtask.
-    pub operators: Vec<Vec<Vec<u8>>>,
+    /// For each operator of the chain, its state in each previous subtask (shared by the
+    /// subtasks restoring it).
+    pub operators: Vec<Vec<Bytes>>,
     /// Data that was in flight to this subtask at an unaligned checkpoint (encoded chunks).
     pub in_flight: Vec<Vec<u8>>,
     /// The sink states of the previous subtasks this one takes over.
@@ -410,7 +413,12 @@ impl Pipeline<'_> {
         }
         let started = Instant::now();
         let mut snapshot = TaskSnapshot {
-            operators: self.chain.snapshot()?,
+            operators: self
+                .chain
+                .snapshot()?
+                .into_iter()
+                .map(Bytes::from)
+                .collect(),
             in_flight: Vec::new(),
             source,
             sink: None,
@@ -517,7 +525,7 @@ impl Overtake {
     fn checkpoint(&self, barrier: Barrier, position: Vec<u8>) -> Result<()> {
         let snapshot = TaskSnapshot {
             source: Some(position),
-            operators: vec![Vec::new(); self.operators],
+            operators: vec![Bytes::new(); self.operators],
             in_flight: Vec::new(),
             sink: None,
         };

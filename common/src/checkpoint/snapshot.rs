@@ -15,8 +15,9 @@ const VERSION: u64 = 3;
 pub struct TaskSnapshot {
     /// The source reader's position, for a source task.
     pub source: Option<Vec<u8>>,
-    /// Each operator's state, in chain order (empty for stateless operators).
-    pub operators: Vec<Vec<u8>>,
+    /// Each operator's state, in chain order (empty for stateless operators); shared, not
+    /// copied, between the subtasks that restore it.
+    pub operators: Vec<Bytes>,
     /// Data that was in flight at an unaligned checkpoint (encoded chunks), to replay.
     pub in_flight: Vec<Vec<u8>>,
     /// The sink's state, for a task that writes a sink.
@@ -35,13 +36,13 @@ impl TaskSnapshot {
         let mut parts = Vec::new();
         let mut head = StateWriter::new();
         head.bytes(MAGIC).u64(VERSION);
-        let mut state = |head: &mut StateWriter, value: Vec<u8>| {
+        let mut state = |head: &mut StateWriter, value: Bytes| {
             head.u64(value.len() as u64);
             parts.push(Bytes::from(std::mem::take(head).finish()));
-            parts.push(Bytes::from(value));
+            parts.push(value);
         };
         match self.source {
-            Some(position) => state(head.u64(1), position),
+            Some(position) => state(head.u64(1), position.into()),
             None => {
                 head.u64(0);
             }
@@ -52,10 +53,10 @@ impl TaskSnapshot {
         }
         head.u64(self.in_flight.len() as u64);
         for chunk in self.in_flight {
-            state(&mut head, chunk);
+            state(&mut head, chunk.into());
         }
         match self.sink {
-            Some(value) => state(head.u64(1), value),
+            Some(value) => state(head.u64(1), value.into()),
             None => {
                 head.u64(0);
             }
@@ -65,8 +66,8 @@ impl TaskSnapshot {
         parts
     }
 
-    /// Reads a snapshot; `what` names it in errors.
-    pub fn decode(bytes: &[u8], what: &str) -> Result<TaskSnapshot> {
+    /// Reads a snapshot; `what` names it in errors. Operator states are slices of `bytes`.
+    pub fn decode(bytes: &Bytes, what: &str) -> Result<TaskSnapshot> {
         let mut input = StateReader::new(bytes, what);
         if input.bytes()? != MAGIC {
             return Err(EddyError::Runtime(format!(
@@ -84,7 +85,7 @@ impl TaskSnapshot {
             _ => Some(input.bytes()?.to_vec()),
         };
         let operators = (0..input.count(8)?)
-            .map(|_| input.bytes().map(<[u8]>::to_vec))
+            .map(|_| input.bytes().map(|state| bytes.slice_ref(state)))
             .collect::<Result<_>>()?;
         let in_flight = match version {
             1 => Vec::new(),
@@ -116,13 +117,13 @@ mod tests {
     fn round_trip_and_rejects_garbage() {
         let snapshot = TaskSnapshot {
             source: Some(vec![1, 2, 3]),
-            operators: vec![vec![], vec![9; 20]],
+            operators: vec![Bytes::new(), Bytes::from(vec![9; 20])],
             in_flight: vec![vec![4; 5]],
             sink: Some(vec![7; 3]),
         };
-        let bytes = snapshot.clone().encode();
+        let bytes = Bytes::from(snapshot.clone().encode());
         assert_eq!(TaskSnapshot::decode(&bytes, "t").unwrap(), snapshot);
-        assert!(TaskSnapshot::decode(&bytes[..bytes.len() - 3], "t").is_err());
-        assert!(TaskSnapshot::decode(b"not a snapshot at all", "t").is_err());
+        assert!(TaskSnapshot::decode(&bytes.slice(..bytes.len() - 3), "t").is_err());
+        assert!(TaskSnapshot::decode(&Bytes::from_static(b"not a snapshot at all"), "t").is_err());
     }
 }

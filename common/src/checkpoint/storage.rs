@@ -86,7 +86,7 @@ impl CheckpointDir {
     }
 
     /// Reads and checks one task snapshot.
-    pub async fn read_task(&self, handle: &StateHandle) -> Result<Vec<u8>> {
+    pub async fn read_task(&self, handle: &StateHandle) -> Result<Bytes> {
         let path = self.location.path.clone().join(handle.file.as_str());
         let bytes = self.location.store.get(&path).await?.bytes().await?;
         if bytes.len() as u64 != handle.size || crc32(&bytes) != handle.crc32 {
@@ -100,7 +100,7 @@ impl CheckpointDir {
                 handle.crc32
             )));
         }
-        Ok(bytes.to_vec())
+        Ok(bytes)
     }
 }
 
@@ -256,7 +256,7 @@ impl CheckpointStorage {
     }
 
     /// Reads and checks one task snapshot of checkpoint `n`.
-    pub async fn read_task(&self, checkpoint: u64, handle: &StateHandle) -> Result<Vec<u8>> {
+    pub async fn read_task(&self, checkpoint: u64, handle: &StateHandle) -> Result<Bytes> {
         self.directory(checkpoint).read_task(handle).await
     }
 
@@ -336,7 +336,7 @@ mod tests {
         assert_eq!(latest.checkpoint, 2);
         assert_eq!(
             storage.read_task(2, &latest.tasks[0]).await.unwrap(),
-            vec![2u8; 10]
+            Bytes::from(vec![2u8; 10])
         );
         storage.retain(1, 2).await.unwrap();
         assert!(!dir.join("job/chk-1").join("_metadata").exists());

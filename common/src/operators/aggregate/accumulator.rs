@@ -589,12 +589,7 @@ impl GroupAccumulator for RunningExtreme {
     }
 
     fn load(&mut self, group: u32, input: &mut StateReader<'_>) -> Result<()> {
-        let mut values = Vec::new();
-        load_multiset(input, |value, _| values.push(value.to_vec()))?;
-        for value in values {
-            self.offer(group, &value);
-        }
-        Ok(())
+        load_multiset(input, |value, _| self.offer(group, value))
     }
 }
 
