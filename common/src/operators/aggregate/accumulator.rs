@@ -533,7 +533,11 @@ impl RunningExtreme {
             Some(current) => value < current.as_ref(),
         };
         if better {
-            *slot = Some(value.into());
+            match slot {
+                // Same width (any fixed-width type): overwrite, no allocation.
+                Some(current) if current.len() == value.len() => current.copy_from_slice(value),
+                _ => *slot = Some(value.into()),
+            }
         }
     }
 }

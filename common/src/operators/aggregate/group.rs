@@ -13,13 +13,12 @@ use datafusion_physical_expr::PhysicalExpr;
 
 use super::group_keys::GroupKeys;
 use super::{
-    Accumulators, AggregateCall, Emitted, SNAPSHOT_VERSION, Slots, open_snapshot, signs_of,
+    Accumulators, AggregateCall, Emitted, Slots, open_snapshot, signs_of, snapshot_writer,
 };
 use crate::Result;
 use crate::chunk::{Chunk, Op};
 use crate::operators::{Operator, evaluate};
 use crate::partition::{KeyScope, key_groups};
-use crate::state::StateWriter;
 
 /// A non-windowed aggregation producing a retract (or upsert) changelog.
 #[derive(Debug)]
@@ -122,9 +121,9 @@ impl Operator for GroupAggregate {
         // Room for every group, judged by the first (regrowing a large buffer costs copies).
         let per_group = live
             .first()
-            .map_or(0, |g| self.group_keys.key(*g).len() + 48);
-        let mut out = StateWriter::with_capacity(16 + live.len() * per_group);
-        out.u64(SNAPSHOT_VERSION).u64(live.len() as u64);
+            .map_or(0, |g| self.group_keys.key(*g).len() + 24);
+        let mut out = snapshot_writer(16 + live.len() * per_group);
+        out.u64(live.len() as u64);
         for (group, key_group) in live.iter().zip(key_groups) {
             out.bytes(self.group_keys.key(*group))
                 .u64(key_group as u64)

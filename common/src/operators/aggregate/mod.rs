@@ -128,17 +128,31 @@ impl Accumulators {
     }
 }
 
-/// Version of the aggregate snapshot format.
-const SNAPSHOT_VERSION: u64 = 1;
+/// Version of the aggregate snapshot format: 1 wrote fixed-width integers, 2 writes
+/// varints after the version.
+const SNAPSHOT_VERSION: u64 = 2;
+
+/// A writer for an aggregate snapshot, its header written.
+fn snapshot_writer(capacity: usize) -> StateWriter {
+    let mut out = StateWriter::with_capacity(capacity);
+    out.u64(SNAPSHOT_VERSION).compact();
+    out
+}
 
 /// Reads a snapshot's header; returns its reader positioned after it.
 fn open_snapshot<'a>(bytes: &'a [u8], what: &'a str) -> Result<StateReader<'a>> {
     let mut reader = StateReader::new(bytes, what);
-    let version = reader.u64()?;
-    if version != SNAPSHOT_VERSION {
-        return Err(EddyError::Runtime(format!(
-            "snapshot of {what} has format version {version}; this Eddy reads version {SNAPSHOT_VERSION}"
-        )));
+    match reader.u64()? {
+        1 => {}
+        2 => {
+            reader.compact();
+        }
+        version => {
+            return Err(EddyError::Runtime(format!(
+                "snapshot of {what} has format version {version}; this Eddy reads versions 1 \
+                 and {SNAPSHOT_VERSION}"
+            )));
+        }
     }
     Ok(reader)
 }
@@ -176,3 +190,28 @@ fn signs_of(chunk: &Chunk) -> Vec<i8> {
 
 /// `(op, row)` pairs for building output chunks.
 type Emitted = Vec<(Op, (usize, usize))>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshots_of_both_versions_open_and_others_are_refused() {
+        let mut v1 = StateWriter::new();
+        v1.u64(1).u64(300).i64(-2);
+        let mut v2 = snapshot_writer(0);
+        v2.u64(300).i64(-2);
+        let (v1, v2) = (v1.finish(), v2.finish());
+        assert_eq!(v2.len(), 8 + 2 + 1, "varints after the version");
+        for bytes in [v1, v2] {
+            let mut input = open_snapshot(&bytes, "test").unwrap();
+            assert_eq!(input.u64().unwrap(), 300);
+            assert_eq!(input.i64().unwrap(), -2);
+            assert!(input.is_empty());
+        }
+        let mut v3 = StateWriter::new();
+        v3.u64(3);
+        let error = open_snapshot(&v3.finish(), "test").unwrap_err().to_string();
+        assert!(error.contains("format version 3"), "{error}");
+    }
+}

@@ -13,13 +13,12 @@ use arrow::row::{RowConverter, SortField};
 use datafusion_physical_expr::PhysicalExpr;
 use hashbrown::HashMap;
 
-use super::{Accumulators, AggregateCall, SNAPSHOT_VERSION, Slots, open_snapshot, signs_of};
+use super::{Accumulators, AggregateCall, Slots, open_snapshot, signs_of, snapshot_writer};
 use crate::chunk::Chunk;
 use crate::event::Timestamp;
 use crate::metrics::OperatorMetrics;
 use crate::operators::{Operator, evaluate};
 use crate::partition::{KeyScope, key_groups};
-use crate::state::StateWriter;
 use crate::{EddyError, Result};
 
 /// Where the window bounds are, in the input and in the output.
@@ -304,10 +303,8 @@ impl Operator for WindowAggregate {
             None => vec![0; slots.len()],
             Some(_) => key_groups(&self.key_columns(&slots)?, self.max_parallelism)?,
         };
-        let mut out = StateWriter::new();
-        out.u64(SNAPSHOT_VERSION)
-            .i64(self.watermark)
-            .u64(open.len() as u64);
+        let mut out = snapshot_writer(0);
+        out.i64(self.watermark).u64(open.len() as u64);
         for ((end, start, slot), key_group) in open.into_iter().zip(key_groups) {
             out.bytes(&self.slot_keys[slot as usize])
                 .u64(key_group as u64)
