@@ -11,6 +11,7 @@ use eddy_jobmanager::cluster::ClusterConfig;
 use eddy_proto::v1 as pb;
 use eddy_proto::v1::job_service_client::JobServiceClient;
 use eddy_taskmanager::daemon::TaskManagerConfig;
+use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 use tonic::transport::Channel;
 
@@ -80,6 +81,8 @@ async fn connect(address: &str) -> Result<JobServiceClient<Channel>> {
 
 /// Submits the job and follows it to its end.
 async fn follow(address: &str, sql: String, overrides: Vec<(String, String)>) -> Result<()> {
+    // Registered before the job starts, so that no Ctrl-C finds the default handler.
+    let mut interrupts = signal(SignalKind::interrupt()).context("cannot handle Ctrl-C")?;
     let mut client = connect(address).await?;
     let request = pb::SubmitJobRequest {
         sql,
@@ -93,11 +96,10 @@ async fn follow(address: &str, sql: String, overrides: Vec<(String, String)>) ->
         .into_inner()
         .job_id;
     tracing::info!(job = %job_id, storage = DEFAULT_STORAGE, "job submitted to the embedded cluster");
-    let mut interrupted = std::pin::pin!(tokio::signal::ctrl_c());
     let mut stopping = false;
     loop {
         tokio::select! {
-            _ = &mut interrupted, if !stopping => {
+            _ = interrupts.recv(), if !stopping => {
                 stopping = true;
                 eprintln!("stopping: taking a savepoint, then stopping the job");
                 let request = pb::TriggerSavepointRequest { job_id: job_id.clone(), stop: true };

@@ -5,6 +5,7 @@ use anyhow::{Context, Result};
 use eddy_common::plan::JobGraph;
 use eddy_jobmanager::{JobManager, JobOutcome};
 use eddy_taskmanager::TaskManager;
+use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 
 /// Runs `graph` on `taskmanagers` in-process TaskManagers with just enough slots. The
@@ -17,11 +18,13 @@ pub async fn run(graph: JobGraph, taskmanagers: usize) -> Result<JobOutcome> {
             .collect(),
     );
     let (stop_tx, stop_rx) = watch::channel(false);
+    // Registered before the job starts, so that no Ctrl-C finds the default handler.
+    let mut interrupts = signal(SignalKind::interrupt()).context("cannot handle Ctrl-C")?;
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
+        if interrupts.recv().await.is_some() {
             eprintln!("stopping: sources end now, sinks flush (Ctrl-C again to abort)");
             let _ = stop_tx.send(true);
-            if tokio::signal::ctrl_c().await.is_ok() {
+            if interrupts.recv().await.is_some() {
                 std::process::exit(130);
             }
         }
