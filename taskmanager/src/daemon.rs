@@ -61,7 +61,7 @@ pub async fn run(config: TaskManagerConfig, shutdown: impl Future<Output = ()>) 
         .add_service(DataExchangeServer::new(DataExchangeService::new(
             node.channels(),
         )))
-        .serve_with_incoming_shutdown(TcpIncoming::from(listener), shutdown);
+        .serve_with_incoming_shutdown(incoming(listener), shutdown);
     let result = server.await;
     membership.abort();
     node.cancel_all().await;
@@ -115,4 +115,10 @@ async fn stay_registered(node: Arc<TaskManagerNode>) {
             }
         }
     }
+}
+
+/// Accepted connections without Nagle's algorithm (which `TcpIncoming::from` leaves on):
+/// with it, small replies waited for the peer's delayed acknowledgement, up to 40 ms.
+fn incoming(listener: tokio::net::TcpListener) -> TcpIncoming {
+    TcpIncoming::from(listener).with_nodelay(Some(true))
 }
