@@ -118,6 +118,10 @@ pub struct VertexRestore {
     in_flight: HashMap<usize, Vec<Vec<u8>>>,
     /// Sink states by previous subtask.
     sinks: Vec<(usize, Vec<u8>)>,
+    /// The previous subtask of each entry of `shared.operators[i]` (the same for every i).
+    operator_owners: Vec<usize>,
+    /// The vertex runs at the parallelism it had when the checkpoint was taken.
+    same_parallelism: bool,
     parallelism: usize,
 }
 
@@ -138,6 +142,8 @@ impl VertexRestore {
             },
             in_flight: HashMap::new(),
             sinks: Vec::new(),
+            operator_owners: Vec::new(),
+            same_parallelism,
             parallelism,
         };
         let shared = &mut restore.shared;
@@ -165,6 +171,7 @@ impl VertexRestore {
             for (i, state) in snapshot.operators.into_iter().enumerate() {
                 shared.operators[i].push(state);
             }
+            restore.operator_owners.push(handle.subtask);
             if !snapshot.in_flight.is_empty() {
                 if !same_parallelism {
                     return Err(EddyError::Runtime(format!(
@@ -181,7 +188,7 @@ impl VertexRestore {
     /// What subtask `subtask` restores: the vertex's state, its own in-flight data, and
     /// the sink states of the previous subtasks it takes over (`previous % parallelism`).
     pub fn for_subtask(&self, subtask: usize) -> TaskRestore {
-        TaskRestore {
+        let mut restore = TaskRestore {
             in_flight: self.in_flight.get(&subtask).cloned().unwrap_or_default(),
             sink: self
                 .sinks
@@ -190,7 +197,20 @@ impl VertexRestore {
                 .map(|(_, state)| state.clone())
                 .collect(),
             ..self.shared.clone()
+        };
+        if self.same_parallelism {
+            // At an unchanged parallelism a subtask owns exactly the key groups its
+            // predecessor owned: that one's operator state is all it needs to read.
+            for states in &mut restore.operators {
+                *states = states
+                    .iter()
+                    .zip(&self.operator_owners)
+                    .filter(|(_, owner)| **owner == subtask)
+                    .map(|(state, _)| state.clone())
+                    .collect();
+            }
         }
+        restore
     }
 }
 
