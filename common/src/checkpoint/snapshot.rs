@@ -25,11 +25,6 @@ pub struct TaskSnapshot {
 }
 
 impl TaskSnapshot {
-    /// The snapshot as bytes.
-    pub fn encode(self) -> Vec<u8> {
-        self.into_parts().concat()
-    }
-
     /// The snapshot as consecutive pieces of its encoding: the states themselves are
     /// pieces, moved rather than copied (a large snapshot is written as it is).
     pub fn into_parts(self) -> Vec<Bytes> {
@@ -121,7 +116,7 @@ mod tests {
             in_flight: vec![vec![4; 5]],
             sink: Some(vec![7; 3]),
         };
-        let bytes = Bytes::from(snapshot.clone().encode());
+        let bytes = Bytes::from(snapshot.clone().into_parts().concat());
         assert_eq!(TaskSnapshot::decode(&bytes, "t").unwrap(), snapshot);
         assert!(TaskSnapshot::decode(&bytes.slice(..bytes.len() - 3), "t").is_err());
         assert!(TaskSnapshot::decode(&Bytes::from_static(b"not a snapshot at all"), "t").is_err());
