@@ -1,6 +1,6 @@
 //! The command line: errors name what and where, exit non-zero, never panic.
 
-use crate::support::{Scratch, eddy};
+use crate::support::{Scratch, eddy, explain_ok};
 
 fn run_fails_with(script: &str, expected: &[&str]) {
     let scratch = Scratch::new("cli");
@@ -99,13 +99,7 @@ fn explain_shows_changelog_parallelism_and_exchange() {
          CREATE TABLE o (k BIGINT, c BIGINT) WITH ('connector' = 'print');
          INSERT INTO o SELECT k, COUNT(*) FROM t GROUP BY k;",
     );
-    let output = eddy().arg("explain").arg(&file).output().unwrap();
-    let plan = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let plan = explain_ok(&file);
     for text in [
         "Source: t [datagen]",
         "changelog=append-only",

@@ -331,6 +331,17 @@ fn contents(compose: &Compose, name: &str) -> (Vec<Vec<String>>, Vec<Vec<String>
     )
 }
 
+/// Waits for `job` to finish, restored from a checkpoint, with the tables prefixed `name`
+/// equal to a failure-free run's.
+fn assert_restored_and_exact(compose: &Compose, job: &str, name: &str) {
+    let status = compose.wait_for(job, "FINISHED");
+    assert!(
+        status["restored_from"].as_u64().unwrap_or(0) > 0,
+        "{status}"
+    );
+    assert_equals_failure_free(compose, name);
+}
+
 /// Runs the job failure-free on the host's embedded cluster, into the same PostgreSQL.
 fn assert_equals_failure_free(compose: &Compose, name: &str) {
     create_tables(compose, "reference");
@@ -377,12 +388,7 @@ fn a_killed_taskmanager_container_loses_and_duplicates_nothing() {
         "docker kill {victim}: the job ran again after {:.2} s",
         recovery.as_secs_f64()
     );
-    let status = compose.wait_for(&job, "FINISHED");
-    assert!(
-        status["restored_from"].as_u64().unwrap_or(0) > 0,
-        "{status}"
-    );
-    assert_equals_failure_free(&compose, "killed");
+    assert_restored_and_exact(&compose, &job, "killed");
 }
 
 #[test]
@@ -398,12 +404,7 @@ fn the_jobmanager_container_restarts_and_the_job_resumes() {
     compose.wait_for_checkpoints(&job, 3);
     docker(&["kill", jobmanager]);
     docker(&["start", jobmanager]);
-    let status = compose.wait_for(&job, "FINISHED");
-    assert!(
-        status["restored_from"].as_u64().unwrap_or(0) > 0,
-        "{status}"
-    );
-    assert_equals_failure_free(&compose, "resumed");
+    assert_restored_and_exact(&compose, &job, "resumed");
 }
 
 #[test]

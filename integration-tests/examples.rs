@@ -1,6 +1,6 @@
 //! Every script in `examples/` runs to completion and prints what it promises.
 
-use crate::support::{eddy, materialize, parse_changes};
+use crate::support::{eddy, explain_ok, materialize, parse_changes};
 
 fn run_example(name: &str) -> String {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -73,12 +73,6 @@ fn the_docker_compose_example_plans() {
     // is checked: an upsert into the PostgreSQL sink, no update-before.
     let path =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cluster_exactly_once.sql");
-    let output = eddy().arg("explain").arg(&path).output().unwrap();
-    let plan = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let plan = explain_ok(&path);
     assert!(plan.contains("bids_per_auction"), "{plan}");
 }

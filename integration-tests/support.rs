@@ -68,6 +68,17 @@ pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
     HEAVY.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// `eddy explain` of the script at `path`, which must succeed; returns the plan.
+pub fn explain_ok(path: &Path) -> String {
+    let output = eddy().arg("explain").arg(path).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 /// Runs `eddy run` as [`run_script`] does and fails the test, with its stderr, unless it
 /// succeeded.
 pub fn run_ok(scratch: &Scratch, script: &str, parallelism: usize) -> Output {

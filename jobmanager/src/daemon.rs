@@ -9,7 +9,6 @@ use eddy_common::{EddyError, Result};
 use eddy_proto::v1::job_service_server::JobServiceServer;
 use eddy_proto::v1::resource_manager_server::ResourceManagerServer;
 use tonic::transport::Server;
-use tonic::transport::server::TcpIncoming;
 
 use crate::cluster::{Cluster, ClusterConfig, JobServiceImpl, ResourceManagerImpl};
 use crate::store::JobStore;
@@ -63,15 +62,9 @@ pub async fn serve(
     let result = Server::builder()
         .add_service(JobServiceServer::new(JobServiceImpl(cluster.clone())))
         .add_service(ResourceManagerServer::new(ResourceManagerImpl(cluster)))
-        .serve_with_incoming_shutdown(incoming(listener), shutdown)
+        .serve_with_incoming_shutdown(eddy_proto::incoming(listener), shutdown)
         .await;
     watcher.abort();
     tracing::info!("jobmanager stopped");
     result.map_err(|e| EddyError::Runtime(format!("jobmanager server: {e}")))
-}
-
-/// Accepted connections without Nagle's algorithm (which `TcpIncoming::from` leaves on):
-/// with it, small replies waited for the peer's delayed acknowledgement, up to 40 ms.
-fn incoming(listener: tokio::net::TcpListener) -> TcpIncoming {
-    TcpIncoming::from(listener).with_nodelay(Some(true))
 }

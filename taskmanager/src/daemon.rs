@@ -12,7 +12,6 @@ use eddy_proto::v1::data_exchange_server::DataExchangeServer;
 use eddy_proto::v1::task_executor_server::TaskExecutorServer;
 use tonic::Code;
 use tonic::transport::Server;
-use tonic::transport::server::TcpIncoming;
 
 use crate::network::DataExchangeService;
 use crate::service::{TaskExecutorService, TaskManagerNode};
@@ -61,7 +60,7 @@ pub async fn run(config: TaskManagerConfig, shutdown: impl Future<Output = ()>) 
         .add_service(DataExchangeServer::new(DataExchangeService::new(
             node.channels(),
         )))
-        .serve_with_incoming_shutdown(incoming(listener), shutdown);
+        .serve_with_incoming_shutdown(eddy_proto::incoming(listener), shutdown);
     let result = server.await;
     membership.abort();
     node.cancel_all().await;
@@ -115,10 +114,4 @@ async fn stay_registered(node: Arc<TaskManagerNode>) {
             }
         }
     }
-}
-
-/// Accepted connections without Nagle's algorithm (which `TcpIncoming::from` leaves on):
-/// with it, small replies waited for the peer's delayed acknowledgement, up to 40 ms.
-fn incoming(listener: tokio::net::TcpListener) -> TcpIncoming {
-    TcpIncoming::from(listener).with_nodelay(Some(true))
 }

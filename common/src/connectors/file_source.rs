@@ -394,9 +394,11 @@ async fn fill_lines(split: &mut OpenSplit, max_lines: usize) -> Result<Option<(V
         } else {
             // Every line the split owns is complete once a line end at or past
             // `end - 1` has been read.
-            let owns_no_more = memchr::memrchr(b'\n', &split.pending)
-                .is_some_and(|i| split.progress.next + i as u64 + 1 >= split.split.end);
-            if split.pending_lines >= max_lines || split.stream.is_none() || owns_no_more {
+            let owns_no_more = || {
+                memchr::memrchr(b'\n', &split.pending)
+                    .is_some_and(|i| split.progress.next + i as u64 + 1 >= split.split.end)
+            };
+            if split.pending_lines >= max_lines || split.stream.is_none() || owns_no_more() {
                 break;
             }
         }
