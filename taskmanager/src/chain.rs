@@ -40,12 +40,21 @@ impl OperatorChain {
 
     /// Runs a chunk through every operator; returns what the last one emits.
     pub fn process(&mut self, chunk: Chunk) -> Result<Vec<Chunk>> {
+        self.process_input(0, chunk)
+    }
+
+    /// Runs a chunk from input `input` of the task (see [`Operator::process_input`])
+    /// through every operator; returns what the last one emits.
+    pub fn process_input(&mut self, input: usize, chunk: Chunk) -> Result<Vec<Chunk>> {
         let mut current = vec![chunk];
-        for (operator, metrics) in &mut self.operators {
+        for (position, (operator, metrics)) in self.operators.iter_mut().enumerate() {
             let mut next = Vec::new();
             for chunk in current {
                 OperatorMetrics::add(&metrics.records_in, chunk.num_rows() as u64);
-                operator.process(chunk, &mut next)?;
+                match position {
+                    0 => operator.process_input(input, chunk, &mut next)?,
+                    _ => operator.process(chunk, &mut next)?,
+                }
             }
             OperatorMetrics::add(
                 &metrics.records_out,

@@ -28,6 +28,8 @@ pub struct InputChannel {
     pub data: Receiver<Event>,
     /// Unaligned barriers, overtaking `data`.
     pub priority: UnboundedReceiver<PriorityBarrier>,
+    /// Which input of the receiving task it is (see [`ChannelEnds::input_index`]).
+    pub input: usize,
 }
 
 /// The sending end of a channel.
@@ -51,6 +53,7 @@ pub fn local_channel(capacity: usize) -> (OutputChannel, InputChannel) {
         InputChannel {
             data: data_rx,
             priority: priority_rx,
+            input: 0,
         },
     )
 }
@@ -66,6 +69,18 @@ pub struct ChannelEnds {
     pub to_vertex: usize,
     /// The receiving subtask.
     pub to_subtask: usize,
+}
+
+impl ChannelEnds {
+    /// The index of the sending vertex among the receiving vertex's inputs: which input
+    /// of a join (or union) the channel's rows belong to.
+    pub fn input_index(&self, graph: &JobGraph) -> usize {
+        graph.vertices[self.to_vertex]
+            .inputs
+            .iter()
+            .position(|v| *v == self.from_vertex)
+            .unwrap_or(0)
+    }
 }
 
 /// Every channel of `graph`; a sender's channels are in the order of the receiving
@@ -110,7 +125,8 @@ impl LocalChannels {
         let mut inputs: HashMap<(usize, usize), Vec<InputChannel>> = HashMap::new();
         let mut outputs: HashMap<(usize, usize), Vec<OutputChannel>> = HashMap::new();
         for ends in channels(graph) {
-            let (tx, rx) = local_channel(capacity);
+            let (tx, mut rx) = local_channel(capacity);
+            rx.input = ends.input_index(graph);
             outputs
                 .entry((ends.from_vertex, ends.from_subtask))
                 .or_default()

@@ -23,8 +23,14 @@ use crate::exchange::{InputChannel, PriorityBarrier};
 /// What the gate yields.
 #[derive(Debug)]
 pub enum Input {
-    /// Rows from some channel.
-    Data(Chunk),
+    /// Rows from a channel of input `input` (the index of its sending vertex among the
+    /// task's inputs).
+    Data {
+        /// Which input.
+        input: usize,
+        /// The rows.
+        chunk: Chunk,
+    },
     /// The combined watermark advanced.
     Watermark(Timestamp),
     /// Snapshot now. Aligned: barrier `n` has arrived on every open channel, and
@@ -41,13 +47,16 @@ pub enum Input {
     InFlight {
         /// The checkpoint.
         checkpoint: u64,
-        /// The chunks, to store with the snapshot and replay on restore.
-        chunks: Vec<Chunk>,
+        /// The chunks with the input each came from, to store with the snapshot and
+        /// replay on restore.
+        chunks: Vec<(usize, Chunk)>,
     },
 }
 
 struct Channel {
     receiver: Receiver<Event>,
+    /// Which input of the task it belongs to.
+    input: usize,
     priority: UnboundedReceiver<PriorityBarrier>,
     watermark: Timestamp,
     ended: bool,
@@ -104,6 +113,7 @@ impl InputGate {
                 .into_iter()
                 .map(|input| Channel {
                     receiver: input.data,
+                    input: input.input,
                     priority: input.priority,
                     watermark: Timestamp::MIN,
                     ended: false,
@@ -141,7 +151,10 @@ impl InputGate {
                 Polled::Data(index, event) => (index, event),
             };
             match event {
-                Some(Event::Data(chunk)) => return Ok(Some(Input::Data(chunk))),
+                Some(Event::Data(chunk)) => {
+                    let input = self.channels[index].input;
+                    return Ok(Some(Input::Data { input, chunk }));
+                }
                 Some(Event::Watermark(t)) => {
                     let channel = &mut self.channels[index];
                     channel.watermark = channel.watermark.max(t);
@@ -230,7 +243,7 @@ impl InputGate {
             chunks: in_flight
                 .logged
                 .into_iter()
-                .map(|(_, _, chunk)| chunk)
+                .map(|(channel, _, chunk)| (self.channels[channel].input, chunk))
                 .collect(),
         })
     }
@@ -388,14 +401,17 @@ mod tests {
 
     fn value(input: &Input) -> String {
         match input {
-            Input::Data(chunk) => {
+            Input::Data { input, chunk } => {
                 let values = chunk
                     .rows()
                     .column(0)
                     .as_any()
                     .downcast_ref::<Int64Array>()
                     .unwrap();
-                values.value(0).to_string()
+                match input {
+                    0 => values.value(0).to_string(),
+                    _ => format!("{input}:{}", values.value(0)),
+                }
             }
             Input::Watermark(t) => format!("wm{t}"),
             Input::Barrier { barrier, .. } => format!("b{}", barrier.checkpoint),
@@ -481,7 +497,8 @@ mod tests {
     #[tokio::test]
     async fn an_unaligned_barrier_overtakes_queued_data_which_is_logged() {
         let (a, a_rx) = local_channel(16);
-        let (b, b_rx) = local_channel(16);
+        let (b, mut b_rx) = local_channel(16);
+        b_rx.input = 1;
         let mut gate = InputGate::new(vec![a_rx, b_rx], CheckpointingMode::ExactlyOnce);
         for v in [1, 2] {
             a.data.send(data(v)).await.unwrap();
@@ -498,7 +515,7 @@ mod tests {
             rows.push(value(&gate.next().await.unwrap().unwrap()));
         }
         rows.sort();
-        assert_eq!(rows, vec!["1", "10", "11", "12", "2"]);
+        assert_eq!(rows, vec!["1", "1:10", "1:11", "1:12", "2"]);
         // b's barrier was sent after two of its rows: 12 came after it, so is not in flight.
         priority(&b, 1, 2);
         a.data.send(Event::EndOfStream).await.unwrap();
@@ -507,9 +524,12 @@ mod tests {
             panic!("expected the in-flight data");
         };
         assert_eq!(checkpoint, 1);
-        let mut logged: Vec<String> = chunks.into_iter().map(|c| value(&Input::Data(c))).collect();
+        let mut logged: Vec<String> = chunks
+            .into_iter()
+            .map(|(input, chunk)| value(&Input::Data { input, chunk }))
+            .collect();
         logged.sort();
-        assert_eq!(logged, vec!["1", "10", "11", "2"]);
+        assert_eq!(logged, vec!["1", "1:10", "1:11", "2"]);
         assert!(gate.next().await.unwrap().is_none());
     }
 

@@ -124,6 +124,7 @@ impl Channels {
             Some(InputChannel {
                 data: slot.receiver.take()?,
                 priority: slot.priority_receiver.take()?,
+                input: 0,
             })
         })
     }

@@ -232,10 +232,11 @@ impl TaskManagerNode {
             };
             let to = (ends.to_vertex, ends.to_subtask);
             if mine.contains(&to) {
-                let receiver = self
+                let mut receiver = self
                     .channels
                     .take_receiver(&key)
                     .ok_or_else(|| Status::internal("channel taken twice"))?;
+                receiver.input = ends.input_index(&graph);
                 inputs.entry(to).or_default().push(receiver);
             }
             if mine.contains(&(ends.from_vertex, ends.from_subtask)) {

@@ -105,8 +105,9 @@ pub struct TaskRestore {
     /// For each operator of the chain, its state in each previous subtask (shared by the
     /// subtasks restoring it).
     pub operators: Vec<Vec<Bytes>>,
-    /// Data that was in flight to this subtask at an unaligned checkpoint (encoded chunks).
-    pub in_flight: Vec<Vec<u8>>,
+    /// Data that was in flight to this subtask at an unaligned checkpoint: encoded chunks
+    /// with the input each came from.
+    pub in_flight: Vec<(usize, Vec<u8>)>,
     /// The sink states of the previous subtasks this one takes over.
     pub sink: Vec<Vec<u8>>,
 }
@@ -115,7 +116,7 @@ pub struct TaskRestore {
 #[derive(Debug, Clone, Default)]
 pub struct VertexRestore {
     shared: TaskRestore,
-    in_flight: HashMap<usize, Vec<Vec<u8>>>,
+    in_flight: HashMap<usize, Vec<(usize, Vec<u8>)>>,
     /// Sink states by previous subtask.
     sinks: Vec<(usize, Vec<u8>)>,
     /// The previous subtask of each entry of `shared.operators[i]` (the same for every i).
@@ -369,8 +370,10 @@ pub async fn run_task(
         None => {
             if let Some(restore) = &deployment.restore {
                 // Data that was in flight at an unaligned checkpoint comes first.
-                for bytes in &restore.in_flight {
-                    pipeline.emit(decode_chunk(bytes.clone())?).await?;
+                for (input, bytes) in &restore.in_flight {
+                    pipeline
+                        .emit_from(*input, decode_chunk(bytes.clone())?)
+                        .await?;
                 }
             }
             let gate = InputGate::new(std::mem::take(&mut deployment.inputs), mode);
@@ -408,7 +411,13 @@ impl Pipeline<'_> {
 
     /// Runs rows through the chain and sends what comes out.
     async fn emit(&mut self, chunk: Chunk) -> Result<()> {
-        let chunks = self.chain.process(chunk)?;
+        self.emit_from(0, chunk).await
+    }
+
+    /// Runs rows from input `input` of the task through the chain and sends what comes
+    /// out.
+    async fn emit_from(&mut self, input: usize, chunk: Chunk) -> Result<()> {
+        let chunks = self.chain.process_input(input, chunk)?;
         self.send(chunks).await
     }
 
@@ -456,20 +465,23 @@ impl Pipeline<'_> {
     }
 
     /// The in-flight data of an unaligned checkpoint has arrived: complete its snapshot.
-    fn in_flight(&mut self, checkpoint: u64, chunks: Vec<Chunk>) -> Result<()> {
+    fn in_flight(&mut self, checkpoint: u64, chunks: Vec<(usize, Chunk)>) -> Result<()> {
         let Some((barrier, mut snapshot, sync_duration)) = self.unaligned.take() else {
             return Ok(());
         };
         if barrier.checkpoint != checkpoint {
             return Ok(());
         }
-        snapshot.in_flight = chunks.iter().map(encode_chunk).collect::<Result<_>>()?;
+        snapshot.in_flight = chunks
+            .iter()
+            .map(|(input, chunk)| Ok((*input, encode_chunk(chunk)?)))
+            .collect::<Result<_>>()?;
         tracing::debug!(
             checkpoint,
             vertex = self.vertex,
             subtask = self.subtask,
             chunks = chunks.len(),
-            rows = chunks.iter().map(Chunk::num_rows).sum::<usize>(),
+            rows = chunks.iter().map(|(_, c)| c.num_rows()).sum::<usize>(),
             "unaligned snapshot with its in-flight data"
         );
         if let Some(uploader) = self.uploader() {
@@ -721,9 +733,9 @@ async fn wait_for_final_checkpoint(
 async fn run_inputs(mut gate: InputGate, pipeline: &mut Pipeline<'_>) -> Result<TaskEnd> {
     while let Some(input) = gate.next().await? {
         match input {
-            Input::Data(chunk) => {
+            Input::Data { input, chunk } => {
                 OperatorMetrics::add(&pipeline.counters.records_in, chunk.num_rows() as u64);
-                pipeline.emit(chunk).await?
+                pipeline.emit_from(input, chunk).await?
             }
             Input::Watermark(t) => pipeline.advance(t).await?,
             Input::Barrier {

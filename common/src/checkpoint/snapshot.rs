@@ -8,7 +8,7 @@ use crate::state::{StateReader, StateWriter};
 use crate::{EddyError, Result};
 
 const MAGIC: &[u8; 8] = b"EDDYSNAP";
-const VERSION: u64 = 3;
+const VERSION: u64 = 4;
 
 /// One task's part of a checkpoint.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -18,8 +18,9 @@ pub struct TaskSnapshot {
     /// Each operator's state, in chain order (empty for stateless operators); shared, not
     /// copied, between the subtasks that restore it.
     pub operators: Vec<Bytes>,
-    /// Data that was in flight at an unaligned checkpoint (encoded chunks), to replay.
-    pub in_flight: Vec<Vec<u8>>,
+    /// Data that was in flight at an unaligned checkpoint, to replay: encoded chunks, each
+    /// with the task input it came from.
+    pub in_flight: Vec<(usize, Vec<u8>)>,
     /// The sink's state, for a task that writes a sink.
     pub sink: Option<Vec<u8>>,
 }
@@ -47,8 +48,8 @@ impl TaskSnapshot {
             state(&mut head, value);
         }
         head.u64(self.in_flight.len() as u64);
-        for chunk in self.in_flight {
-            state(&mut head, chunk.into());
+        for (input, chunk) in self.in_flight {
+            state(head.u64(input as u64), chunk.into());
         }
         match self.sink {
             Some(value) => state(head.u64(1), value.into()),
@@ -84,8 +85,12 @@ impl TaskSnapshot {
             .collect::<Result<_>>()?;
         let in_flight = match version {
             1 => Vec::new(),
-            _ => (0..input.count(8)?)
-                .map(|_| input.bytes().map(<[u8]>::to_vec))
+            // Versions 2 and 3 had no joins: every task had one input.
+            2 | 3 => (0..input.count(8)?)
+                .map(|_| Ok((0, input.bytes()?.to_vec())))
+                .collect::<Result<_>>()?,
+            _ => (0..input.count(16)?)
+                .map(|_| Ok((input.u64()? as usize, input.bytes()?.to_vec())))
                 .collect::<Result<_>>()?,
         };
         let sink = match version {
@@ -113,7 +118,7 @@ mod tests {
         let snapshot = TaskSnapshot {
             source: Some(vec![1, 2, 3]),
             operators: vec![Bytes::new(), Bytes::from(vec![9; 20])],
-            in_flight: vec![vec![4; 5]],
+            in_flight: vec![(0, vec![4; 5]), (1, vec![6; 2])],
             sink: Some(vec![7; 3]),
         };
         let bytes = Bytes::from(snapshot.clone().into_parts().concat());

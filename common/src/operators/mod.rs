@@ -22,6 +22,14 @@ pub trait Operator: Send {
     /// Processes a chunk of changes, appending what it emits to `out`.
     fn process(&mut self, chunk: Chunk, out: &mut Vec<Chunk>) -> Result<()>;
 
+    /// Processes a chunk that came from input `input` of the task (the index of its
+    /// sending vertex among the task's inputs). Only a task's first operator is told
+    /// where rows came from; an operator with one input ignores it.
+    fn process_input(&mut self, input: usize, chunk: Chunk, out: &mut Vec<Chunk>) -> Result<()> {
+        let _ = input;
+        self.process(chunk, out)
+    }
+
     /// Event time has advanced to `watermark`: emit what it completes (e.g. windows).
     /// The watermark itself is forwarded by the caller after `out`.
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
