@@ -3,6 +3,7 @@
 
 pub mod aggregate;
 pub mod calc;
+mod group_keys;
 pub mod watermark;
 pub mod window_assign;
 

@@ -11,12 +11,12 @@ use arrow::record_batch::RecordBatch;
 use arrow::row::{RowConverter, SortField};
 use datafusion_physical_expr::PhysicalExpr;
 
-use super::group_keys::GroupKeys;
 use super::{
     Accumulators, AggregateCall, Emitted, Slots, open_snapshot, signs_of, snapshot_writer,
 };
 use crate::Result;
 use crate::chunk::{Chunk, Op};
+use crate::operators::group_keys::GroupKeys;
 use crate::operators::{Operator, evaluate};
 use crate::partition::{KeyScope, key_groups};
 

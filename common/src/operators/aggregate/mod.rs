@@ -3,7 +3,6 @@
 
 pub mod accumulator;
 mod group;
-mod group_keys;
 mod window;
 
 use std::sync::Arc;
@@ -18,6 +17,7 @@ pub use group::GroupAggregate;
 pub use window::{OutputColumn, WindowAggregate, WindowAggregateSpec, WindowColumns};
 
 use super::evaluate;
+use super::group_keys::Slots;
 use crate::chunk::{Chunk, Op};
 use crate::state::{StateReader, StateWriter};
 use crate::{EddyError, Result};
@@ -155,30 +155,6 @@ fn open_snapshot<'a>(bytes: &'a [u8], what: &'a str) -> Result<StateReader<'a>> 
         }
     }
     Ok(reader)
-}
-
-/// Slot numbers for groups, reused once a group is gone.
-#[derive(Debug, Default)]
-struct Slots {
-    free: Vec<u32>,
-    len: usize,
-}
-
-impl Slots {
-    /// A free slot; `true` when the slot is new (state must grow).
-    fn acquire(&mut self) -> (u32, bool) {
-        match self.free.pop() {
-            Some(slot) => (slot, false),
-            None => {
-                self.len += 1;
-                ((self.len - 1) as u32, true)
-            }
-        }
-    }
-
-    fn release(&mut self, slot: u32) {
-        self.free.push(slot);
-    }
 }
 
 /// +1 for rows that add (`+I`, `+U`), -1 for rows that retract (`-U`, `-D`).

@@ -1,6 +1,6 @@
-//! The keys of a `GROUP BY`'s groups: stored back to back in one buffer and found through
-//! a hash table of slot numbers, so a new group allocates nothing of its own and freeing
-//! every group is freeing two buffers.
+//! Keyed state's keys (a `GROUP BY`'s groups, a join's keys): stored back to back in one
+//! buffer and found through a hash table of slot numbers, so a new key allocates nothing of
+//! its own and freeing every key is freeing two buffers.
 
 use std::hash::BuildHasher;
 
@@ -17,7 +17,7 @@ const FREE: u32 = u32::MAX;
 
 /// Group keys (row-encoded) by slot number.
 #[derive(Debug, Default)]
-pub(super) struct GroupKeys {
+pub(crate) struct GroupKeys {
     bytes: Vec<u8>,
     spans: Vec<Span>,
     table: HashTable<u32>,
@@ -28,12 +28,12 @@ pub(super) struct GroupKeys {
 
 impl GroupKeys {
     /// The hash of `key`, for [`GroupKeys::find`] and [`GroupKeys::insert`].
-    pub(super) fn hash(&self, key: &[u8]) -> u64 {
+    pub(crate) fn hash(&self, key: &[u8]) -> u64 {
         self.hasher.hash_one(key)
     }
 
     /// The slot of the group with `key` (whose hash is `hash`).
-    pub(super) fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
+    pub(crate) fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
         self.table
             .find(hash, |slot| self.key(*slot) == key)
             .copied()
@@ -41,7 +41,7 @@ impl GroupKeys {
 
     /// Gives `slot` (free) the group with `key` (whose hash is `hash`, and which no slot
     /// holds).
-    pub(super) fn insert(&mut self, hash: u64, key: &[u8], slot: u32) {
+    pub(crate) fn insert(&mut self, hash: u64, key: &[u8], slot: u32) {
         let index = slot as usize;
         if index >= self.spans.len() {
             self.spans.resize(
@@ -64,7 +64,7 @@ impl GroupKeys {
     }
 
     /// Frees `slot`'s group.
-    pub(super) fn remove(&mut self, slot: u32) {
+    pub(crate) fn remove(&mut self, slot: u32) {
         let span = self.spans[slot as usize];
         if span.len == FREE {
             return;
@@ -81,7 +81,7 @@ impl GroupKeys {
     }
 
     /// The key of `slot`'s group (empty for a free slot).
-    pub(super) fn key(&self, slot: u32) -> &[u8] {
+    pub(crate) fn key(&self, slot: u32) -> &[u8] {
         match self.spans.get(slot as usize) {
             Some(span) if span.len != FREE => span_bytes(&self.bytes, *span),
             _ => &[],
@@ -103,6 +103,31 @@ impl GroupKeys {
 
 fn span_bytes(bytes: &[u8], span: Span) -> &[u8] {
     &bytes[span.start..span.start + span.len as usize]
+}
+
+/// Slot numbers for groups, reused once a group is gone.
+#[derive(Debug, Default)]
+pub(crate) struct Slots {
+    free: Vec<u32>,
+    /// Slots handed out so far (the size state arrays need).
+    pub(crate) len: usize,
+}
+
+impl Slots {
+    /// A free slot; `true` when the slot is new (state must grow).
+    pub(crate) fn acquire(&mut self) -> (u32, bool) {
+        match self.free.pop() {
+            Some(slot) => (slot, false),
+            None => {
+                self.len += 1;
+                ((self.len - 1) as u32, true)
+            }
+        }
+    }
+
+    pub(crate) fn release(&mut self, slot: u32) {
+        self.free.push(slot);
+    }
 }
 
 #[cfg(test)]
