@@ -8,6 +8,7 @@ mod cluster;
 mod docker;
 mod examples;
 mod golden;
+mod joins;
 mod kafka;
 mod postgres;
 mod processes;

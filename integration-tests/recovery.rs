@@ -181,6 +181,44 @@ fn files_read_in_splits_survive_taskmanager_kills() {
     assert_exact_after_restarts(&status, &expected, &cluster.printed());
 }
 
+/// A join's two sides of keyed state, restored after TaskManagers are killed: every bid
+/// joined with its auction exactly once.
+#[test]
+fn joins_survive_taskmanager_kills() {
+    let tables = |events: u64, rate: &str| {
+        format!(
+            "CREATE TABLE bid (auction BIGINT, price BIGINT) WITH ('connector' = 'nexmark',
+               'nexmark.table' = 'bid', 'events.num' = '{events}'{rate});
+             CREATE TABLE auction (id BIGINT, category BIGINT) WITH ('connector' = 'nexmark',
+               'nexmark.table' = 'auction', 'events.num' = '{events}'{rate});
+             INSERT INTO o SELECT a.category, COUNT(*), SUM(b.price)
+               FROM bid AS b JOIN auction AS a ON b.auction = a.id GROUP BY a.category;"
+        )
+    };
+    let cluster = Cluster::start("join-kills", 2, 2);
+    let script = format!(
+        "SET 'execution.checkpointing.interval' = '500ms';
+         SET 'restart-strategy.exponential-delay.initial-backoff' = '200ms';
+         SET 'restart-strategy.exponential-delay.max-backoff' = '200ms';
+         CREATE TABLE o (category BIGINT, c BIGINT, s BIGINT, PRIMARY KEY (category) NOT ENFORCED)
+           WITH ('connector' = 'print');
+         {}",
+        tables(150_000, ", 'events.rate' = '25000'")
+    );
+    let (cluster, status) = kill_while_running(cluster, &script);
+    let failure_free = format!(
+        "CREATE TABLE o (category BIGINT, c BIGINT, s BIGINT) WITH ('connector' = 'print');
+         {}",
+        tables(150_000, "")
+    );
+    let output = run_script(&cluster.scratch, &failure_free, 2);
+    assert!(output.status.success());
+    let expected = largest_counts(&String::from_utf8_lossy(&output.stdout));
+    let joined: i64 = expected.values().map(|v| v.0).sum();
+    assert!(joined > 100_000, "most bids join their auction: {joined}");
+    assert_exact_after_restarts(&status, &expected, &cluster.printed());
+}
+
 /// Asserts that the kills restarted the job and that the largest printed (count, sum) of
 /// every key is the expected one (none lost, none counted twice); returns the restarts.
 fn assert_exact_after_restarts(

@@ -4,6 +4,7 @@
 pub mod aggregate;
 pub mod calc;
 mod group_keys;
+pub mod join;
 pub mod watermark;
 pub mod window_assign;
 

@@ -21,6 +21,7 @@ use crate::operators::aggregate::{
     AggregateCall, GroupAggregate, WindowAggregate, WindowAggregateSpec,
 };
 use crate::operators::calc::Calc;
+use crate::operators::join::{JoinSpec, StreamingJoin};
 use crate::operators::window_assign::WindowAssign;
 use crate::sql::nodes::WindowKind;
 
@@ -216,6 +217,8 @@ pub enum OperatorKind {
     },
     /// Window aggregate.
     WindowAggregate(WindowAggregateSpec),
+    /// Regular inner equi-join of the vertex's two inputs (always its first operator).
+    Join(JoinSpec),
 }
 
 impl OperatorSpec {
@@ -224,7 +227,9 @@ impl OperatorSpec {
     pub fn is_stateful(&self) -> bool {
         matches!(
             self.kind,
-            OperatorKind::GroupAggregate { .. } | OperatorKind::WindowAggregate(_)
+            OperatorKind::GroupAggregate { .. }
+                | OperatorKind::WindowAggregate(_)
+                | OperatorKind::Join(_)
         )
     }
 
@@ -264,6 +269,7 @@ impl OperatorSpec {
                 metrics,
                 max_parallelism,
             )?),
+            OperatorKind::Join(spec) => Box::new(StreamingJoin::new(spec, max_parallelism)?),
         };
         Ok(operator)
     }

@@ -6,11 +6,12 @@
 use std::sync::Arc;
 
 use arrow::datatypes::{Field, Schema, SchemaRef};
-use datafusion_common::{Column, DFSchema, DFSchemaRef};
+use datafusion_common::{Column, DFSchema, DFSchemaRef, NullEquality};
+use datafusion_expr::binary::comparison_coercion;
 use datafusion_expr::execution_props::ExecutionProps;
 use datafusion_expr::expr::AggregateFunction;
 use datafusion_expr::physical_planning_context::PhysicalPlanningContext;
-use datafusion_expr::{Expr, ExprSchemable, LogicalPlan};
+use datafusion_expr::{Expr, ExprSchemable, JoinType, LogicalPlan};
 use datafusion_physical_expr::{PhysicalExpr, create_physical_expr};
 
 use super::{
@@ -20,6 +21,7 @@ use super::{
 use crate::operators::aggregate::{
     AggregateCall, AggregateKind, OutputColumn, WindowAggregateSpec, WindowColumns,
 };
+use crate::operators::join::JoinSpec;
 use crate::sql::catalog::ConnectorSource;
 use crate::sql::nodes::{WINDOW_END, WINDOW_START, WatermarkAssigner, WindowKind, WindowTvf};
 use crate::sql::{CompiledScript, PlannedInsert};
@@ -330,7 +332,7 @@ impl Planner {
                 }
                 Err(unsupported(format!("plan node {}", extension.node.name())))
             }
-            LogicalPlan::Join(_) => Err(unsupported("joins are not supported yet")),
+            LogicalPlan::Join(join) => self.plan_join(join),
             LogicalPlan::Sort(_) => Err(unsupported(
                 "ORDER BY on an unbounded stream (sort within windows or use a sink that orders)",
             )),
@@ -412,6 +414,102 @@ impl Planner {
             schema: scan.projected_schema.clone(),
             ..stream
         })
+    }
+
+    /// A regular inner equi-join: both inputs are hash-partitioned by the join key into a
+    /// new vertex whose first operator joins them.
+    fn plan_join(&mut self, join: &datafusion_expr::Join) -> Result<Stream> {
+        if join.join_type != JoinType::Inner {
+            return Err(unsupported(format!(
+                "{} joins (inner equi-joins are supported: JOIN ... ON a.key = b.key)",
+                join.join_type
+            )));
+        }
+        if join.on.is_empty() {
+            return Err(unsupported(
+                "a join without an equality between its two sides: a streaming join pairs rows \
+                 by key (JOIN ... ON a.key = b.key); without one it would hold both streams \
+                 whole and pair every row",
+            ));
+        }
+        let left = self.plan(&join.left)?;
+        let right = self.plan(&join.right)?;
+        let mut left_keys = Vec::new();
+        let mut right_keys = Vec::new();
+        let mut key_types = Vec::new();
+        for (l, r) in &join.on {
+            // Both sides hash a key as the same type, so equal keys meet in one subtask.
+            let (l_type, r_type) = (l.get_type(&left.schema)?, r.get_type(&right.schema)?);
+            let common = comparison_coercion(&l_type, &r_type).ok_or_else(|| {
+                EddyError::Plan(format!(
+                    "join keys {l} ({l_type}) and {r} ({r_type}) cannot be compared"
+                ))
+            })?;
+            let l = l.clone().cast_to(&common, &left.schema)?;
+            let r = r.clone().cast_to(&common, &right.schema)?;
+            left_keys.push(self.physical(&l, &left.schema)?);
+            right_keys.push(self.physical(&r, &right.schema)?);
+            key_types.push(common);
+        }
+        let filter = join
+            .filter
+            .as_ref()
+            .map(|f| self.physical(f, &join.schema))
+            .transpose()?;
+        let (left_on, right_on): (Vec<String>, Vec<String>) = join
+            .on
+            .iter()
+            .map(|(l, r)| (l.to_string(), r.to_string()))
+            .unzip();
+        let target = self.new_vertex(self.parallelism, None, vec![left.vertex, right.vertex]);
+        for (stream, keys, display) in [
+            (&left, &left_keys, &left_on),
+            (&right, &right_keys, &right_on),
+        ] {
+            self.vertices[stream.vertex].output = Some(VertexOutput::Exchange {
+                target,
+                partitioning: Partitioning::Hash {
+                    keys: keys.clone(),
+                    display: display.join(", "),
+                },
+            });
+        }
+        // A joined row is taken back by a retraction of a row that made it, so an updating
+        // input makes a retract stream (an upsert key would not identify joined rows).
+        let changelog = match (left.changelog, right.changelog) {
+            (Changelog::AppendOnly, Changelog::AppendOnly) => Changelog::AppendOnly,
+            _ => Changelog::Retract,
+        };
+        let on: Vec<String> = join.on.iter().map(|(l, r)| format!("{l} = {r}")).collect();
+        let description = match &join.filter {
+            Some(filter) => format!("Join(inner, on: {}, where: {filter})", on.join(" AND ")),
+            None => format!("Join(inner, on: {})", on.join(" AND ")),
+        };
+        let stream = Stream {
+            vertex: target,
+            schema: join.schema.clone(),
+            changelog,
+            unique_key: None,
+            window: None,
+        };
+        self.push(
+            &stream,
+            OperatorSpec {
+                description,
+                changelog,
+                kind: OperatorKind::Join(JoinSpec {
+                    left_keys,
+                    right_keys,
+                    key_types,
+                    left_schema: output_schema(&left.schema),
+                    right_schema: output_schema(&right.schema),
+                    filter,
+                    nulls_equal: join.null_equality == NullEquality::NullEqualsNull,
+                    schema: output_schema(&join.schema),
+                }),
+            },
+        );
+        Ok(stream)
     }
 
     fn plan_watermark(&mut self, node: &WatermarkAssigner) -> Result<Stream> {

@@ -361,11 +361,12 @@ fn analyze(plan: LogicalPlan) -> datafusion_common::Result<LogicalPlan> {
 }
 
 /// The optimizer rules that keep streaming semantics: expression simplification, filter
-/// push-down and column pruning. (Rules that rewrite `COUNT(DISTINCT)` into two
+/// push-down (into joins too), join keys taken out of join conditions, and column pruning. (Rules that rewrite `COUNT(DISTINCT)` into two
 /// aggregations, or add sorts and limits, are left out.)
 fn optimize(plan: LogicalPlan) -> datafusion_common::Result<LogicalPlan> {
     use datafusion_optimizer::common_subexpr_eliminate::CommonSubexprEliminate;
     use datafusion_optimizer::eliminate_filter::EliminateFilter;
+    use datafusion_optimizer::extract_equijoin_predicate::ExtractEquijoinPredicate;
     use datafusion_optimizer::optimize_projections::OptimizeProjections;
     use datafusion_optimizer::push_down_filter::PushDownFilter;
     use datafusion_optimizer::replace_distinct_aggregate::ReplaceDistinctWithAggregate;
@@ -375,6 +376,7 @@ fn optimize(plan: LogicalPlan) -> datafusion_common::Result<LogicalPlan> {
         Arc::new(ReplaceDistinctWithAggregate::new()),
         Arc::new(EliminateFilter::new()),
         Arc::new(PushDownFilter::new()),
+        Arc::new(ExtractEquijoinPredicate::new()),
         Arc::new(CommonSubexprEliminate::new()),
         Arc::new(OptimizeProjections::new()),
     ];
