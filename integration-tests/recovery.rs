@@ -185,6 +185,21 @@ fn files_read_in_splits_survive_taskmanager_kills() {
 /// joined with its auction exactly once.
 #[test]
 fn joins_survive_taskmanager_kills() {
+    join_with_kills("join-kills", "");
+}
+
+/// As above with unaligned checkpoints: rows in flight to the join are stored with the
+/// input they came from and replayed into the right side.
+#[test]
+fn joins_survive_taskmanager_kills_with_unaligned_checkpoints() {
+    join_with_kills(
+        "join-kills-unaligned",
+        "SET 'execution.checkpointing.unaligned' = 'true';
+         SET 'table.exec.mini-batch.size' = '500';",
+    );
+}
+
+fn join_with_kills(name: &str, settings: &str) {
     let tables = |events: u64, rate: &str| {
         format!(
             "CREATE TABLE bid (auction BIGINT, price BIGINT) WITH ('connector' = 'nexmark',
@@ -195,9 +210,10 @@ fn joins_survive_taskmanager_kills() {
                FROM bid AS b JOIN auction AS a ON b.auction = a.id GROUP BY a.category;"
         )
     };
-    let cluster = Cluster::start("join-kills", 2, 2);
+    let cluster = Cluster::start(name, 2, 2);
     let script = format!(
-        "SET 'execution.checkpointing.interval' = '500ms';
+        "{settings}
+         SET 'execution.checkpointing.interval' = '500ms';
          SET 'restart-strategy.exponential-delay.initial-backoff' = '200ms';
          SET 'restart-strategy.exponential-delay.max-backoff' = '200ms';
          CREATE TABLE o (category BIGINT, c BIGINT, s BIGINT, PRIMARY KEY (category) NOT ENFORCED)
