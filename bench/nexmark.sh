@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/eddy-target}"
 events="${1:-10000000}"
 csv_events="${2:-5434783}"
-queries="${QUERIES:-q0 q1 q2 group_by tumble_count}"
+queries="${QUERIES:-q0 q1 q2 q5 q7 group_by tumble_count}"
 cargo build --release --quiet --bin eddy --example nexmark-limit
 eddy="$CARGO_TARGET_DIR/release/eddy"
 work="$(mktemp -d)"
@@ -97,6 +97,5 @@ done
 limit=$("$CARGO_TARGET_DIR/release/examples/nexmark-limit" "$events")
 echo
 echo "$limit (generator alone, summing price: the ceiling for the generator rows)"
-echo "Not supported yet (they need joins): q5 (hop window + top count), q7 (tumble max + join)."
 echo
 python3 bench/recovery.py --state-row "${STATE_MB:-100}"

@@ -7,3 +7,6 @@ CREATE TABLE sink_q2 (auction BIGINT, price BIGINT) WITH ('connector' = 'blackho
 CREATE TABLE sink_group_by (auction BIGINT, bids BIGINT, max_price BIGINT) WITH ('connector' = 'blackhole');
 CREATE TABLE sink_tumble_count (auction BIGINT, window_start TIMESTAMP(3), window_end TIMESTAMP(3), bids BIGINT)
   WITH ('connector' = 'blackhole');
+CREATE TABLE sink_q5 (auction BIGINT, num BIGINT) WITH ('connector' = 'blackhole');
+CREATE TABLE sink_q7 (auction BIGINT, price BIGINT, bidder BIGINT, dateTime TIMESTAMP(3), extra STRING)
+  WITH ('connector' = 'blackhole');
