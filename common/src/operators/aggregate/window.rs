@@ -2,7 +2,7 @@
 //! when the watermark passes the window's end. Rows whose window has already been emitted
 //! are late: dropped and counted. Session windows merge as rows bridge their gaps.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Int64Array, TimestampMillisecondArray};
@@ -17,6 +17,7 @@ use super::{Accumulators, AggregateCall, Slots, open_snapshot, signs_of, snapsho
 use crate::chunk::Chunk;
 use crate::event::Timestamp;
 use crate::metrics::OperatorMetrics;
+use crate::operators::group_keys::GroupKeys;
 use crate::operators::{Operator, evaluate};
 use crate::partition::{KeyScope, key_groups};
 use crate::{EddyError, Result};
@@ -69,13 +70,15 @@ pub struct WindowAggregate {
     columns: WindowColumns,
     session_gap: Option<i64>,
     accumulators: Accumulators,
-    /// Aligned windows: (start, end, key) bytes → slot.
-    index: HashMap<Box<[u8]>, u32>,
+    /// Aligned windows: (start, end, key) bytes → slot, all in one buffer.
+    index: GroupKeys,
     /// Sessions: key bytes → the key's open session slots.
     sessions: HashMap<Box<[u8]>, Vec<u32>>,
     bounds: Vec<(Timestamp, Timestamp)>,
-    slot_keys: Vec<Box<[u8]>>,
-    timers: BTreeSet<(Timestamp, Timestamp, u32)>,
+    /// Each session slot's key (an aligned slot's key is in `index`).
+    session_keys: Vec<Box<[u8]>>,
+    /// The open slots by window, in the order windows fire: (end, start) → slots.
+    timers: BTreeMap<(Timestamp, Timestamp), Vec<u32>>,
     slots: Slots,
     watermark: Timestamp,
     schema: SchemaRef,
@@ -112,11 +115,11 @@ impl WindowAggregate {
             columns,
             session_gap,
             accumulators: Accumulators::new(calls)?,
-            index: HashMap::new(),
+            index: GroupKeys::default(),
             sessions: HashMap::new(),
             bounds: Vec::new(),
-            slot_keys: Vec::new(),
-            timers: BTreeSet::new(),
+            session_keys: Vec::new(),
+            timers: BTreeMap::new(),
             slots: Slots::default(),
             watermark: Timestamp::MIN,
             schema,
@@ -134,37 +137,78 @@ impl WindowAggregate {
                 let parser = codec.parser();
                 let rows: Vec<_> = slots
                     .iter()
-                    .map(|s| parser.parse(&self.slot_keys[*s as usize]))
+                    .map(|s| parser.parse(self.slot_key(*s)))
                     .collect();
                 Ok(codec.convert_rows(rows)?)
             }
         }
     }
 
-    fn new_slot(&mut self, start: Timestamp, end: Timestamp, key: &[u8]) -> u32 {
+    /// The grouping key of an open slot.
+    fn slot_key(&self, slot: u32) -> &[u8] {
+        match self.session_gap {
+            Some(_) => &self.session_keys[slot as usize],
+            None => &self.index.key(slot)[WINDOW_BOUNDS..],
+        }
+    }
+
+    /// A slot for a new window `[start, end)`, its timer set; its key is the caller's to
+    /// record.
+    fn open_slot(&mut self, start: Timestamp, end: Timestamp) -> u32 {
         let (slot, grown) = self.slots.acquire();
         if grown {
             self.accumulators.resize(self.slots.len);
             self.bounds.resize(self.slots.len, (0, 0));
-            self.slot_keys.resize(self.slots.len, Box::default());
+            if self.session_gap.is_some() {
+                self.session_keys.resize(self.slots.len, Box::default());
+            }
         }
         self.bounds[slot as usize] = (start, end);
-        self.slot_keys[slot as usize] = key.into();
-        self.timers.insert((end, start, slot));
+        self.timers.entry((end, start)).or_default().push(slot);
         slot
     }
 
-    fn aligned_slot(&mut self, start: Timestamp, end: Timestamp, key: &[u8]) -> u32 {
-        self.buffer.clear();
-        self.buffer.extend_from_slice(&start.to_be_bytes());
-        self.buffer.extend_from_slice(&end.to_be_bytes());
-        self.buffer.extend_from_slice(key);
-        if let Some(slot) = self.index.get(self.buffer.as_slice()) {
-            return *slot;
+    /// A slot for a new window `[start, end)` of `key`.
+    fn new_slot(&mut self, start: Timestamp, end: Timestamp, key: &[u8]) -> u32 {
+        if self.session_gap.is_some() {
+            let slot = self.open_slot(start, end);
+            self.session_keys[slot as usize] = key.into();
+            return slot;
         }
-        let id: Box<[u8]> = self.buffer.as_slice().into();
-        let slot = self.new_slot(start, end, key);
-        self.index.insert(id, slot);
+        aligned_id(&mut self.buffer, start, end, key);
+        let hash = self.index.hash(&self.buffer);
+        let slot = self.open_slot(start, end);
+        self.index.insert(hash, &self.buffer, slot);
+        slot
+    }
+
+    /// Frees a slot whose timer is gone.
+    fn release(&mut self, slot: u32) {
+        match self.session_gap {
+            Some(_) => self.session_keys[slot as usize] = Box::default(),
+            None => self.index.remove(slot),
+        }
+        self.accumulators.reset(slot);
+        self.slots.release(slot);
+    }
+
+    fn remove_timer(&mut self, start: Timestamp, end: Timestamp, slot: u32) {
+        if let Some(slots) = self.timers.get_mut(&(end, start)) {
+            slots.retain(|s| *s != slot);
+            if slots.is_empty() {
+                self.timers.remove(&(end, start));
+            }
+        }
+    }
+
+    fn aligned_slot(&mut self, start: Timestamp, end: Timestamp, key: &[u8]) -> u32 {
+        aligned_id(&mut self.buffer, start, end, key);
+        let hash = self.index.hash(&self.buffer);
+        if let Some(slot) = self.index.find(hash, &self.buffer) {
+            return slot;
+        }
+        let slot = self.open_slot(start, end);
+        self.index.insert(hash, &self.buffer, slot);
         slot
     }
 
@@ -194,12 +238,12 @@ impl WindowAggregate {
             return slot;
         };
         let (mut lo, mut hi) = self.bounds[target as usize];
-        self.timers.remove(&(hi, lo, target));
+        self.remove_timer(lo, hi, target);
         lo = lo.min(start);
         hi = hi.max(end);
         for other in others {
             let (o_start, o_end) = self.bounds[*other as usize];
-            self.timers.remove(&(o_end, o_start, *other));
+            self.remove_timer(o_start, o_end, *other);
             lo = lo.min(o_start);
             hi = hi.max(o_end);
             self.accumulators.merge(target, *other);
@@ -211,18 +255,18 @@ impl WindowAggregate {
             list.retain(|s| !others.contains(s));
         }
         self.bounds[target as usize] = (lo, hi);
-        self.timers.insert((hi, lo, target));
+        self.timers.entry((hi, lo)).or_default().push(target);
         target
     }
 
     fn fire(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
         let mut fired = Vec::new();
-        while let Some(&(end, start, slot)) = self.timers.first() {
+        while let Some(entry) = self.timers.first_entry() {
+            let (end, start) = *entry.key();
             if end - 1 > watermark {
                 break;
             }
-            self.timers.pop_first();
-            fired.push((start, end, slot));
+            fired.extend(entry.remove().into_iter().map(|slot| (start, end, slot)));
         }
         if fired.is_empty() {
             return Ok(());
@@ -259,30 +303,31 @@ impl WindowAggregate {
             self.schema.clone(),
             columns,
         )?));
-        for (start, end, slot) in fired {
-            let key = std::mem::take(&mut self.slot_keys[slot as usize]);
-            match self.session_gap {
-                Some(_) => {
-                    if let Some(list) = self.sessions.get_mut(key.as_ref()) {
-                        list.retain(|s| *s != slot);
-                        if list.is_empty() {
-                            self.sessions.remove(key.as_ref());
-                        }
+        for (_, _, slot) in fired {
+            if self.session_gap.is_some() {
+                let key = &self.session_keys[slot as usize];
+                if let Some(list) = self.sessions.get_mut(key.as_ref()) {
+                    list.retain(|s| *s != slot);
+                    if list.is_empty() {
+                        self.sessions.remove(key.as_ref());
                     }
                 }
-                None => {
-                    self.buffer.clear();
-                    self.buffer.extend_from_slice(&start.to_be_bytes());
-                    self.buffer.extend_from_slice(&end.to_be_bytes());
-                    self.buffer.extend_from_slice(&key);
-                    self.index.remove(self.buffer.as_slice());
-                }
             }
-            self.accumulators.reset(slot);
-            self.slots.release(slot);
+            self.release(slot);
         }
         Ok(())
     }
+}
+
+/// Bytes of an aligned window's bounds before its key in the index.
+const WINDOW_BOUNDS: usize = 16;
+
+/// Writes an aligned slot's identity, (start, end, key), into `buffer`.
+fn aligned_id(buffer: &mut Vec<u8>, start: Timestamp, end: Timestamp, key: &[u8]) {
+    buffer.clear();
+    buffer.extend_from_slice(&start.to_be_bytes());
+    buffer.extend_from_slice(&end.to_be_bytes());
+    buffer.extend_from_slice(key);
 }
 
 fn millis(array: &ArrayRef) -> Result<Int64Array> {
@@ -297,7 +342,11 @@ fn millis(array: &ArrayRef) -> Result<Int64Array> {
 
 impl Operator for WindowAggregate {
     fn snapshot(&mut self) -> Result<Vec<u8>> {
-        let open: Vec<(Timestamp, Timestamp, u32)> = self.timers.iter().copied().collect();
+        let open: Vec<(Timestamp, Timestamp, u32)> = self
+            .timers
+            .iter()
+            .flat_map(|(&(end, start), slots)| slots.iter().map(move |slot| (end, start, *slot)))
+            .collect();
         let slots: Vec<u32> = open.iter().map(|t| t.2).collect();
         let key_groups = match self.key_codec {
             None => vec![0; slots.len()],
@@ -306,7 +355,7 @@ impl Operator for WindowAggregate {
         let mut out = snapshot_writer(0);
         out.i64(self.watermark).u64(open.len() as u64);
         for ((end, start, slot), key_group) in open.into_iter().zip(key_groups) {
-            out.bytes(&self.slot_keys[slot as usize])
+            out.bytes(self.slot_key(slot))
                 .u64(key_group as u64)
                 .i64(start)
                 .i64(end);
@@ -317,6 +366,7 @@ impl Operator for WindowAggregate {
 
     fn restore(&mut self, snapshots: &[&[u8]], scope: &KeyScope) -> Result<()> {
         let mut watermark = None;
+        let mut not_owned = Vec::new();
         for snapshot in snapshots {
             let mut input = open_snapshot(snapshot, "a window aggregate")?;
             let w = input.i64()?;
@@ -330,21 +380,22 @@ impl Operator for WindowAggregate {
                 self.accumulators.load(slot, &mut input)?;
                 if self.key_codec.is_some() && !scope.owns(key_group) {
                     // Another subtask owns this key now.
-                    self.timers.remove(&(end, start, slot));
-                    self.accumulators.reset(slot);
-                    self.slots.release(slot);
+                    not_owned.push(slot);
                     continue;
                 }
-                match self.session_gap {
-                    Some(_) => self.sessions.entry(key.into()).or_default().push(slot),
-                    None => {
-                        self.buffer.clear();
-                        self.buffer.extend_from_slice(&start.to_be_bytes());
-                        self.buffer.extend_from_slice(&end.to_be_bytes());
-                        self.buffer.extend_from_slice(key);
-                        self.index.insert(self.buffer.as_slice().into(), slot);
-                    }
+                if self.session_gap.is_some() {
+                    self.sessions.entry(key.into()).or_default().push(slot);
                 }
+            }
+        }
+        if !not_owned.is_empty() {
+            let dropped: hashbrown::HashSet<u32> = not_owned.iter().copied().collect();
+            for slots in self.timers.values_mut() {
+                slots.retain(|s| !dropped.contains(s));
+            }
+            self.timers.retain(|_, slots| !slots.is_empty());
+            for slot in not_owned {
+                self.release(slot);
             }
         }
         if let Some(w) = watermark {
@@ -413,5 +464,132 @@ impl Operator for WindowAggregate {
             self.fire(watermark, out)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operators::aggregate::AggregateKind;
+    use arrow::datatypes::{Field, Schema};
+    use datafusion_physical_expr::expressions::Column;
+
+    /// `COUNT(*)` per `k` in the windows given by each row's (start, end).
+    fn counting() -> WindowAggregate {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, true),
+            Field::new(
+                "window_start",
+                DataType::Timestamp(TimeUnit::Millisecond, None),
+                true,
+            ),
+            Field::new(
+                "window_end",
+                DataType::Timestamp(TimeUnit::Millisecond, None),
+                true,
+            ),
+            Field::new("c", DataType::Int64, true),
+        ]));
+        let spec = WindowAggregateSpec {
+            keys: vec![Arc::new(Column::new("k", 0))],
+            key_types: vec![DataType::Int64],
+            columns: WindowColumns {
+                start: 1,
+                end: 2,
+                layout: vec![
+                    OutputColumn::Key(0),
+                    OutputColumn::WindowStart,
+                    OutputColumn::WindowEnd,
+                ],
+            },
+            session_gap: None,
+            calls: vec![AggregateCall {
+                kind: AggregateKind::Count,
+                arg: Arc::new(Column::new("k", 0)),
+                filter: None,
+                input_type: DataType::Int64,
+                output_type: DataType::Int64,
+                append_only: true,
+            }],
+            schema,
+        };
+        WindowAggregate::new(spec, Arc::new(OperatorMetrics::default()), 128).unwrap()
+    }
+
+    /// Rows (k, start, end).
+    fn rows(rows: &[(i64, i64, i64)]) -> Chunk {
+        let ts = |f: fn(&(i64, i64, i64)) -> i64| -> ArrayRef {
+            Arc::new(TimestampMillisecondArray::from_iter_values(
+                rows.iter().map(f),
+            ))
+        };
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, true),
+            Field::new("s", DataType::Timestamp(TimeUnit::Millisecond, None), true),
+            Field::new("e", DataType::Timestamp(TimeUnit::Millisecond, None), true),
+        ]));
+        let keys: ArrayRef = Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0)));
+        Chunk::inserts(RecordBatch::try_new(schema, vec![keys, ts(|r| r.1), ts(|r| r.2)]).unwrap())
+    }
+
+    /// Every fired row as (k, start, end, count), sorted.
+    fn fire_all(aggregate: &mut WindowAggregate) -> Vec<(i64, i64, i64, i64)> {
+        let mut out = Vec::new();
+        aggregate.on_watermark(Timestamp::MAX, &mut out).unwrap();
+        let mut fired = Vec::new();
+        for chunk in out {
+            let column = |i: usize| millis(chunk.rows().column(i)).unwrap();
+            let (k, s, e, c) = (column(0), column(1), column(2), column(3));
+            fired.extend(
+                (0..chunk.num_rows()).map(|i| (k.value(i), s.value(i), e.value(i), c.value(i))),
+            );
+        }
+        fired.sort();
+        fired
+    }
+
+    #[test]
+    fn windows_fire_in_end_order_and_split_by_key_group_on_restore() {
+        let mut aggregate = counting();
+        let mut input = Vec::new();
+        for k in 0..300 {
+            for w in 0..3 {
+                for _ in 0..=(k % 3) {
+                    input.push((k, w * 10, w * 10 + 10));
+                }
+            }
+        }
+        aggregate.process(rows(&input), &mut Vec::new()).unwrap();
+        let mut out = Vec::new();
+        aggregate.on_watermark(10, &mut out).unwrap();
+        assert_eq!(
+            out.iter().map(Chunk::num_rows).sum::<usize>(),
+            300,
+            "the first window"
+        );
+        let snapshot = aggregate.snapshot().unwrap();
+        let expected = fire_all(&mut aggregate);
+        assert_eq!(expected.len(), 600);
+        assert!(expected.iter().all(|(k, _, _, c)| *c == k % 3 + 1));
+
+        let mut split = Vec::new();
+        for subtask in 0..2 {
+            let mut part = counting();
+            let scope = KeyScope {
+                subtask,
+                parallelism: 2,
+                max_parallelism: 128,
+            };
+            part.restore(&[&snapshot], &scope).unwrap();
+            let fired = fire_all(&mut part);
+            assert!(
+                fired.len() > 100,
+                "subtask {subtask} owns a share: {}",
+                fired.len()
+            );
+            split.extend(fired);
+        }
+        split.sort();
+        assert_eq!(split, expected);
     }
 }
