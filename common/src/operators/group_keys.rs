@@ -1,6 +1,7 @@
 //! Keyed state's keys (a `GROUP BY`'s groups, a join's keys): stored back to back in one
 //! buffer and found through a hash table of slot numbers, so a new key allocates nothing of
-//! its own and freeing every key is freeing two buffers.
+//! its own and freeing every key is freeing two buffers. The table keeps each key's hash
+//! next to its slot, so growing it never reads or hashes a key again.
 
 use std::hash::BuildHasher;
 
@@ -20,7 +21,8 @@ const FREE: u32 = u32::MAX;
 pub(crate) struct GroupKeys {
     bytes: Vec<u8>,
     spans: Vec<Span>,
-    table: HashTable<u32>,
+    /// (slot, 32-bit hash of its key).
+    table: HashTable<(u32, u32)>,
     hasher: DefaultHashBuilder,
     /// Bytes of `bytes` that belong to no group any more.
     garbage: usize,
@@ -29,14 +31,14 @@ pub(crate) struct GroupKeys {
 impl GroupKeys {
     /// The hash of `key`, for [`GroupKeys::find`] and [`GroupKeys::insert`].
     pub(crate) fn hash(&self, key: &[u8]) -> u64 {
-        self.hasher.hash_one(key)
+        spread(self.hasher.hash_one(key) as u32)
     }
 
     /// The slot of the group with `key` (whose hash is `hash`).
     pub(crate) fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
         self.table
-            .find(hash, |slot| self.key(*slot) == key)
-            .copied()
+            .find(hash, |(slot, _)| self.key(*slot) == key)
+            .map(|(slot, _)| *slot)
     }
 
     /// Gives `slot` (free) the group with `key` (whose hash is `hash`, and which no slot
@@ -57,10 +59,8 @@ impl GroupKeys {
             len: key.len() as u32,
         };
         self.bytes.extend_from_slice(key);
-        let (bytes, spans, hasher) = (&self.bytes, &self.spans, &self.hasher);
-        self.table.insert_unique(hash, slot, |s| {
-            hasher.hash_one(span_bytes(bytes, spans[*s as usize]))
-        });
+        self.table
+            .insert_unique(hash, (slot, hash as u32), |(_, h)| spread(*h));
     }
 
     /// Frees `slot`'s group.
@@ -70,7 +70,7 @@ impl GroupKeys {
             return;
         }
         let hash = self.hash(span_bytes(&self.bytes, span));
-        if let Ok(entry) = self.table.find_entry(hash, |s| *s == slot) {
+        if let Ok(entry) = self.table.find_entry(hash, |(s, _)| *s == slot) {
             entry.remove();
         }
         self.spans[slot as usize].len = FREE;
@@ -99,6 +99,12 @@ impl GroupKeys {
         self.bytes = bytes;
         self.garbage = 0;
     }
+}
+
+/// A 32-bit hash as the table's 64-bit one: the low bits pick the bucket and the high bits
+/// the tag, both from the stored 32 bits.
+fn spread(hash: u32) -> u64 {
+    (u64::from(hash) << 32) | u64::from(hash)
 }
 
 fn span_bytes(bytes: &[u8], span: Span) -> &[u8] {
