@@ -1,6 +1,6 @@
 //! The state of one input of a join: for every join key, the rows of that input with the
-//! key (a multiset: a row inserted twice is held twice), row-encoded back to back in one
-//! buffer per key.
+//! key (a multiset: a row inserted twice is held twice). Rows are row-encoded back to back
+//! in one arena and chained per key, so holding a row allocates nothing of its own.
 
 use std::sync::Arc;
 
@@ -12,56 +12,28 @@ use crate::Result;
 use crate::operators::group_keys::{GroupKeys, Slots};
 use crate::state::{StateReader, StateWriter};
 
-/// Where one row is in its key's buffer.
+/// No entry: the end of a chain.
+const NONE: u32 = u32::MAX;
+
+/// One held row: where it is in the arena and the next row of its key.
 #[derive(Debug, Clone, Copy)]
-struct Span {
-    start: u32,
+struct RowEntry {
+    start: usize,
     len: u32,
+    next: u32,
 }
 
-/// The rows held for one key.
-#[derive(Debug, Default)]
-struct KeyRows {
-    bytes: Vec<u8>,
-    rows: Vec<Span>,
-    /// Bytes of `bytes` that belong to no row any more.
-    garbage: usize,
+/// The first and last rows of a key.
+#[derive(Debug, Clone, Copy)]
+struct Chain {
+    head: u32,
+    tail: u32,
 }
 
-impl KeyRows {
-    fn row(&self, span: Span) -> &[u8] {
-        &self.bytes[span.start as usize..(span.start + span.len) as usize]
-    }
-
-    fn push(&mut self, row: &[u8]) {
-        self.rows.push(Span {
-            start: self.bytes.len() as u32,
-            len: row.len() as u32,
-        });
-        self.bytes.extend_from_slice(row);
-    }
-
-    /// Takes one copy of `row` out; false when there is none. The newest copy goes first
-    /// (a retraction usually follows the row it retracts closely).
-    fn remove(&mut self, row: &[u8]) -> bool {
-        let Some(position) = self.rows.iter().rposition(|span| self.row(*span) == row) else {
-            return false;
-        };
-        self.rows.remove(position);
-        self.garbage += row.len();
-        if self.garbage > 4096 && self.garbage > self.bytes.len() / 2 {
-            let mut bytes = Vec::with_capacity(self.bytes.len() - self.garbage);
-            for span in &mut self.rows {
-                let start = bytes.len() as u32;
-                bytes.extend_from_slice(&self.bytes[span.start as usize..][..span.len as usize]);
-                span.start = start;
-            }
-            self.bytes = bytes;
-            self.garbage = 0;
-        }
-        true
-    }
-}
+const EMPTY: Chain = Chain {
+    head: NONE,
+    tail: NONE,
+};
 
 /// One input of a join: its key expressions, how its rows are encoded, and the rows it
 /// holds by key.
@@ -73,7 +45,13 @@ pub(super) struct JoinSide {
     pub(super) codec: RowConverter,
     index: GroupKeys,
     slots: Slots,
-    by_slot: Vec<KeyRows>,
+    /// Each key slot's rows, oldest first.
+    chains: Vec<Chain>,
+    entries: Vec<RowEntry>,
+    free_entries: Vec<u32>,
+    arena: Vec<u8>,
+    /// Bytes of `arena` that belong to no row any more.
+    garbage: usize,
     /// Rows held.
     rows: usize,
 }
@@ -93,17 +71,32 @@ impl JoinSide {
             codec,
             index: GroupKeys::default(),
             slots: Slots::default(),
-            by_slot: Vec::new(),
+            chains: Vec::new(),
+            entries: Vec::new(),
+            free_entries: Vec::new(),
+            arena: Vec::new(),
+            garbage: 0,
             rows: 0,
         })
     }
 
-    /// The rows held for `key` (row-encoded), newest last.
+    fn row(&self, entry: RowEntry) -> &[u8] {
+        &self.arena[entry.start..entry.start + entry.len as usize]
+    }
+
+    /// The rows of `slot`'s key, oldest first.
+    fn chain(&self, slot: Option<u32>) -> impl Iterator<Item = &[u8]> {
+        let mut next = slot.map_or(NONE, |s| self.chains[s as usize].head);
+        std::iter::from_fn(move || {
+            let entry = *self.entries.get(next as usize)?;
+            next = entry.next;
+            Some(self.row(entry))
+        })
+    }
+
+    /// The rows held for `key` (row-encoded), oldest first.
     pub(super) fn matches(&self, key: &[u8]) -> impl Iterator<Item = &[u8]> {
-        let slot = self.index.find(self.index.hash(key), key);
-        let rows = slot.map(|s| &self.by_slot[s as usize]);
-        rows.into_iter()
-            .flat_map(|rows| rows.rows.iter().map(move |span| rows.row(*span)))
+        self.chain(self.index.find(self.index.hash(key), key))
     }
 
     /// Adds one copy of `row` under `key`.
@@ -114,33 +107,89 @@ impl JoinSide {
             None => {
                 let (slot, grown) = self.slots.acquire();
                 if grown {
-                    self.by_slot.resize_with(self.slots.len, KeyRows::default);
+                    self.chains.resize(self.slots.len, EMPTY);
                 }
                 self.index.insert(hash, key, slot);
                 slot
             }
         };
-        self.by_slot[slot as usize].push(row);
+        let entry = RowEntry {
+            start: self.arena.len(),
+            len: row.len() as u32,
+            next: NONE,
+        };
+        self.arena.extend_from_slice(row);
+        let id = match self.free_entries.pop() {
+            Some(id) => {
+                self.entries[id as usize] = entry;
+                id
+            }
+            None => {
+                self.entries.push(entry);
+                (self.entries.len() - 1) as u32
+            }
+        };
+        let chain = &mut self.chains[slot as usize];
+        match chain.tail {
+            NONE => chain.head = id,
+            tail => self.entries[tail as usize].next = id,
+        }
+        chain.tail = id;
         self.rows += 1;
     }
 
-    /// Takes one copy of `row` from `key`; false when it is not held (a retraction of a
-    /// row never seen, which takes nothing back).
+    /// Takes one copy of `row` from `key` (the oldest); false when it is not held (a
+    /// retraction of a row never seen, which takes nothing back).
     pub(super) fn retract(&mut self, key: &[u8], row: &[u8]) -> bool {
         let Some(slot) = self.index.find(self.index.hash(key), key) else {
             return false;
         };
-        let rows = &mut self.by_slot[slot as usize];
-        if !rows.remove(row) {
+        let (mut previous, mut current) = (NONE, self.chains[slot as usize].head);
+        while current != NONE && self.row(self.entries[current as usize]) != row {
+            previous = current;
+            current = self.entries[current as usize].next;
+        }
+        if current == NONE {
             return false;
         }
-        self.rows -= 1;
-        if rows.rows.is_empty() {
-            *rows = KeyRows::default();
+        let entry = self.entries[current as usize];
+        let chain = &mut self.chains[slot as usize];
+        match previous {
+            NONE => chain.head = entry.next,
+            previous => self.entries[previous as usize].next = entry.next,
+        }
+        if chain.tail == current {
+            chain.tail = previous;
+        }
+        if chain.head == NONE {
+            *chain = EMPTY;
             self.index.remove(slot);
             self.slots.release(slot);
         }
+        self.free_entries.push(current);
+        self.garbage += entry.len as usize;
+        self.rows -= 1;
+        if self.garbage > 1 << 20 && self.garbage > self.arena.len() / 2 {
+            self.compact();
+        }
         true
+    }
+
+    /// Copies the held rows into a new arena, leaving the retracted ones behind.
+    fn compact(&mut self) {
+        let mut arena = Vec::with_capacity(self.arena.len() - self.garbage);
+        for chain in &self.chains {
+            let mut next = chain.head;
+            while next != NONE {
+                let entry = &mut self.entries[next as usize];
+                let start = arena.len();
+                arena.extend_from_slice(&self.arena[entry.start..entry.start + entry.len as usize]);
+                entry.start = start;
+                next = entry.next;
+            }
+        }
+        self.arena = arena;
+        self.garbage = 0;
     }
 
     /// Rows held.
@@ -151,18 +200,17 @@ impl JoinSide {
     /// The slots holding rows, with their keys.
     pub(super) fn keys(&self) -> impl Iterator<Item = (u32, &[u8])> {
         (0..self.slots.len as u32)
-            .filter(move |slot| !self.by_slot[*slot as usize].rows.is_empty())
+            .filter(move |slot| self.chains[*slot as usize].head != NONE)
             .map(move |slot| (slot, self.index.key(slot)))
     }
 
     /// Writes `slot`'s key, its key group and its rows.
     pub(super) fn save(&self, slot: u32, key_group: usize, out: &mut StateWriter) {
-        let rows = &self.by_slot[slot as usize];
         out.bytes(self.index.key(slot))
             .u64(key_group as u64)
-            .u64(rows.rows.len() as u64);
-        for span in &rows.rows {
-            out.bytes(rows.row(*span));
+            .u64(self.chain(Some(slot)).count() as u64);
+        for row in self.chain(Some(slot)) {
+            out.bytes(row);
         }
     }
 
@@ -221,17 +269,32 @@ mod tests {
     #[test]
     fn removed_rows_are_compacted_away() {
         let mut side = side();
-        let row = |i: u32| format!("row-{i:08}").into_bytes();
-        for i in 0..2000 {
-            side.insert(b"k", &row(i));
+        let key = |k: u32| format!("key-{k:06}").into_bytes();
+        let row = |k: u32, i: u32| format!("row-{k:06}-{i}").into_bytes();
+        for k in 0..50_000 {
+            for i in 0..4 {
+                side.insert(&key(k), &row(k, i));
+            }
         }
-        for i in (0..2000).filter(|i| i % 4 != 0) {
-            assert!(side.retract(b"k", &row(i)));
+        let full = side.arena.len();
+        for k in 0..50_000 {
+            for i in 1..4 {
+                assert!(side.retract(&key(k), &row(k, i)));
+            }
         }
-        let rows = &side.by_slot[0];
-        assert!(rows.bytes.len() < 2000 * 12 / 2, "compacted");
-        let left: Vec<Vec<u8>> = side.matches(b"k").map(<[u8]>::to_vec).collect();
-        let expected: Vec<Vec<u8>> = (0..2000).filter(|i| i % 4 == 0).map(row).collect();
-        assert_eq!(left, expected);
+        assert!(
+            side.arena.len() < full / 2,
+            "compacted: {} of {full}",
+            side.arena.len()
+        );
+        assert_eq!(side.len(), 50_000);
+        for k in [0, 777, 49_999] {
+            let left: Vec<&[u8]> = side.matches(&key(k)).collect();
+            assert_eq!(left, [row(k, 0).as_slice()]);
+        }
+        // Freed entries are reused, and chains stay in insertion order.
+        side.insert(&key(5), b"later");
+        let rows: Vec<&[u8]> = side.matches(&key(5)).collect();
+        assert_eq!(rows, [row(5, 0).as_slice(), b"later"]);
     }
 }
