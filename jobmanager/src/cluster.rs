@@ -473,8 +473,10 @@ impl Cluster {
                 }
             }
             Command::Trigger(mut client, request) => {
+                let (execution, checkpoint) = (request.job_id.clone(), request.checkpoint);
                 if let Err(status) = client.trigger_checkpoint(request).await {
-                    tracing::debug!(%status, "triggering a checkpoint failed");
+                    tracing::warn!(job = %execution, checkpoint, %status, "triggering a checkpoint failed");
+                    self.trigger_failed(&execution, checkpoint, status.message());
                 }
             }
             Command::Notify(mut client, request) => {
@@ -976,6 +978,28 @@ impl Cluster {
             self.fail(job_id, "too many failed checkpoints".into());
         }
         Ok(())
+    }
+
+    /// Aborts `checkpoint` of the run `execution` when a trigger of it was not delivered.
+    fn trigger_failed(self: &Arc<Self>, execution: &str, checkpoint: u64, reason: &str) {
+        let Some((job_id, attempt)) = parse_execution(execution) else {
+            return;
+        };
+        let too_many = {
+            let mut state = self.lock();
+            let Some(job) = state.jobs.get_mut(job_id) else {
+                return;
+            };
+            if job.attempt != attempt || job.state != pb::JobState::Running {
+                return;
+            }
+            job.coordinator
+                .as_mut()
+                .is_some_and(|c| c.trigger_failed(checkpoint, reason))
+        };
+        if too_many {
+            self.fail(job_id, "too many failed checkpoints".into());
+        }
     }
 
     fn committed(self: &Arc<Self>, job_id: &str, attempt: u32, metadata: &CheckpointMetadata) {

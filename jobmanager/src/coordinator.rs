@@ -251,6 +251,18 @@ impl CheckpointCoordinator {
         }
     }
 
+    /// A source's TaskManager could not be given the trigger of `checkpoint`: it can never
+    /// complete (and aligned tasks would hold back the sources that did get it until the
+    /// timeout), so it is aborted now. `true` when failures exceed the tolerance.
+    pub fn trigger_failed(&mut self, checkpoint: u64, reason: &str) -> bool {
+        match &self.pending {
+            Some(p) if p.id == checkpoint => {
+                self.abort(&format!("its trigger was not delivered: {reason}"))
+            }
+            _ => false,
+        }
+    }
+
     fn abort(&mut self, reason: &str) -> bool {
         if let Some(mut pending) = self.pending.take() {
             tracing::warn!(checkpoint = pending.id, %reason, "checkpoint aborted");
@@ -370,6 +382,33 @@ mod tests {
         let history = c.history();
         assert_eq!(history[0].state, pb::CheckpointState::Completed as i32);
         assert_eq!(history[0].alignment_ms, 3);
+    }
+
+    #[test]
+    fn an_undelivered_trigger_aborts_its_checkpoint_at_once() {
+        let mut c = coordinator(1);
+        let later = Instant::now() + Duration::from_secs(1);
+        let first = c.due(later).unwrap();
+        assert!(
+            !c.trigger_failed(first.checkpoint + 1, "stale"),
+            "another checkpoint"
+        );
+        assert_eq!(
+            c.acknowledge((0, 0), ack(first.checkpoint, 0)),
+            AckOutcome::Waiting,
+            "still pending"
+        );
+        assert!(!c.trigger_failed(first.checkpoint, "job does not run here"));
+        assert_eq!(
+            c.acknowledge((1, 0), ack(first.checkpoint, 1)),
+            AckOutcome::Ignored,
+            "aborted"
+        );
+        let second = c.due(later + Duration::from_secs(1)).unwrap();
+        assert!(
+            c.trigger_failed(second.checkpoint, "unreachable"),
+            "a second failure exceeds one tolerated"
+        );
     }
 
     #[test]
