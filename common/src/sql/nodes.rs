@@ -174,6 +174,23 @@ impl UserDefinedLogicalNodeCore for WindowTvf {
         write!(f, "WindowTvf: {} on {}", self.kind, self.time_column)
     }
 
+    /// The input columns the query reads, and the time column: the rest are pruned
+    /// before the TVF copies each row into its windows (a hop window copies it size /
+    /// slide times).
+    fn necessary_children_exprs(&self, output_columns: &[usize]) -> Option<Vec<Vec<usize>>> {
+        let input = self.input.schema();
+        let time = input.index_of_column(&self.time_column).ok()?;
+        let mut needed: Vec<usize> = output_columns
+            .iter()
+            .copied()
+            .filter(|i| *i < input.fields().len())
+            .chain([time])
+            .collect();
+        needed.sort_unstable();
+        needed.dedup();
+        Some(vec![needed])
+    }
+
     fn with_exprs_and_inputs(
         &self,
         exprs: Vec<Expr>,
