@@ -16,8 +16,17 @@ const TIERS: [(&str, &str, i64); 4] = [
     ("eve", "bronze", 900),
 ];
 
-/// The orders in `orders/` (4 files), the customers in `customers/`, and a print sink
-/// `out` with `sink` columns, before `query`.
+/// A scratch directory named `name` holding 600 orders in `orders/` (4 files) and the
+/// customers in `customers/`; the orders, and the script declaring both tables and a print
+/// sink `out` with `sink` columns, before `query`.
+fn setup(name: &str, sink: &str, query: &str) -> (Scratch, Vec<Order>, String) {
+    let scratch = Scratch::new(name);
+    let data = orders(600);
+    let script = script(&scratch, &data, sink, query);
+    (scratch, data, script)
+}
+
+/// The script of [`setup`] over `data`.
 fn script(scratch: &Scratch, data: &[Order], sink: &str, query: &str) -> String {
     write_orders(scratch, data, 4);
     let customers: String = TIERS
@@ -37,12 +46,9 @@ fn script(scratch: &Scratch, data: &[Order], sink: &str, query: &str) -> String 
 
 #[test]
 fn appending_inputs_join_on_a_key_and_the_rest_of_the_condition() {
-    let scratch = Scratch::new("join-append");
-    let data = orders(600);
     // `dan` has no tier: his orders join nothing.
-    let script = script(
-        &scratch,
-        &data,
+    let (scratch, data, script) = setup(
+        "join-append",
         "id BIGINT, customer STRING, tier STRING, amount BIGINT",
         "INSERT INTO out
          SELECT o.id, o.customer, c.tier, o.amount
@@ -61,13 +67,10 @@ fn appending_inputs_join_on_a_key_and_the_rest_of_the_condition() {
 
 #[test]
 fn updating_inputs_retract_the_rows_they_joined() {
-    let scratch = Scratch::new("join-retract");
-    let data = orders(600);
     // Both sides are GROUP BY results: every update retracts the joined row it replaces
     // (a retraction of a row that was never printed fails the test).
-    let script = script(
-        &scratch,
-        &data,
+    let (scratch, data, script) = setup(
+        "join-retract",
         "customer STRING, c BIGINT, even_max BIGINT, tier STRING",
         "INSERT INTO out
          SELECT a.customer, a.c, b.hi, c.tier
@@ -97,12 +100,9 @@ fn updating_inputs_retract_the_rows_they_joined() {
 
 #[test]
 fn a_window_maximum_joins_back_to_its_rows() {
-    let scratch = Scratch::new("join-window");
-    let data = orders(600);
     // Nexmark q7's shape: the orders at each 10 s window's highest amount.
-    let script = script(
-        &scratch,
-        &data,
+    let (scratch, data, script) = setup(
+        "join-window",
         "id BIGINT, amount BIGINT, we BIGINT",
         "INSERT INTO out
          SELECT o.id, o.amount, CAST(w.window_end AS BIGINT)

@@ -434,6 +434,15 @@ impl Planner {
         }
         let left = self.plan(&join.left)?;
         let right = self.plan(&join.right)?;
+        if [&left, &right]
+            .iter()
+            .any(|s| matches!(s.window, Some(WindowKind::Session { .. })))
+        {
+            return Err(unsupported(
+                "a SESSION window TVF must be aggregated (GROUP BY window_start, window_end, ...) \
+                 before it is joined",
+            ));
+        }
         let mut left_keys = Vec::new();
         let mut right_keys = Vec::new();
         let mut key_types = Vec::new();

@@ -277,36 +277,23 @@ mod tests {
         StreamingJoin::new(&spec, 128).unwrap()
     }
 
-    fn bids(rows: &[(Option<i64>, i64)], ops: &[Op]) -> Chunk {
-        let batch = RecordBatch::try_new(
-            schema(&[("auction", DataType::Int64), ("price", DataType::Int64)]),
-            vec![
-                Arc::new(Int64Array::from(
-                    rows.iter().map(|r| r.0).collect::<Vec<_>>(),
-                )),
-                Arc::new(Int64Array::from(
-                    rows.iter().map(|r| r.1).collect::<Vec<_>>(),
-                )),
-            ],
-        )
-        .unwrap();
+    fn chunk(names: &[(&str, DataType)], columns: Vec<ArrayRef>, ops: &[Op]) -> Chunk {
+        let batch = RecordBatch::try_new(schema(names), columns).unwrap();
         Chunk::from_ops(batch, ops.to_vec())
     }
 
+    fn bids(rows: &[(Option<i64>, i64)], ops: &[Op]) -> Chunk {
+        let auction = Int64Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>());
+        let price = Int64Array::from_iter_values(rows.iter().map(|r| r.1));
+        let names = [("auction", DataType::Int64), ("price", DataType::Int64)];
+        chunk(&names, vec![Arc::new(auction), Arc::new(price)], ops)
+    }
+
     fn auctions(rows: &[(i64, &str)], ops: &[Op]) -> Chunk {
-        let batch = RecordBatch::try_new(
-            schema(&[("id", DataType::Int64), ("name", DataType::Utf8)]),
-            vec![
-                Arc::new(Int64Array::from(
-                    rows.iter().map(|r| r.0).collect::<Vec<_>>(),
-                )),
-                Arc::new(StringArray::from(
-                    rows.iter().map(|r| r.1).collect::<Vec<_>>(),
-                )),
-            ],
-        )
-        .unwrap();
-        Chunk::from_ops(batch, ops.to_vec())
+        let id = Int64Array::from_iter_values(rows.iter().map(|r| r.0));
+        let name = StringArray::from_iter_values(rows.iter().map(|r| r.1));
+        let names = [("id", DataType::Int64), ("name", DataType::Utf8)];
+        chunk(&names, vec![Arc::new(id), Arc::new(name)], ops)
     }
 
     /// Every output row as `op auction price id name`.
