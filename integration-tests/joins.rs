@@ -16,6 +16,14 @@ const TIERS: [(&str, &str, i64); 4] = [
     ("eve", "bronze", 900),
 ];
 
+/// A customer's tier and smallest counted amount, if the customer has a tier.
+fn tier(customer: &str) -> Option<(&'static str, i64)> {
+    TIERS
+        .iter()
+        .find(|t| t.0 == customer)
+        .map(|(_, tier, min)| (*tier, *min))
+}
+
 /// A scratch directory named `name` holding 600 orders in `orders/` (4 files) and the
 /// customers in `customers/`; the orders, and the script declaring both tables and a print
 /// sink `out` with `sink` columns, before `query`.
@@ -58,8 +66,8 @@ fn appending_inputs_join_on_a_key_and_the_rest_of_the_condition() {
     let expected = data
         .iter()
         .filter_map(|o| {
-            let (_, tier, min) = TIERS.iter().find(|t| t.0 == o.customer)?;
-            (o.amount >= *min).then(|| row![o.id, o.customer, tier, o.amount])
+            let (tier, min) = tier(o.customer)?;
+            (o.amount >= min).then(|| row![o.id, o.customer, tier, o.amount])
         })
         .collect();
     assert_result_in(&scratch, &script, expected);
@@ -90,7 +98,7 @@ fn updating_inputs_retract_the_rows_they_joined() {
     let expected = CUSTOMERS
         .iter()
         .filter_map(|name| {
-            let (_, tier, _) = TIERS.iter().find(|t| t.0 == *name)?;
+            let (tier, _) = tier(name)?;
             let (c, hi) = counts[name];
             Some(row![name, c, hi, tier])
         })

@@ -11,9 +11,9 @@ mod side;
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, UInt32Array};
+use arrow::array::{Array, AsArray, UInt32Array};
 use arrow::buffer::NullBuffer;
-use arrow::compute::take;
+use arrow::compute::take_record_batch;
 use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use arrow::row::{RowConverter, SortField};
@@ -84,7 +84,8 @@ impl StreamingJoin {
     }
 
     /// Rows held on each side.
-    pub fn state_rows(&self) -> (usize, usize) {
+    #[cfg(test)]
+    fn state_rows(&self) -> (usize, usize) {
         (self.sides[0].len(), self.sides[1].len())
     }
 
@@ -131,12 +132,9 @@ impl StreamingJoin {
         }
         if !these.is_empty() {
             let indices = UInt32Array::from(these);
-            let this_columns = chunk
-                .rows()
+            let this_columns = take_record_batch(chunk.rows(), &indices)?
                 .columns()
-                .iter()
-                .map(|c| take(c.as_ref(), &indices, None))
-                .collect::<Result<Vec<ArrayRef>, _>>()?;
+                .to_vec();
             let other_columns = other.codec.convert_rows(others)?;
             let columns = match input {
                 0 => [this_columns, other_columns].concat(),
@@ -232,7 +230,7 @@ impl Operator for StreamingJoin {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{Int64Array, StringArray};
+    use arrow::array::{ArrayRef, Int64Array, StringArray};
     use arrow::datatypes::{Field, Schema};
     use datafusion_expr::Operator as BinaryOp;
     use datafusion_physical_expr::expressions::{BinaryExpr, Column, col};

@@ -52,8 +52,6 @@ pub(super) struct JoinSide {
     arena: Vec<u8>,
     /// Bytes of `arena` that belong to no row any more.
     garbage: usize,
-    /// Rows held.
-    rows: usize,
 }
 
 impl JoinSide {
@@ -76,7 +74,6 @@ impl JoinSide {
             free_entries: Vec::new(),
             arena: Vec::new(),
             garbage: 0,
-            rows: 0,
         })
     }
 
@@ -135,7 +132,6 @@ impl JoinSide {
             tail => self.entries[tail as usize].next = id,
         }
         chain.tail = id;
-        self.rows += 1;
     }
 
     /// Takes one copy of `row` from `key` (the oldest); false when it is not held (a
@@ -168,7 +164,6 @@ impl JoinSide {
         }
         self.free_entries.push(current);
         self.garbage += entry.len as usize;
-        self.rows -= 1;
         if self.garbage > 1 << 20 && self.garbage > self.arena.len() / 2 {
             self.compact();
         }
@@ -193,8 +188,9 @@ impl JoinSide {
     }
 
     /// Rows held.
+    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
-        self.rows
+        self.entries.len() - self.free_entries.len()
     }
 
     /// The slots holding rows, with their keys.
