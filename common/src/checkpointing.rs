@@ -30,6 +30,9 @@ pub struct CheckpointConfig {
     pub retained: usize,
     /// Unaligned checkpoints (exactly-once only).
     pub unaligned: bool,
+    /// Snapshots hold only what changed since the previous completed checkpoint where
+    /// the operator can (`GROUP BY`, joins), extending its earlier files.
+    pub incremental: bool,
     /// Where checkpoints go (`file:///...`, a path, or `s3://bucket/prefix`); `None` uses the
     /// cluster's default.
     pub directory: Option<String>,
@@ -45,6 +48,7 @@ impl Default for CheckpointConfig {
             tolerable_failures: 0,
             retained: 3,
             unaligned: false,
+            incremental: true,
             directory: None,
         }
     }

@@ -27,6 +27,8 @@ const KNOWN_KEYS: &[&str] = &[
     "execution.checkpointing.tolerable-failed-checkpoints",
     "execution.checkpointing.num-retained",
     "execution.checkpointing.unaligned",
+    "execution.checkpointing.incremental",
+    "state.backend.incremental",
     "execution.checkpointing.dir",
     "state.checkpoints.dir",
     "restart-strategy.type",
@@ -113,6 +115,9 @@ impl JobConfig {
             }
             "execution.checkpointing.unaligned" => {
                 self.checkpoints.unaligned = parse_bool(key, value)?
+            }
+            "execution.checkpointing.incremental" | "state.backend.incremental" => {
+                self.checkpoints.incremental = parse_bool(key, value)?
             }
             "execution.checkpointing.dir" | "state.checkpoints.dir" => {
                 self.checkpoints.directory = Some(value.trim().to_string())

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use eddy_common::EddyError;
-use eddy_common::checkpoint::{CheckpointMetadata, CheckpointStorage, StateHandle};
+use eddy_common::checkpoint::{CheckpointMetadata, CheckpointStorage, StateFile, StateHandle};
 use eddy_common::plan::{JobGraph, plan_job};
 use eddy_common::sql::compile;
 use eddy_common::storage::resolve;
@@ -944,6 +944,16 @@ impl Cluster {
                     file: ack.file,
                     size: ack.size_bytes,
                     crc32: ack.crc32,
+                    previous: ack
+                        .previous
+                        .into_iter()
+                        .map(|f| StateFile {
+                            checkpoint: f.checkpoint,
+                            file: f.file,
+                            size: f.size_bytes,
+                            crc32: f.crc32,
+                        })
+                        .collect(),
                 }),
                 false => Err(ack.error),
             };
@@ -1024,6 +1034,7 @@ impl Cluster {
                 job = %job_id,
                 checkpoint,
                 size = metadata.size(),
+                full_size = metadata.full_size(),
                 duration_ms = info.duration_ms,
                 alignment_ms = info.alignment_ms,
                 "checkpoint complete"

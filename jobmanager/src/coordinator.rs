@@ -328,6 +328,7 @@ mod tests {
                 file: format!("{vertex}-0.state"),
                 size: 10,
                 crc32: 1,
+                previous: Vec::new(),
             }),
             alignment: Duration::from_millis(3),
             input_ended: vertex != 0,

@@ -11,6 +11,7 @@ use eddy_common::metrics::{JobMetrics, OperatorMetrics};
 use eddy_common::operators::Operator;
 use eddy_common::partition::KeyScope;
 use eddy_common::plan::OperatorSpec;
+use eddy_common::state::{OperatorState, SnapshotRequest};
 use eddy_common::{EddyError, Result};
 
 /// Operators of one subtask, in order, with their counters.
@@ -65,16 +66,17 @@ impl OperatorChain {
         Ok(current)
     }
 
-    /// Every operator's state, in chain order.
-    pub fn snapshot(&mut self) -> Result<Vec<Vec<u8>>> {
+    /// Every operator's state for the checkpoint `request` describes, in chain order.
+    pub fn snapshot(&mut self, request: &SnapshotRequest) -> Result<Vec<OperatorState>> {
         self.operators
             .iter_mut()
-            .map(|(op, _)| op.snapshot())
+            .map(|(op, _)| op.snapshot(request))
             .collect()
     }
 
     /// Restores every operator from the snapshots of the previous run: `states[i]` holds
-    /// operator `i`'s state from each previous subtask.
+    /// operator `i`'s states from each previous subtask (a full one, then the changes
+    /// taken after it).
     pub fn restore(&mut self, states: &[Vec<Bytes>], scope: &KeyScope) -> Result<()> {
         if states.len() != self.operators.len() {
             return Err(EddyError::Runtime(format!(

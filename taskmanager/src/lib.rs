@@ -2,6 +2,7 @@
 //! and in-band events between them, inside one process or across TaskManagers.
 
 pub mod chain;
+pub mod chains;
 pub mod daemon;
 pub mod exchange;
 pub mod input;

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use eddy_common::checkpoint::{CheckpointDir, CheckpointStorage, CompletedCheckpoint};
+use eddy_common::checkpoint::{CheckpointDir, CheckpointStorage, CompletedCheckpoint, StateFile};
 use eddy_common::event::Barrier;
 
 use eddy_common::metrics::JobMetrics;
@@ -22,6 +22,7 @@ use tokio::task::AbortHandle;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status};
 
+use crate::chains::SnapshotChains;
 use crate::exchange::channels;
 use crate::exchange::{InputChannel, OutputChannel};
 use crate::network::{ChannelKey, Channels, remote_sender};
@@ -281,6 +282,7 @@ impl TaskManagerNode {
                     acks: acks.clone(),
                     completed: completed.subscribe(),
                     input_ended: input_ended.clone(),
+                    chains: SnapshotChains::new(graph.config.checkpoints.incremental),
                 }
             });
             let deployment = TaskDeployment {
@@ -336,9 +338,15 @@ impl TaskManagerNode {
     /// Sends this job's checkpoint acknowledgements to the JobManager.
     async fn forward_acks(self: Arc<Self>, job_id: String, mut acks: UnboundedReceiver<TaskAck>) {
         while let Some(ack) = acks.recv().await {
-            let (error, file, size_bytes, crc32) = match ack.result {
-                Ok(handle) => (String::new(), handle.file, handle.size, handle.crc32),
-                Err(error) => (error, String::new(), 0, 0),
+            let (error, file, size_bytes, crc32, previous) = match ack.result {
+                Ok(handle) => (
+                    String::new(),
+                    handle.file,
+                    handle.size,
+                    handle.crc32,
+                    handle.previous.into_iter().map(state_file).collect(),
+                ),
+                Err(error) => (error, String::new(), 0, 0, Vec::new()),
             };
             let message = pb::CheckpointAck {
                 taskmanager_id: self.id.clone(),
@@ -351,6 +359,7 @@ impl TaskManagerNode {
                 alignment_ms: ack.alignment.as_millis() as u64,
                 sync_ms: ack.sync_duration.as_millis() as u64,
                 input_ended: ack.input_ended,
+                previous,
             };
             if let Err(status) = self.jobmanager().acknowledge_checkpoint(message).await {
                 tracing::warn!(job = %job_id, checkpoint = ack.checkpoint, %status, "cannot acknowledge a checkpoint");
@@ -481,6 +490,16 @@ impl TaskManagerNode {
                 }
             }
         }
+    }
+}
+
+/// An earlier task snapshot, as acknowledgements name it.
+fn state_file(file: StateFile) -> pb::StateFile {
+    pb::StateFile {
+        checkpoint: file.checkpoint,
+        file: file.file,
+        size_bytes: file.size,
+        crc32: file.crc32,
     }
 }
 

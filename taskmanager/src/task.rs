@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use eddy_common::checkpoint::{
-    CheckpointDir, CheckpointMetadata, CheckpointStorage, CompletedCheckpoint, StateHandle,
-    TaskSnapshot,
+    CheckpointDir, CheckpointMetadata, CheckpointStorage, CompletedCheckpoint, StateFile,
+    StateHandle, TaskSnapshot,
 };
 use eddy_common::checkpointing::CheckpointingMode;
 use eddy_common::chunk::Chunk;
@@ -22,11 +22,13 @@ use eddy_common::metrics::{JobMetrics, OperatorMetrics};
 use eddy_common::operators::watermark::SplitWatermarks;
 use eddy_common::partition::KeyScope;
 use eddy_common::plan::{JobGraph, SourceSpec, VertexOutput};
+use eddy_common::state::{OperatorState, SnapshotRequest, StateKind};
 use eddy_common::{EddyError, Result};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::sync::watch;
 
 use crate::chain::OperatorChain;
+use crate::chains::SnapshotChains;
 use crate::exchange::{InputChannel, OutputChannel};
 use crate::input::{Input, InputGate};
 use crate::output::{ExchangeOutput, PriorityLanes, TaskOutput};
@@ -72,6 +74,8 @@ pub struct TaskCheckpointing {
     pub completed: watch::Receiver<CompletedCheckpoint>,
     /// Where a source task says it has read all its input, as (vertex, subtask).
     pub input_ended: UnboundedSender<(usize, usize)>,
+    /// The task's stored snapshots, which its next snapshot may extend.
+    pub chains: SnapshotChains,
 }
 
 /// A task's answer to a checkpoint.
@@ -115,20 +119,22 @@ pub struct TaskRestore {
 /// What the subtasks of one vertex restore, read once for all of them.
 #[derive(Debug, Clone, Default)]
 pub struct VertexRestore {
+    /// Everything but the operator states.
     shared: TaskRestore,
+    /// For each operator, its states with the previous subtask each is from.
+    operators: Vec<Vec<(usize, Bytes)>>,
     in_flight: HashMap<usize, Vec<(usize, Vec<u8>)>>,
     /// Sink states by previous subtask.
     sinks: Vec<(usize, Vec<u8>)>,
-    /// The previous subtask of each entry of `shared.operators[i]` (the same for every i).
-    operator_owners: Vec<usize>,
     /// The vertex runs at the parallelism it had when the checkpoint was taken.
     same_parallelism: bool,
     parallelism: usize,
 }
 
 impl VertexRestore {
-    /// Reads `vertex`'s snapshots from a checkpoint (or savepoint) directory; each file's
-    /// size and CRC-32 are checked as it is read. `parallelism` is the vertex's new one.
+    /// Reads `vertex`'s snapshots from a checkpoint (or savepoint) directory, with the
+    /// earlier snapshots they extend; each file's size and CRC-32 are checked as it is
+    /// read. `parallelism` is the vertex's new one.
     pub async fn load(
         directory: &CheckpointDir,
         metadata: &CheckpointMetadata,
@@ -141,38 +147,60 @@ impl VertexRestore {
                 checkpoint: metadata.checkpoint,
                 ..Default::default()
             },
+            operators: Vec::new(),
             in_flight: HashMap::new(),
             sinks: Vec::new(),
-            operator_owners: Vec::new(),
             same_parallelism,
             parallelism,
         };
         let shared = &mut restore.shared;
         for handle in metadata.tasks.iter().filter(|t| t.vertex == vertex) {
-            let bytes = directory.read_task(handle).await?;
             let what = format!(
                 "checkpoint {} task {}-{}",
                 metadata.checkpoint, handle.vertex, handle.subtask
             );
-            let snapshot = TaskSnapshot::decode(&bytes, &what)?;
-            if let Some(position) = snapshot.source {
-                shared.source_positions.push(position);
+            let chain = directory
+                .read_chain(handle)
+                .await?
+                .iter()
+                .map(|bytes| TaskSnapshot::decode(bytes, &what))
+                .collect::<Result<Vec<_>>>()?;
+            let snapshot = chain
+                .last()
+                .expect("a chain ends with the task's own snapshot");
+            if let Some(position) = &snapshot.source {
+                shared.source_positions.push(position.clone());
             }
-            if let Some(state) = snapshot.sink {
-                restore.sinks.push((handle.subtask, state));
+            if let Some(state) = &snapshot.sink {
+                restore.sinks.push((handle.subtask, state.clone()));
             }
-            if shared.operators.is_empty() {
-                shared.operators = vec![Vec::new(); snapshot.operators.len()];
+            if restore.operators.is_empty() {
+                restore.operators = vec![Vec::new(); snapshot.operators.len()];
             }
-            if shared.operators.len() != snapshot.operators.len() {
+            if chain
+                .iter()
+                .any(|s| s.operators.len() != restore.operators.len())
+            {
                 return Err(EddyError::Runtime(format!(
-                    "{what}: operator count differs between subtasks"
+                    "{what}: operator count differs between subtasks or snapshots"
                 )));
             }
-            for (i, state) in snapshot.operators.into_iter().enumerate() {
-                shared.operators[i].push(state);
+            for (i, states) in restore.operators.iter_mut().enumerate() {
+                // From the newest full state on: it and the changes taken after it.
+                let newest_full = chain
+                    .iter()
+                    .rposition(|s| s.operators[i].kind == StateKind::Full)
+                    .ok_or_else(|| {
+                        EddyError::Runtime(format!(
+                            "{what}: operator {i} has changes but no full state to apply them to"
+                        ))
+                    })?;
+                states.extend(
+                    chain[newest_full..]
+                        .iter()
+                        .map(|s| (handle.subtask, s.operators[i].bytes.clone())),
+                );
             }
-            restore.operator_owners.push(handle.subtask);
             if !snapshot.in_flight.is_empty() {
                 if !same_parallelism {
                     return Err(EddyError::Runtime(format!(
@@ -180,7 +208,9 @@ impl VertexRestore {
                          same parallelism (take a savepoint, which is aligned, to rescale)"
                     )));
                 }
-                restore.in_flight.insert(handle.subtask, snapshot.in_flight);
+                restore
+                    .in_flight
+                    .insert(handle.subtask, snapshot.in_flight.clone());
             }
         }
         Ok(restore)
@@ -199,18 +229,19 @@ impl VertexRestore {
                 .collect(),
             ..self.shared.clone()
         };
-        if self.same_parallelism {
-            // At an unchanged parallelism a subtask owns exactly the key groups its
-            // predecessor owned: that one's operator state is all it needs to read.
-            for states in &mut restore.operators {
-                *states = states
+        // At an unchanged parallelism a subtask owns exactly the key groups its predecessor
+        // owned: that one's operator state is all it needs to read.
+        restore.operators = self
+            .operators
+            .iter()
+            .map(|states| {
+                states
                     .iter()
-                    .zip(&self.operator_owners)
-                    .filter(|(_, owner)| **owner == subtask)
-                    .map(|(state, _)| state.clone())
-                    .collect();
-            }
-        }
+                    .filter(|(owner, _)| !self.same_parallelism || *owner == subtask)
+                    .map(|(_, state)| state.clone())
+                    .collect()
+            })
+            .collect();
         restore
     }
 }
@@ -397,7 +428,7 @@ struct Pipeline<'a> {
     vertex: usize,
     subtask: usize,
     /// An unaligned snapshot waiting for its in-flight data.
-    unaligned: Option<(Barrier, TaskSnapshot, Duration)>,
+    unaligned: Option<(Barrier, Snapshot, Duration)>,
     /// The task's source has read all its input (true without a source).
     input_ended: bool,
 }
@@ -441,20 +472,10 @@ impl Pipeline<'_> {
             return Ok(());
         }
         let started = Instant::now();
-        let mut snapshot = TaskSnapshot {
-            operators: self
-                .chain
-                .snapshot()?
-                .into_iter()
-                .map(Bytes::from)
-                .collect(),
-            in_flight: Vec::new(),
-            source,
-            sink: None,
-        };
+        let mut snapshot = self.snapshot(barrier.checkpoint, source)?;
         let sync_duration = started.elapsed();
-        snapshot.sink = self.output.barrier(barrier).await?;
-        if barrier.unaligned && snapshot.source.is_none() {
+        snapshot.task.sink = self.output.barrier(barrier).await?;
+        if barrier.unaligned && snapshot.task.source.is_none() {
             self.unaligned = Some((barrier, snapshot, sync_duration));
             return Ok(());
         }
@@ -462,6 +483,35 @@ impl Pipeline<'_> {
             uploader.upload(barrier, snapshot, alignment, sync_duration);
         }
         Ok(())
+    }
+
+    /// Snapshots the operators for `checkpoint`: each holds the changes since the task's
+    /// snapshot of the newest completed checkpoint where it can and that snapshot's chain
+    /// may grow, and all its state otherwise.
+    fn snapshot(&mut self, checkpoint: u64, source: Option<Vec<u8>>) -> Result<Snapshot> {
+        let (completed, base) = match self.checkpointing.as_deref() {
+            Some(c) => {
+                let completed = c.completed.borrow().checkpoint;
+                (completed, c.chains.base(completed))
+            }
+            None => (0, None),
+        };
+        let request = SnapshotRequest {
+            checkpoint,
+            completed: (completed > 0).then_some(completed),
+            changes: base.is_some(),
+        };
+        let operators = self.chain.snapshot(&request)?;
+        let extends = operators.iter().any(|o| o.kind == StateKind::Changes);
+        Ok(Snapshot {
+            task: TaskSnapshot {
+                operators,
+                in_flight: Vec::new(),
+                source,
+                sink: None,
+            },
+            previous: base.filter(|_| extends).unwrap_or_default(),
+        })
     }
 
     /// The in-flight data of an unaligned checkpoint has arrived: complete its snapshot.
@@ -472,7 +522,7 @@ impl Pipeline<'_> {
         if barrier.checkpoint != checkpoint {
             return Ok(());
         }
-        snapshot.in_flight = chunks
+        snapshot.task.in_flight = chunks
             .iter()
             .map(|(input, chunk)| Ok((*input, encode_chunk(chunk)?)))
             .collect::<Result<_>>()?;
@@ -495,6 +545,7 @@ impl Pipeline<'_> {
         let checkpointing = self.checkpointing.as_deref()?;
         Some(Uploader {
             storage: checkpointing.storage.clone(),
+            chains: checkpointing.chains.clone(),
             acks: checkpointing.acks.clone(),
             vertex: self.vertex,
             subtask: self.subtask,
@@ -504,10 +555,17 @@ impl Pipeline<'_> {
     }
 }
 
+/// A task's snapshot and the stored snapshots it extends.
+struct Snapshot {
+    task: TaskSnapshot,
+    previous: Vec<StateFile>,
+}
+
 /// Writes a task's snapshots and acknowledges them.
 #[derive(Clone)]
 struct Uploader {
     storage: CheckpointStorage,
+    chains: SnapshotChains,
     acks: UnboundedSender<TaskAck>,
     vertex: usize,
     subtask: usize,
@@ -519,18 +577,28 @@ impl Uploader {
     fn upload(
         &self,
         barrier: Barrier,
-        snapshot: TaskSnapshot,
+        snapshot: Snapshot,
         alignment: Duration,
         sync_duration: Duration,
     ) {
-        let parts = snapshot.into_parts();
+        let parts = snapshot.task.into_parts();
         let this = self.clone();
         tokio::spawn(async move {
+            let checkpoint = barrier.checkpoint;
             let result = this
                 .storage
-                .write_task(barrier.checkpoint, this.vertex, this.subtask, parts)
+                .write_task(
+                    checkpoint,
+                    this.vertex,
+                    this.subtask,
+                    parts,
+                    snapshot.previous,
+                )
                 .await
                 .map_err(|e| e.to_string());
+            if let Ok(handle) = &result {
+                this.chains.stored(checkpoint, handle.chain(checkpoint));
+            }
             let _ = this.acks.send(TaskAck {
                 checkpoint: barrier.checkpoint,
                 vertex: this.vertex,
@@ -555,11 +623,14 @@ struct Overtake {
 
 impl Overtake {
     fn checkpoint(&self, barrier: Barrier, position: Vec<u8>) -> Result<()> {
-        let snapshot = TaskSnapshot {
-            source: Some(position),
-            operators: vec![Bytes::new(); self.operators],
-            in_flight: Vec::new(),
-            sink: None,
+        let snapshot = Snapshot {
+            task: TaskSnapshot {
+                source: Some(position),
+                operators: vec![OperatorState::full(Bytes::new()); self.operators],
+                in_flight: Vec::new(),
+                sink: None,
+            },
+            previous: Vec::new(),
         };
         self.lanes.send(barrier)?;
         self.uploader

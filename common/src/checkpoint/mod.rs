@@ -1,7 +1,8 @@
 //! Checkpoints in object storage (DESIGN §6):
 //!
 //! ```text
-//! {root}/{job}/chk-{n}/{vertex}-{subtask}.state   task snapshots, written first
+//! {root}/{job}/chk-{n}/{vertex}-{subtask}.state   task snapshots, written first (each may
+//!                                                 extend files of earlier checkpoints)
 //! {root}/{job}/chk-{n}/_metadata                  written last: its presence means complete
 //! ```
 //!
@@ -12,7 +13,7 @@ mod snapshot;
 mod storage;
 
 pub use snapshot::TaskSnapshot;
-pub use storage::{CheckpointDir, CheckpointMetadata, CheckpointStorage, StateHandle};
+pub use storage::{CheckpointDir, CheckpointMetadata, CheckpointStorage, StateFile, StateHandle};
 
 /// The newest checkpoint the JobManager has declared complete, as tasks learn it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

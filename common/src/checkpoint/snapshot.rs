@@ -1,14 +1,16 @@
 //! The snapshot of one task: its source position (if it reads a source), the state of
 //! each operator in its chain, data in flight (unaligned checkpoints), and its sink's
-//! state (the transactions a two-phase-commit sink prepared).
+//! state (the transactions a two-phase-commit sink prepared). An operator's state is all
+//! of it or the changes since an earlier snapshot of the task (see
+//! [`crate::state::changes`]).
 
 use bytes::Bytes;
 
-use crate::state::{StateReader, StateWriter};
+use crate::state::{OperatorState, StateKind, StateReader, StateWriter};
 use crate::{EddyError, Result};
 
 const MAGIC: &[u8; 8] = b"EDDYSNAP";
-const VERSION: u64 = 4;
+const VERSION: u64 = 5;
 
 /// One task's part of a checkpoint.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -17,7 +19,7 @@ pub struct TaskSnapshot {
     pub source: Option<Vec<u8>>,
     /// Each operator's state, in chain order (empty for stateless operators); shared, not
     /// copied, between the subtasks that restore it.
-    pub operators: Vec<Bytes>,
+    pub operators: Vec<OperatorState>,
     /// Data that was in flight at an unaligned checkpoint, to replay: encoded chunks, each
     /// with the task input it came from.
     pub in_flight: Vec<(usize, Vec<u8>)>,
@@ -44,8 +46,12 @@ impl TaskSnapshot {
             }
         }
         head.u64(self.operators.len() as u64);
-        for value in self.operators {
-            state(&mut head, value);
+        for operator in self.operators {
+            let kind = match operator.kind {
+                StateKind::Full => 0,
+                StateKind::Changes => 1,
+            };
+            state(head.u64(kind), operator.bytes);
         }
         head.u64(self.in_flight.len() as u64);
         for (input, chunk) in self.in_flight {
@@ -81,7 +87,25 @@ impl TaskSnapshot {
             _ => Some(input.bytes()?.to_vec()),
         };
         let operators = (0..input.count(8)?)
-            .map(|_| input.bytes().map(|state| bytes.slice_ref(state)))
+            .map(|_| {
+                // Before version 5 every state was a full one.
+                let kind = match version {
+                    1..=4 => StateKind::Full,
+                    _ => match input.u64()? {
+                        0 => StateKind::Full,
+                        1 => StateKind::Changes,
+                        kind => {
+                            return Err(EddyError::Runtime(format!(
+                                "{what}: unknown operator state kind {kind}"
+                            )));
+                        }
+                    },
+                };
+                Ok(OperatorState {
+                    kind,
+                    bytes: bytes.slice_ref(input.bytes()?),
+                })
+            })
             .collect::<Result<_>>()?;
         let in_flight = match version {
             1 => Vec::new(),
@@ -117,7 +141,10 @@ mod tests {
     fn round_trip_and_rejects_garbage() {
         let snapshot = TaskSnapshot {
             source: Some(vec![1, 2, 3]),
-            operators: vec![Bytes::new(), Bytes::from(vec![9; 20])],
+            operators: vec![
+                OperatorState::full(Bytes::new()),
+                OperatorState::changes(vec![9; 20]),
+            ],
             in_flight: vec![(0, vec![4; 5]), (1, vec![6; 2])],
             sink: Some(vec![7; 3]),
         };

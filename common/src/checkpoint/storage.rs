@@ -1,16 +1,48 @@
 //! Reading and writing checkpoints through `object_store`.
+//!
+//! A task snapshot that holds changes since an earlier checkpoint lists the files it
+//! extends (its chain: a full snapshot, then snapshots of changes, oldest first). Those
+//! files stay in their own checkpoint's directory, shared by every later checkpoint that
+//! extends them: retention deletes a file only when no retained checkpoint refers to it,
+//! and a savepoint copies the files it refers to.
+
+use std::collections::HashSet;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use serde::{Deserialize, Serialize};
+use tokio::sync::Mutex;
 
 use crate::state::crc32;
 use crate::storage::StorageLocation;
 use crate::{EddyError, Result};
 
 const METADATA: &str = "_metadata";
+
+/// A task snapshot of an earlier checkpoint that a later one extends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateFile {
+    /// The checkpoint it was written for.
+    pub checkpoint: u64,
+    /// Path relative to that checkpoint's directory.
+    pub file: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// CRC-32 of the contents.
+    pub crc32: u32,
+}
+
+impl StateFile {
+    /// Where it is under the directory that holds the `chk-{n}` directories.
+    fn path(&self, root: &Path) -> Path {
+        root.clone()
+            .join(directory_name(self.checkpoint).as_str())
+            .join(self.file.as_str())
+    }
+}
 
 /// Where one task snapshot is, and how to check it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,6 +57,25 @@ pub struct StateHandle {
     pub size: u64,
     /// CRC-32 of the contents.
     pub crc32: u32,
+    /// The earlier snapshots this one extends, oldest first (empty: it holds all the
+    /// task's state).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub previous: Vec<StateFile>,
+}
+
+impl StateHandle {
+    /// The files a restore of this snapshot (of checkpoint `checkpoint`) reads, oldest
+    /// first: what a later snapshot extending it lists as its `previous`.
+    pub fn chain(&self, checkpoint: u64) -> Vec<StateFile> {
+        let mut chain = self.previous.clone();
+        chain.push(StateFile {
+            checkpoint,
+            file: self.file.clone(),
+            size: self.size,
+            crc32: self.crc32,
+        });
+        chain
+    }
 }
 
 /// The commit record of a checkpoint.
@@ -44,9 +95,17 @@ pub struct CheckpointMetadata {
 }
 
 impl CheckpointMetadata {
-    /// Total bytes of the task snapshots.
+    /// Bytes written for this checkpoint: its task snapshots.
     pub fn size(&self) -> u64 {
         self.tasks.iter().map(|t| t.size).sum()
+    }
+
+    /// Bytes a restore reads: the task snapshots and the earlier ones they extend.
+    pub fn full_size(&self) -> u64 {
+        self.tasks
+            .iter()
+            .map(|t| t.size + t.previous.iter().map(|p| p.size).sum::<u64>())
+            .sum()
     }
 }
 
@@ -54,20 +113,34 @@ impl CheckpointMetadata {
 #[derive(Debug, Clone)]
 pub struct CheckpointDir {
     location: StorageLocation,
+    /// Where the `chk-{n}` directories of the files its snapshots extend are.
+    chain_root: Path,
 }
 
 impl CheckpointDir {
-    /// The directory at `location` (e.g. a savepoint's path).
+    /// The directory at `location`: a savepoint (which holds copies of the earlier files
+    /// its snapshots extend) or a retained checkpoint's `chk-{n}` directory (whose earlier
+    /// files are in its sibling directories).
     pub fn new(location: StorageLocation) -> Self {
-        CheckpointDir { location }
+        let chain_root = match location.path.filename() {
+            Some(name) if name.starts_with("chk-") => {
+                let parts: Vec<_> = location.path.parts().collect();
+                Path::from_iter(parts[..parts.len() - 1].iter().cloned())
+            }
+            _ => location.path.clone(),
+        };
+        CheckpointDir {
+            location,
+            chain_root,
+        }
     }
 
-    /// The metadata, verified: every task snapshot exists with the size and checksum the
-    /// metadata records.
+    /// The metadata, verified: every task snapshot, and every earlier one it extends,
+    /// exists with the size and checksum the metadata records.
     pub async fn verified(&self) -> Result<CheckpointMetadata> {
         let metadata = self.metadata().await?;
         for task in &metadata.tasks {
-            self.read_task(task).await?;
+            self.read_chain(task).await?;
         }
         Ok(metadata)
     }
@@ -85,19 +158,30 @@ impl CheckpointDir {
         Ok(metadata)
     }
 
-    /// Reads and checks one task snapshot.
-    pub async fn read_task(&self, handle: &StateHandle) -> Result<Bytes> {
+    /// Reads and checks one task snapshot and the earlier ones it extends: the chain,
+    /// oldest first, ending with the task's own snapshot.
+    pub async fn read_chain(&self, handle: &StateHandle) -> Result<Vec<Bytes>> {
+        let mut chain = Vec::with_capacity(handle.previous.len() + 1);
+        for earlier in &handle.previous {
+            let path = earlier.path(&self.chain_root);
+            chain.push(
+                self.read_checked(&path, earlier.size, earlier.crc32)
+                    .await?,
+            );
+        }
         let path = self.location.path.clone().join(handle.file.as_str());
-        let bytes = self.location.store.get(&path).await?.bytes().await?;
-        if bytes.len() as u64 != handle.size || crc32(&bytes) != handle.crc32 {
+        chain.push(self.read_checked(&path, handle.size, handle.crc32).await?);
+        Ok(chain)
+    }
+
+    async fn read_checked(&self, path: &Path, size: u64, crc: u32) -> Result<Bytes> {
+        let bytes = self.location.store.get(path).await?.bytes().await?;
+        if bytes.len() as u64 != size || crc32(&bytes) != crc {
             return Err(EddyError::Runtime(format!(
-                "{}: {} is {} bytes with CRC {:08x}, expected {} bytes with CRC {:08x}",
-                self.location.display,
-                handle.file,
+                "{} is {} bytes with CRC {:08x}, expected {size} bytes with CRC {crc:08x}",
+                self.location.show(path),
                 bytes.len(),
                 crc32(&bytes),
-                handle.size,
-                handle.crc32
             )));
         }
         Ok(bytes)
@@ -108,6 +192,10 @@ impl CheckpointDir {
 #[derive(Debug, Clone)]
 pub struct CheckpointStorage {
     location: StorageLocation,
+    /// Held while a checkpoint is committed, copied to a savepoint, or old ones are
+    /// deleted, so that neither a commit nor a savepoint refers to a file retention is
+    /// deleting (clones share it).
+    commits: Arc<Mutex<()>>,
 }
 
 fn directory_name(checkpoint: u64) -> String {
@@ -120,7 +208,10 @@ impl CheckpointStorage {
         let mut location = root.clone();
         location.path = root.path.clone().join(job);
         location.display = format!("{}/{job}", root.display.trim_end_matches('/'));
-        CheckpointStorage { location }
+        CheckpointStorage {
+            location,
+            commits: Arc::new(Mutex::new(())),
+        }
     }
 
     /// Where the job's checkpoints are, for messages.
@@ -136,14 +227,15 @@ impl CheckpointStorage {
             .join(file)
     }
 
-    /// Writes a task's snapshot, given as consecutive pieces; returns its handle for the
-    /// acknowledgement.
+    /// Writes a task's snapshot, given as consecutive pieces, which extends the snapshots
+    /// `previous` (if any); returns its handle for the acknowledgement.
     pub async fn write_task(
         &self,
         checkpoint: u64,
         vertex: usize,
         subtask: usize,
         parts: Vec<Bytes>,
+        previous: Vec<StateFile>,
     ) -> Result<StateHandle> {
         let file = format!("{vertex}-{subtask}.state");
         let mut checksum = crc32fast::Hasher::new();
@@ -156,6 +248,7 @@ impl CheckpointStorage {
             file: file.clone(),
             size: parts.iter().map(|p| p.len() as u64).sum(),
             crc32: checksum.finalize(),
+            previous,
         };
         self.location
             .store
@@ -164,8 +257,32 @@ impl CheckpointStorage {
         Ok(handle)
     }
 
-    /// Commits a checkpoint by writing its metadata.
+    /// Commits a checkpoint by writing its metadata, once the earlier files its task
+    /// snapshots extend are known to be there (retention may have deleted one that a
+    /// task extended while the checkpoint was being taken).
     pub async fn commit(&self, metadata: &CheckpointMetadata) -> Result<()> {
+        let _commits = self.commits.lock().await;
+        for task in &metadata.tasks {
+            // Retention keeps a file while a retained checkpoint extends it, and whatever
+            // extends a file extends the whole chain before it: the chain's newest file
+            // standing means all of it does.
+            let Some(newest) = task.previous.last() else {
+                continue;
+            };
+            let path = newest.path(&self.location.path);
+            let found = self.location.store.head(&path).await?;
+            if found.size != newest.size {
+                return Err(EddyError::Runtime(format!(
+                    "{} is {} bytes, but task {}-{} of checkpoint {} extends it as {} bytes",
+                    self.location.show(&path),
+                    found.size,
+                    task.vertex,
+                    task.subtask,
+                    metadata.checkpoint,
+                    newest.size
+                )));
+            }
+        }
         let json =
             serde_json::to_vec_pretty(metadata).map_err(|e| EddyError::Runtime(e.to_string()))?;
         self.location
@@ -203,7 +320,10 @@ impl CheckpointStorage {
             .clone()
             .join(directory_name(checkpoint).as_str());
         location.display = format!("{}/{}", self.location.display, directory_name(checkpoint));
-        CheckpointDir { location }
+        CheckpointDir {
+            location,
+            chain_root: self.location.path.clone(),
+        }
     }
 
     /// The metadata of checkpoint `n`, verified: every task snapshot exists with the size
@@ -213,8 +333,11 @@ impl CheckpointStorage {
     }
 
     /// Copies completed checkpoint `n` to `savepoints/savepoint-{n}`, which retention never
-    /// deletes; returns the savepoint's location.
+    /// deletes, with the earlier files its snapshots extend (under `chk-{m}/` in it);
+    /// returns the savepoint's location.
     pub async fn save_as_savepoint(&self, metadata: &CheckpointMetadata) -> Result<String> {
+        // Retention waits: the checkpoint's files must all be there to be copied.
+        let _commits = self.commits.lock().await;
         let name = format!("savepoint-{}", metadata.checkpoint);
         let target = self
             .location
@@ -223,6 +346,12 @@ impl CheckpointStorage {
             .join("savepoints")
             .join(name.as_str());
         for task in &metadata.tasks {
+            for earlier in &task.previous {
+                self.location
+                    .store
+                    .copy(&earlier.path(&self.location.path), &earlier.path(&target))
+                    .await?;
+            }
             let from = self.path(metadata.checkpoint, &task.file);
             self.location
                 .store
@@ -255,16 +384,14 @@ impl CheckpointStorage {
         Ok(None)
     }
 
-    /// Reads and checks one task snapshot of checkpoint `n`.
-    pub async fn read_task(&self, checkpoint: u64, handle: &StateHandle) -> Result<Bytes> {
-        self.directory(checkpoint).read_task(handle).await
-    }
-
     /// Deletes checkpoints older than the newest `retained` complete ones (and incomplete
-    /// ones older than the newest complete one).
+    /// ones older than the newest complete one), all but the files a retained checkpoint
+    /// extends.
     pub async fn retain(&self, retained: usize, newest_complete: u64) -> Result<()> {
+        let _commits = self.commits.lock().await;
         let ids = self.checkpoint_ids().await?;
-        let mut complete = 0;
+        let mut kept = Vec::new();
+        let mut doomed = Vec::new();
         for id in ids.into_iter().rev() {
             if id > newest_complete {
                 continue;
@@ -275,10 +402,25 @@ impl CheckpointStorage {
                 .head(&self.path(id, METADATA))
                 .await
                 .is_ok();
-            if is_complete && complete < retained {
-                complete += 1;
-                continue;
+            match is_complete && kept.len() < retained {
+                true => kept.push(id),
+                false => doomed.push(id),
             }
+        }
+        if doomed.is_empty() {
+            return Ok(());
+        }
+        let mut referenced = HashSet::new();
+        for id in kept {
+            for task in self.directory(id).metadata().await?.tasks {
+                referenced.extend(
+                    task.previous
+                        .iter()
+                        .map(|earlier| earlier.path(&self.location.path)),
+                );
+            }
+        }
+        for id in doomed {
             let prefix = self.location.path.clone().join(directory_name(id).as_str());
             let files: Vec<Path> = self
                 .location
@@ -291,7 +433,10 @@ impl CheckpointStorage {
             let (metadata, rest): (Vec<Path>, Vec<Path>) = files
                 .into_iter()
                 .partition(|p| p.filename() == Some(METADATA));
-            for file in metadata.into_iter().chain(rest) {
+            for file in metadata
+                .into_iter()
+                .chain(rest.into_iter().filter(|p| !referenced.contains(p)))
+            {
                 self.location.store.delete(&file).await?;
             }
         }
@@ -311,11 +456,11 @@ mod tests {
         let storage = CheckpointStorage::new(&root, "job");
         for n in 1..=4u64 {
             let a = storage
-                .write_task(n, 0, 0, vec![Bytes::from(vec![n as u8; 10])])
+                .write_task(n, 0, 0, vec![Bytes::from(vec![n as u8; 10])], Vec::new())
                 .await
                 .unwrap();
             let b = storage
-                .write_task(n, 1, 0, vec![Bytes::from(vec![7; 3])])
+                .write_task(n, 1, 0, vec![Bytes::from(vec![7; 3])], Vec::new())
                 .await
                 .unwrap();
             if n < 4 {
@@ -335,8 +480,12 @@ mod tests {
         let latest = storage.latest().await.unwrap().unwrap();
         assert_eq!(latest.checkpoint, 2);
         assert_eq!(
-            storage.read_task(2, &latest.tasks[0]).await.unwrap(),
-            Bytes::from(vec![2u8; 10])
+            storage
+                .directory(2)
+                .read_chain(&latest.tasks[0])
+                .await
+                .unwrap(),
+            [Bytes::from(vec![2u8; 10])]
         );
         storage.retain(1, 2).await.unwrap();
         assert!(!dir.join("job/chk-1").join("_metadata").exists());
@@ -345,6 +494,74 @@ mod tests {
             dir.join("job/chk-4/0-0.state").exists(),
             "newer than the committed one: kept"
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn chains_survive_retention_and_savepoints() {
+        let dir = std::env::temp_dir().join(format!("eddy-chain-test-{}", std::process::id()));
+        let root = resolve(dir.to_str().unwrap(), &[]).unwrap();
+        let storage = CheckpointStorage::new(&root, "job");
+        let metadata = |checkpoint, task: &StateHandle| CheckpointMetadata {
+            checkpoint,
+            completed_at_ms: 0,
+            vertex_parallelism: vec![1],
+            tasks: vec![task.clone()],
+            end_of_input: false,
+        };
+        // 1 is full, 2 extends 1, 3 extends 2.
+        let mut previous = Vec::new();
+        let mut handles = Vec::new();
+        for n in 1..=3u64 {
+            let handle = storage
+                .write_task(n, 0, 0, vec![Bytes::from(vec![n as u8; 4])], previous)
+                .await
+                .unwrap();
+            storage.commit(&metadata(n, &handle)).await.unwrap();
+            storage.retain(1, n).await.unwrap();
+            previous = handle.chain(n);
+            handles.push(handle);
+        }
+        let expected: Vec<Bytes> = (1..=3u8).map(|n| Bytes::from(vec![n; 4])).collect();
+        assert!(!dir.join("job/chk-1/_metadata").exists(), "not retained");
+        assert_eq!(storage.latest().await.unwrap().unwrap().checkpoint, 3);
+        let chain = storage.directory(3).read_chain(&handles[2]).await.unwrap();
+        assert_eq!(chain, expected, "the files 3 extends are kept");
+        // Restoring from the retained checkpoint's directory finds its siblings.
+        let chk_3 = resolve(dir.join("job/chk-3").to_str().unwrap(), &[]).unwrap();
+        let from_path = CheckpointDir::new(chk_3).verified().await.unwrap();
+        assert_eq!(from_path.checkpoint, 3);
+
+        // A savepoint copies the chain; it outlives the checkpoints.
+        let savepoint = storage
+            .save_as_savepoint(&metadata(3, &handles[2]))
+            .await
+            .unwrap();
+        let full = storage
+            .write_task(4, 0, 0, vec![Bytes::from(vec![4; 4])], Vec::new())
+            .await
+            .unwrap();
+        storage.commit(&metadata(4, &full)).await.unwrap();
+        storage.retain(1, 4).await.unwrap();
+        assert!(
+            !dir.join("job/chk-1/0-0.state").exists(),
+            "no longer extended"
+        );
+        let savepoint = CheckpointDir::new(resolve(&savepoint, &[]).unwrap());
+        let saved = savepoint.verified().await.unwrap();
+        assert_eq!(
+            savepoint.read_chain(&saved.tasks[0]).await.unwrap(),
+            expected
+        );
+
+        // A snapshot that extends a deleted file cannot be committed.
+        let orphan = storage
+            .write_task(5, 0, 0, vec![Bytes::from(vec![5; 4])], previous)
+            .await
+            .unwrap();
+        let error = storage.commit(&metadata(5, &orphan)).await.unwrap_err();
+        assert!(error.to_string().contains("chk-3"), "{error}");
+        assert_eq!(storage.latest().await.unwrap().unwrap().checkpoint, 4);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

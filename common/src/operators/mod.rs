@@ -18,6 +18,7 @@ use crate::Result;
 use crate::chunk::Chunk;
 use crate::event::Timestamp;
 use crate::partition::KeyScope;
+use crate::state::{OperatorState, SnapshotRequest};
 
 /// A streaming operator of one subtask.
 pub trait Operator: Send {
@@ -39,14 +40,17 @@ pub trait Operator: Send {
         Ok(())
     }
 
-    /// The operator's state for a checkpoint (empty for a stateless operator). Called
-    /// between chunks, when a barrier has been aligned.
-    fn snapshot(&mut self) -> Result<Vec<u8>> {
-        Ok(Vec::new())
+    /// The operator's state for a checkpoint (empty for a stateless operator): all of it,
+    /// or, when `request` asks and the operator can, the changes since the snapshot of
+    /// `request.completed`. Called between chunks, when a barrier has been aligned.
+    fn snapshot(&mut self, request: &SnapshotRequest) -> Result<OperatorState> {
+        let _ = request;
+        Ok(OperatorState::full(Vec::new()))
     }
 
     /// Restores state from the snapshots of every subtask of the previous run (several
-    /// when the parallelism changed), keeping what `scope` owns.
+    /// when the parallelism changed), keeping what `scope` owns. Each subtask's snapshots
+    /// come in the order they were taken: a full one, then the changes taken after it.
     fn restore(&mut self, snapshots: &[&[u8]], scope: &KeyScope) -> Result<()> {
         let _ = (snapshots, scope);
         Ok(())

@@ -1,6 +1,10 @@
 //! Unbounded `GROUP BY`: every chunk updates the groups it touches, then emits, per
 //! changed group, `-U` old / `+U` new (`+I` for a new group, `-D` for a group whose last
 //! row was retracted). In upsert mode the `-U` rows are left out.
+//!
+//! Snapshots can be incremental: each group carries the epoch it last changed in and
+//! removed keys are remembered, so a snapshot of changes holds only the keys removed and
+//! the groups changed since the completed snapshot it extends.
 
 use std::sync::Arc;
 
@@ -19,6 +23,7 @@ use crate::chunk::{Chunk, Op};
 use crate::operators::group_keys::GroupKeys;
 use crate::operators::{Operator, evaluate};
 use crate::partition::{KeyScope, key_groups};
+use crate::state::{Epochs, OperatorState, Removals, SnapshotRequest};
 
 /// A non-windowed aggregation producing a retract (or upsert) changelog.
 #[derive(Debug)]
@@ -30,6 +35,11 @@ pub struct GroupAggregate {
     group_keys: GroupKeys,
     row_counts: Vec<i64>,
     touched_mark: Vec<bool>,
+    /// The epoch each group last changed in.
+    changed: Vec<u32>,
+    epochs: Epochs,
+    /// Keys removed since the newest completed snapshot.
+    removals: Removals,
     slots: Slots,
     emit_update_before: bool,
     schema: SchemaRef,
@@ -63,6 +73,9 @@ impl GroupAggregate {
             group_keys: GroupKeys::default(),
             row_counts: Vec::new(),
             touched_mark: Vec::new(),
+            changed: Vec::new(),
+            epochs: Epochs::default(),
+            removals: Removals::default(),
             slots: Slots::default(),
             emit_update_before,
             schema,
@@ -93,6 +106,7 @@ impl GroupAggregate {
         self.accumulators.resize(len);
         self.row_counts.resize(len, 0);
         self.touched_mark.resize(len, false);
+        self.changed.resize(len, 0);
     }
 
     /// The key columns of `groups`.
@@ -110,9 +124,18 @@ impl GroupAggregate {
 }
 
 impl Operator for GroupAggregate {
-    fn snapshot(&mut self) -> Result<Vec<u8>> {
+    fn snapshot(&mut self, request: &SnapshotRequest) -> Result<OperatorState> {
+        let scope = self.epochs.close(request);
+        if let Some(settled) = scope.settled {
+            self.removals.forget_through(settled);
+        }
+        let changed = |g: u32| {
+            scope
+                .changes_after
+                .is_none_or(|e| self.changed[g as usize] > e)
+        };
         let live: Vec<u32> = (0..self.slots.len as u32)
-            .filter(|g| self.row_counts[*g as usize] > 0)
+            .filter(|g| self.row_counts[*g as usize] > 0 && changed(*g))
             .collect();
         let key_groups = match self.keys.is_empty() {
             true => vec![0; live.len()],
@@ -123,6 +146,17 @@ impl Operator for GroupAggregate {
             .first()
             .map_or(0, |g| self.group_keys.key(*g).len() + 24);
         let mut out = snapshot_writer(16 + live.len() * per_group);
+        match scope.changes_after {
+            Some(epoch) => {
+                out.u64(self.removals.after(epoch).count() as u64);
+                for (key, _) in self.removals.after(epoch) {
+                    out.bytes(key);
+                }
+            }
+            None => {
+                out.u64(0);
+            }
+        }
         out.u64(live.len() as u64);
         for (group, key_group) in live.iter().zip(key_groups) {
             out.bytes(self.group_keys.key(*group))
@@ -130,17 +164,36 @@ impl Operator for GroupAggregate {
                 .i64(self.row_counts[*group as usize]);
             self.accumulators.save(*group, &mut out);
         }
-        Ok(out.finish())
+        Ok(match scope.changes_after {
+            Some(_) => OperatorState::changes(out.finish()),
+            None => OperatorState::full(out.finish()),
+        })
     }
 
     fn restore(&mut self, snapshots: &[&[u8]], scope: &KeyScope) -> Result<()> {
         for snapshot in snapshots {
-            let mut input = open_snapshot(snapshot, "a GROUP BY")?;
+            let (version, mut input) = open_snapshot(snapshot, "a GROUP BY")?;
+            if version >= 3 {
+                // Removed since the snapshot this one extends; then the groups changed.
+                for _ in 0..input.count(1)? {
+                    let key = input.bytes()?;
+                    if let Some(group) = self.group_keys.find(self.group_keys.hash(key), key) {
+                        self.remove_group(group);
+                    }
+                }
+            }
             for _ in 0..input.count(24)? {
                 let key = input.bytes()?;
                 let key_group = input.u64()? as usize;
                 let rows = input.i64()?;
-                let group = self.insert_group(self.group_keys.hash(key), key);
+                let hash = self.group_keys.hash(key);
+                let group = match self.group_keys.find(hash, key) {
+                    Some(group) => {
+                        self.accumulators.reset(group);
+                        group
+                    }
+                    None => self.insert_group(hash, key),
+                };
                 self.row_counts[group as usize] = rows;
                 self.accumulators.load(group, &mut input)?;
                 if !self.keys.is_empty() && !scope.owns(key_group) {
@@ -261,12 +314,154 @@ impl Operator for GroupAggregate {
                 emitted.iter().map(|(op, _)| *op).collect(),
             ));
         }
+        let epoch = self.epochs.current();
         for group in touched {
             self.touched_mark[group as usize] = false;
+            self.changed[group as usize] = epoch;
             if self.row_counts[group as usize] <= 0 {
+                self.removals
+                    .push(epoch, 0, self.group_keys.key(group), &[]);
                 self.remove_group(group);
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::StateKind;
+    use arrow::array::Int64Array;
+    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow::util::display::array_value_to_string;
+    use datafusion_physical_expr::expressions::Column;
+
+    use crate::operators::aggregate::AggregateKind;
+
+    /// `SELECT k, COUNT(v), MAX(v) ... GROUP BY k` over an updating input.
+    fn count_and_max() -> GroupAggregate {
+        let call = |kind| AggregateCall {
+            kind,
+            arg: Arc::new(Column::new("v", 1)),
+            filter: None,
+            input_type: DataType::Int64,
+            output_type: DataType::Int64,
+            append_only: false,
+        };
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, true),
+            Field::new("c", DataType::Int64, true),
+            Field::new("m", DataType::Int64, true),
+        ]));
+        GroupAggregate::new(
+            vec![Arc::new(Column::new("k", 0))],
+            vec![DataType::Int64],
+            vec![call(AggregateKind::Count), call(AggregateKind::Max)],
+            true,
+            schema,
+            128,
+        )
+        .unwrap()
+    }
+
+    fn rows(rows: &[(i64, i64)], op: Op) -> Chunk {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, true),
+            Field::new("v", DataType::Int64, true),
+        ]));
+        let k = Int64Array::from_iter_values(rows.iter().map(|r| r.0));
+        let v = Int64Array::from_iter_values(rows.iter().map(|r| r.1));
+        let batch = RecordBatch::try_new(schema, vec![Arc::new(k), Arc::new(v)]).unwrap();
+        Chunk::from_ops(batch, vec![op; rows.len()])
+    }
+
+    fn apply(aggregate: &mut GroupAggregate, chunk: Chunk) {
+        aggregate.process(chunk, &mut Vec::new()).unwrap();
+    }
+
+    /// Every group as "key rows count max", sorted.
+    fn contents(aggregate: &GroupAggregate) -> Vec<String> {
+        let live: Vec<u32> = (0..aggregate.slots.len as u32)
+            .filter(|g| aggregate.row_counts[*g as usize] > 0)
+            .collect();
+        let keys = aggregate.key_columns(&live).unwrap();
+        let values = aggregate.accumulators.evaluate(&live).unwrap();
+        let mut groups: Vec<String> = (0..live.len())
+            .map(|i| {
+                let show = |a: &ArrayRef| array_value_to_string(a, i).unwrap();
+                let rows = aggregate.row_counts[live[i] as usize];
+                format!(
+                    "{} {rows} {} {}",
+                    show(&keys[0]),
+                    show(&values[0]),
+                    show(&values[1])
+                )
+            })
+            .collect();
+        groups.sort();
+        groups
+    }
+
+    #[test]
+    fn snapshots_of_changes_restore_on_top_of_the_full_one() {
+        let request = |checkpoint, completed, changes| SnapshotRequest {
+            checkpoint,
+            completed,
+            changes,
+        };
+        let everything = KeyScope {
+            subtask: 0,
+            parallelism: 1,
+            max_parallelism: 128,
+        };
+        let mut aggregate = count_and_max();
+        let first: Vec<(i64, i64)> = (0..500).map(|i| (i % 50, i)).collect();
+        apply(&mut aggregate, rows(&first, Op::Insert));
+        let full = aggregate.snapshot(&request(1, None, true)).unwrap();
+        assert_eq!(full.kind, StateKind::Full);
+
+        // After 1: key 3 loses all its rows, key 7 its maximum, key 100 appears.
+        let key_3: Vec<(i64, i64)> = first.iter().copied().filter(|r| r.0 == 3).collect();
+        apply(&mut aggregate, rows(&key_3, Op::Delete));
+        apply(&mut aggregate, rows(&[(7, 457)], Op::Delete));
+        apply(&mut aggregate, rows(&[(100, 1)], Op::Insert));
+        let second = aggregate.snapshot(&request(2, Some(1), true)).unwrap();
+        assert_eq!(second.kind, StateKind::Changes);
+        assert!(
+            second.bytes.len() * 10 < full.bytes.len(),
+            "{} bytes of changes, {} in all",
+            second.bytes.len(),
+            full.bytes.len()
+        );
+        let at_2 = contents(&aggregate);
+        assert!(!at_2.iter().any(|g| g.starts_with("3 ")));
+
+        // 2 never completes: 3 extends 1 with everything since. Key 3 comes back and key
+        // 100 (born after 1) goes.
+        apply(&mut aggregate, rows(&[(3, 9), (8, 1000)], Op::Insert));
+        apply(&mut aggregate, rows(&[(100, 1)], Op::Delete));
+        let third = aggregate.snapshot(&request(3, Some(1), true)).unwrap();
+        assert_eq!(third.kind, StateKind::Changes);
+        let at_3 = contents(&aggregate);
+
+        // 3 completes; 4 extends it.
+        apply(&mut aggregate, rows(&[(8, 1000), (9, 9)], Op::Delete));
+        let fourth = aggregate.snapshot(&request(4, Some(3), true)).unwrap();
+        let at_4 = contents(&aggregate);
+
+        for (chain, expected) in [
+            (vec![&full, &second], &at_2),
+            (vec![&full, &third], &at_3),
+            (vec![&full, &third, &fourth], &at_4),
+        ] {
+            let mut restored = count_and_max();
+            let pieces: Vec<&[u8]> = chain.iter().map(|s| s.bytes.as_ref()).collect();
+            restored.restore(&pieces, &everything).unwrap();
+            assert_eq!(&contents(&restored), expected);
+        }
+        assert_eq!(at_3.len(), 50);
+        assert!(at_4.contains(&"8 10 10 458".to_string()), "{at_4:?}");
+        assert!(at_4.contains(&"9 9 9 459".to_string()), "{at_4:?}");
     }
 }

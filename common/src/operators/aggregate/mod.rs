@@ -129,8 +129,9 @@ impl Accumulators {
 }
 
 /// Version of the aggregate snapshot format: 1 wrote fixed-width integers, 2 writes
-/// varints after the version.
-const SNAPSHOT_VERSION: u64 = 2;
+/// varints after the version, 3 starts a `GROUP BY`'s snapshot with the keys it removed
+/// (a snapshot of changes since an earlier one).
+const SNAPSHOT_VERSION: u64 = 3;
 
 /// A writer for an aggregate snapshot, its header written.
 fn snapshot_writer(capacity: usize) -> StateWriter {
@@ -139,22 +140,24 @@ fn snapshot_writer(capacity: usize) -> StateWriter {
     out
 }
 
-/// Reads a snapshot's header; returns its reader positioned after it.
-fn open_snapshot<'a>(bytes: &'a [u8], what: &'a str) -> Result<StateReader<'a>> {
+/// Reads a snapshot's header; returns its format version and its reader positioned after
+/// the header.
+fn open_snapshot<'a>(bytes: &'a [u8], what: &'a str) -> Result<(u64, StateReader<'a>)> {
     let mut reader = StateReader::new(bytes, what);
-    match reader.u64()? {
+    let version = reader.u64()?;
+    match version {
         1 => {}
-        2 => {
+        2 | 3 => {
             reader.compact();
         }
-        version => {
+        _ => {
             return Err(EddyError::Runtime(format!(
                 "snapshot of {what} has format version {version}; this Eddy reads versions 1 \
-                 and {SNAPSHOT_VERSION}"
+                 to {SNAPSHOT_VERSION}"
             )));
         }
     }
-    Ok(reader)
+    Ok((version, reader))
 }
 
 /// +1 for rows that add (`+I`, `+U`), -1 for rows that retract (`-U`, `-D`).
@@ -172,22 +175,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn snapshots_of_both_versions_open_and_others_are_refused() {
+    fn snapshots_of_every_version_open_and_others_are_refused() {
         let mut v1 = StateWriter::new();
         v1.u64(1).u64(300).i64(-2);
-        let mut v2 = snapshot_writer(0);
-        v2.u64(300).i64(-2);
-        let (v1, v2) = (v1.finish(), v2.finish());
-        assert_eq!(v2.len(), 8 + 2 + 1, "varints after the version");
-        for bytes in [v1, v2] {
-            let mut input = open_snapshot(&bytes, "test").unwrap();
+        let mut v2 = StateWriter::new();
+        v2.u64(2).compact().u64(300).i64(-2);
+        let mut v3 = snapshot_writer(0);
+        v3.u64(300).i64(-2);
+        let (v1, v2, v3) = (v1.finish(), v2.finish(), v3.finish());
+        assert_eq!(v3.len(), 8 + 2 + 1, "varints after the version");
+        for (version, bytes) in [(1, v1), (2, v2), (3, v3)] {
+            let (read, mut input) = open_snapshot(&bytes, "test").unwrap();
+            assert_eq!(read, version);
             assert_eq!(input.u64().unwrap(), 300);
             assert_eq!(input.i64().unwrap(), -2);
             assert!(input.is_empty());
         }
-        let mut v3 = StateWriter::new();
-        v3.u64(3);
-        let error = open_snapshot(&v3.finish(), "test").unwrap_err().to_string();
-        assert!(error.contains("format version 3"), "{error}");
+        let mut v4 = StateWriter::new();
+        v4.u64(4);
+        let error = open_snapshot(&v4.finish(), "test").unwrap_err().to_string();
+        assert!(error.contains("format version 4"), "{error}");
     }
 }

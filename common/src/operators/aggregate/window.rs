@@ -20,6 +20,7 @@ use crate::metrics::OperatorMetrics;
 use crate::operators::group_keys::GroupKeys;
 use crate::operators::{Operator, evaluate};
 use crate::partition::{KeyScope, key_groups};
+use crate::state::{OperatorState, SnapshotRequest};
 use crate::{EddyError, Result};
 
 /// Where the window bounds are, in the input and in the output.
@@ -341,7 +342,8 @@ fn millis(array: &ArrayRef) -> Result<Int64Array> {
 }
 
 impl Operator for WindowAggregate {
-    fn snapshot(&mut self) -> Result<Vec<u8>> {
+    fn snapshot(&mut self, _request: &SnapshotRequest) -> Result<OperatorState> {
+        // Windows are short-lived: their state is written whole every time.
         let open: Vec<(Timestamp, Timestamp, u32)> = self
             .timers
             .iter()
@@ -361,14 +363,14 @@ impl Operator for WindowAggregate {
                 .i64(end);
             self.accumulators.save(slot, &mut out);
         }
-        Ok(out.finish())
+        Ok(OperatorState::full(out.finish()))
     }
 
     fn restore(&mut self, snapshots: &[&[u8]], scope: &KeyScope) -> Result<()> {
         let mut watermark = None;
         let mut not_owned = Vec::new();
         for snapshot in snapshots {
-            let mut input = open_snapshot(snapshot, "a window aggregate")?;
+            let (_, mut input) = open_snapshot(snapshot, "a window aggregate")?;
             let w = input.i64()?;
             watermark = Some(watermark.map_or(w, |m: Timestamp| m.min(w)));
             for _ in 0..input.count(40)? {
@@ -567,7 +569,7 @@ mod tests {
             300,
             "the first window"
         );
-        let snapshot = aggregate.snapshot().unwrap();
+        let snapshot = aggregate.snapshot(&SnapshotRequest::full(1)).unwrap().bytes;
         let expected = fire_all(&mut aggregate);
         assert_eq!(expected.len(), 600);
         assert!(expected.iter().all(|(k, _, _, c)| *c == k % 3 + 1));

@@ -6,6 +6,9 @@
 //! each pair is emitted with the row's change: an insert adds joined rows, a retraction
 //! (`-U`, `-D`) takes back the joined rows its insert produced. The output is
 //! append-only when both inputs are.
+//!
+//! Snapshots can be incremental: a snapshot of changes holds, per side, the rows removed
+//! and the rows added since the completed snapshot it extends.
 
 mod side;
 
@@ -23,11 +26,12 @@ use self::side::JoinSide;
 use crate::chunk::{Chunk, Op};
 use crate::operators::{Operator, evaluate};
 use crate::partition::{KeyScope, key_groups};
-use crate::state::{StateReader, StateWriter};
+use crate::state::{Epochs, OperatorState, SnapshotRequest, StateReader, StateWriter};
 use crate::{EddyError, Result};
 
-/// The join's snapshot format.
-const SNAPSHOT_VERSION: u64 = 1;
+/// The join's snapshot format: 1 held each side's keys and rows; 2 puts the rows removed
+/// before them (a snapshot of changes since an earlier one).
+const SNAPSHOT_VERSION: u64 = 2;
 
 /// What a join is, as planned.
 #[derive(Debug, Clone)]
@@ -54,6 +58,7 @@ pub struct JoinSpec {
 #[derive(Debug)]
 pub struct StreamingJoin {
     sides: [JoinSide; 2],
+    epochs: Epochs,
     key_codec: RowConverter,
     filter: Option<Arc<dyn PhysicalExpr>>,
     nulls_equal: bool,
@@ -75,6 +80,7 @@ impl StreamingJoin {
                 JoinSide::new(spec.left_keys.clone(), &spec.left_schema)?,
                 JoinSide::new(spec.right_keys.clone(), &spec.right_schema)?,
             ],
+            epochs: Epochs::default(),
             key_codec,
             filter: spec.filter.clone(),
             nulls_equal: spec.nulls_equal,
@@ -153,23 +159,24 @@ impl StreamingJoin {
             }
         }
 
+        let epoch = self.epochs.current();
         for i in (0..chunk.num_rows()).filter(|i| is_valid(*i)) {
             let (key, row) = (keys.row(i), rows.row(i));
             match chunk.op(i).is_accumulate() {
-                true => this.insert(key.data(), row.data()),
+                true => this.insert(key.data(), row.data(), epoch),
                 false => {
                     // A retraction of a row this side never held takes nothing back.
-                    this.retract(key.data(), row.data());
+                    this.retract(key.data(), row.data(), epoch);
                 }
             }
         }
         Ok(())
     }
 
-    /// The key groups of `side`'s keys, in the order of [`JoinSide::keys`].
-    fn key_groups_of(&self, side: &JoinSide) -> Result<Vec<usize>> {
+    /// The key groups of `keys`.
+    fn key_groups_of(&self, keys: &[(u32, &[u8])]) -> Result<Vec<usize>> {
         let parser = self.key_codec.parser();
-        let keys: Vec<_> = side.keys().map(|(_, key)| parser.parse(key)).collect();
+        let keys: Vec<_> = keys.iter().map(|(_, key)| parser.parse(key)).collect();
         if keys.is_empty() {
             return Ok(Vec::new());
         }
@@ -187,34 +194,48 @@ impl Operator for StreamingJoin {
         self.join(input, chunk, out)
     }
 
-    fn snapshot(&mut self) -> Result<Vec<u8>> {
+    fn snapshot(&mut self, request: &SnapshotRequest) -> Result<OperatorState> {
+        let scope = self.epochs.close(request);
         let mut out = StateWriter::new();
         out.u64(SNAPSHOT_VERSION).compact();
-        for side in &self.sides {
-            let groups = self.key_groups_of(side)?;
-            out.u64(groups.len() as u64);
-            for ((slot, _), key_group) in side.keys().zip(groups) {
-                side.save(slot, key_group, &mut out);
+        for side in &mut self.sides {
+            if let Some(settled) = scope.settled {
+                side.forget_removals_through(settled);
             }
         }
-        Ok(out.finish())
+        for side in &self.sides {
+            let keys: Vec<(u32, &[u8])> = side.keys(scope.changes_after).collect();
+            let groups = self.key_groups_of(&keys)?;
+            side.save_removals(scope.changes_after, &mut out);
+            out.u64(keys.len() as u64);
+            for ((slot, _), key_group) in keys.iter().zip(groups) {
+                side.save(*slot, key_group, scope.changes_after, &mut out);
+            }
+        }
+        Ok(match scope.changes_after {
+            Some(_) => OperatorState::changes(out.finish()),
+            None => OperatorState::full(out.finish()),
+        })
     }
 
     fn restore(&mut self, snapshots: &[&[u8]], scope: &KeyScope) -> Result<()> {
+        let epoch = self.epochs.current();
         for snapshot in snapshots {
             let mut input = StateReader::new(snapshot, "a join");
-            match input.u64()? {
-                SNAPSHOT_VERSION => input.compact(),
-                version => {
-                    return Err(EddyError::Runtime(format!(
-                        "snapshot of a join has format version {version}; this Eddy reads \
-                         version {SNAPSHOT_VERSION}"
-                    )));
-                }
-            };
+            let version = input.u64()?;
+            if !(1..=SNAPSHOT_VERSION).contains(&version) {
+                return Err(EddyError::Runtime(format!(
+                    "snapshot of a join has format version {version}; this Eddy reads \
+                     versions 1 and {SNAPSHOT_VERSION}"
+                )));
+            }
+            input.compact();
             for side in &mut self.sides {
+                if version >= 2 {
+                    side.load_removals(&mut input)?;
+                }
                 for _ in 0..input.count(3)? {
-                    side.load(&mut input, |key_group| scope.owns(key_group))?;
+                    side.load(&mut input, epoch, |key_group| scope.owns(key_group))?;
                 }
             }
             if !input.is_empty() {
@@ -223,6 +244,10 @@ impl Operator for StreamingJoin {
                 ));
             }
         }
+        for side in &mut self.sides {
+            // What the restore took back is in no snapshot of this run.
+            side.forget_removals_through(u32::MAX);
+        }
         Ok(())
     }
 }
@@ -230,6 +255,7 @@ impl Operator for StreamingJoin {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::StateKind;
     use arrow::array::{ArrayRef, Int64Array, StringArray};
     use arrow::datatypes::{Field, Schema};
     use datafusion_expr::Operator as BinaryOp;
@@ -418,7 +444,7 @@ mod tests {
         let many: Vec<(Option<i64>, i64)> = (0..200).map(|i| (Some(i), i * 10)).collect();
         run(&mut j, 0, bids(&many, &vec![Insert; many.len()]));
         run(&mut j, 1, auctions(&[(3, "c"), (150, "x")], &[Insert; 2]));
-        let snapshot = j.snapshot().unwrap();
+        let snapshot = j.snapshot(&SnapshotRequest::full(1)).unwrap().bytes;
 
         let mut whole = join(false, false);
         let scope = |subtask| KeyScope {
@@ -455,5 +481,93 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("corrupt snapshot of a join"), "{error}");
+    }
+
+    /// A side's keys, each with its rows (all row-encoded), sorted.
+    type Held = Vec<(Vec<u8>, Vec<Vec<u8>>)>;
+
+    /// Each side's rows by key: the state, whatever the slots.
+    fn held(j: &StreamingJoin) -> Vec<Held> {
+        j.sides
+            .iter()
+            .map(|side| {
+                let mut keys: Vec<_> = side
+                    .keys(None)
+                    .map(|(_, key)| {
+                        (
+                            key.to_vec(),
+                            side.matches(key).map(<[u8]>::to_vec).collect(),
+                        )
+                    })
+                    .collect();
+                keys.sort();
+                keys
+            })
+            .collect()
+    }
+
+    #[test]
+    fn snapshots_of_changes_restore_on_top_of_the_full_one() {
+        let everything = KeyScope {
+            subtask: 0,
+            parallelism: 1,
+            max_parallelism: 128,
+        };
+        let request = |checkpoint, completed, changes| SnapshotRequest {
+            checkpoint,
+            completed,
+            changes,
+        };
+        let mut j = join(false, false);
+        let first: Vec<(Option<i64>, i64)> = (0..100).map(|i| (Some(i % 20), i)).collect();
+        run(&mut j, 0, bids(&first, &vec![Insert; first.len()]));
+        run(&mut j, 1, auctions(&[(3, "c"), (4, "d")], &[Insert; 2]));
+        let full = j.snapshot(&request(1, None, true)).unwrap();
+        assert_eq!(full.kind, StateKind::Full, "nothing completed to extend");
+
+        // After checkpoint 1: a bid held since before it and one added after it are
+        // deleted, an equal copy of an old bid is added, an auction is replaced.
+        run(
+            &mut j,
+            0,
+            bids(&[(Some(7), 1000), (Some(3), 23)], &[Insert; 2]),
+        );
+        run(
+            &mut j,
+            0,
+            bids(&[(Some(5), 5), (Some(7), 1000)], &[Delete; 2]),
+        );
+        run(
+            &mut j,
+            1,
+            auctions(&[(3, "c"), (3, "c2")], &[Delete, Insert]),
+        );
+        let second = j.snapshot(&request(2, Some(1), true)).unwrap();
+        assert_eq!(second.kind, StateKind::Changes);
+        assert!(
+            second.bytes.len() * 5 < full.bytes.len(),
+            "{} bytes of changes, {} in all",
+            second.bytes.len(),
+            full.bytes.len()
+        );
+        let at_2 = held(&j);
+
+        // Checkpoint 2 never completes: 3 extends 1 again, with everything since.
+        run(
+            &mut j,
+            0,
+            bids(&[(Some(3), 23), (Some(19), 77)], &[Delete, Insert]),
+        );
+        let third = j.snapshot(&request(3, Some(1), true)).unwrap();
+        assert_eq!(third.kind, StateKind::Changes);
+        let at_3 = held(&j);
+
+        for (chain, expected) in [(vec![&full, &second], &at_2), (vec![&full, &third], &at_3)] {
+            let mut restored = join(false, false);
+            let pieces: Vec<&[u8]> = chain.iter().map(|s| s.bytes.as_ref()).collect();
+            restored.restore(&pieces, &everything).unwrap();
+            assert_eq!(&held(&restored), expected);
+        }
+        assert_ne!(at_2, at_3);
     }
 }

@@ -1,6 +1,8 @@
 //! The state of one input of a join: for every join key, the rows of that input with the
 //! key (a multiset: a row inserted twice is held twice). Rows are row-encoded back to back
 //! in one arena and chained per key, so holding a row allocates nothing of its own.
+//! Each row carries the epoch it was added in and removed rows are remembered, so a
+//! snapshot can hold only the rows added and removed since an earlier one.
 
 use std::sync::Arc;
 
@@ -10,7 +12,7 @@ use datafusion_physical_expr::PhysicalExpr;
 
 use crate::Result;
 use crate::operators::group_keys::{GroupKeys, Slots};
-use crate::state::{StateReader, StateWriter};
+use crate::state::{Removals, StateReader, StateWriter};
 
 /// No entry: the end of a chain.
 const NONE: u32 = u32::MAX;
@@ -47,7 +49,13 @@ pub(super) struct JoinSide {
     slots: Slots,
     /// Each key slot's rows, oldest first.
     chains: Vec<Chain>,
+    /// The epoch a row was last added to each key slot in.
+    added: Vec<u32>,
+    /// Rows removed since the newest completed snapshot, as (key, row).
+    removals: Removals,
     entries: Vec<RowEntry>,
+    /// The epoch each entry's row was added in (beside `entries`, which it would pad).
+    entry_epochs: Vec<u32>,
     free_entries: Vec<u32>,
     arena: Vec<u8>,
     /// Bytes of `arena` that belong to no row any more.
@@ -70,7 +78,10 @@ impl JoinSide {
             index: GroupKeys::default(),
             slots: Slots::default(),
             chains: Vec::new(),
+            added: Vec::new(),
+            removals: Removals::default(),
             entries: Vec::new(),
+            entry_epochs: Vec::new(),
             free_entries: Vec::new(),
             arena: Vec::new(),
             garbage: 0,
@@ -96,8 +107,8 @@ impl JoinSide {
         self.chain(self.index.find(self.index.hash(key), key))
     }
 
-    /// Adds one copy of `row` under `key`.
-    pub(super) fn insert(&mut self, key: &[u8], row: &[u8]) {
+    /// Adds one copy of `row` under `key`, in epoch `epoch`.
+    pub(super) fn insert(&mut self, key: &[u8], row: &[u8], epoch: u32) {
         let hash = self.index.hash(key);
         let slot = match self.index.find(hash, key) {
             Some(slot) => slot,
@@ -105,6 +116,7 @@ impl JoinSide {
                 let (slot, grown) = self.slots.acquire();
                 if grown {
                     self.chains.resize(self.slots.len, EMPTY);
+                    self.added.resize(self.slots.len, 0);
                 }
                 self.index.insert(hash, key, slot);
                 slot
@@ -115,14 +127,17 @@ impl JoinSide {
             len: row.len() as u32,
             next: NONE,
         };
+        self.added[slot as usize] = epoch;
         self.arena.extend_from_slice(row);
         let id = match self.free_entries.pop() {
             Some(id) => {
                 self.entries[id as usize] = entry;
+                self.entry_epochs[id as usize] = epoch;
                 id
             }
             None => {
                 self.entries.push(entry);
+                self.entry_epochs.push(epoch);
                 (self.entries.len() - 1) as u32
             }
         };
@@ -134,9 +149,9 @@ impl JoinSide {
         chain.tail = id;
     }
 
-    /// Takes one copy of `row` from `key` (the oldest); false when it is not held (a
-    /// retraction of a row never seen, which takes nothing back).
-    pub(super) fn retract(&mut self, key: &[u8], row: &[u8]) -> bool {
+    /// Takes one copy of `row` from `key` (the oldest), in epoch `epoch`; false when it is
+    /// not held (a retraction of a row never seen, which takes nothing back).
+    pub(super) fn retract(&mut self, key: &[u8], row: &[u8], epoch: u32) -> bool {
         let Some(slot) = self.index.find(self.index.hash(key), key) else {
             return false;
         };
@@ -149,6 +164,8 @@ impl JoinSide {
             return false;
         }
         let entry = self.entries[current as usize];
+        self.removals
+            .push(epoch, self.entry_epochs[current as usize], key, row);
         let chain = &mut self.chains[slot as usize];
         match previous {
             NONE => chain.head = entry.next,
@@ -193,28 +210,83 @@ impl JoinSide {
         self.entries.len() - self.free_entries.len()
     }
 
-    /// The slots holding rows, with their keys.
-    pub(super) fn keys(&self) -> impl Iterator<Item = (u32, &[u8])> {
+    /// The slots holding rows, with their keys; with `added_after`, only those that
+    /// were given a row after that epoch.
+    pub(super) fn keys(&self, added_after: Option<u32>) -> impl Iterator<Item = (u32, &[u8])> {
         (0..self.slots.len as u32)
-            .filter(move |slot| self.chains[*slot as usize].head != NONE)
+            .filter(move |slot| {
+                self.chains[*slot as usize].head != NONE
+                    && added_after.is_none_or(|e| self.added[*slot as usize] > e)
+            })
             .map(move |slot| (slot, self.index.key(slot)))
     }
 
-    /// Writes `slot`'s key, its key group and its rows.
-    pub(super) fn save(&self, slot: u32, key_group: usize, out: &mut StateWriter) {
-        out.bytes(self.index.key(slot))
-            .u64(key_group as u64)
-            .u64(self.chain(Some(slot)).count() as u64);
-        for row in self.chain(Some(slot)) {
-            out.bytes(row);
+    /// Forgets the removals of `epoch` and earlier (a completed snapshot holds them).
+    pub(super) fn forget_removals_through(&mut self, epoch: u32) {
+        self.removals.forget_through(epoch);
+    }
+
+    /// Writes the rows removed after `epoch` that were added by then.
+    pub(super) fn save_removals(&self, epoch: Option<u32>, out: &mut StateWriter) {
+        let Some(epoch) = epoch else {
+            out.u64(0);
+            return;
+        };
+        out.u64(self.removals.after(epoch).count() as u64);
+        for (key, row) in self.removals.after(epoch) {
+            out.bytes(key).bytes(row);
         }
     }
 
-    /// Reads one key written by [`JoinSide::save`]; keeps its rows when `keep` says its
-    /// key group is this subtask's.
+    /// Reads the removals written by [`JoinSide::save_removals`] and takes the rows back.
+    pub(super) fn load_removals(&mut self, input: &mut StateReader<'_>) -> Result<()> {
+        for _ in 0..input.count(2)? {
+            let (key, row) = (input.bytes()?, input.bytes()?);
+            // Rows of keys another subtask owns now were never loaded: nothing to take.
+            self.retract(key, row, 0);
+        }
+        Ok(())
+    }
+
+    /// Writes `slot`'s key, its key group and its rows (with `added_after`, those added
+    /// after that epoch).
+    pub(super) fn save(
+        &self,
+        slot: u32,
+        key_group: usize,
+        added_after: Option<u32>,
+        out: &mut StateWriter,
+    ) {
+        let mut next = self.chains[slot as usize].head;
+        if let Some(epoch) = added_after {
+            // Rows are chained in the order added: the new ones are the chain's tail.
+            while next != NONE && self.entry_epochs[next as usize] <= epoch {
+                next = self.entries[next as usize].next;
+            }
+        }
+        let first = next;
+        let mut count = 0u64;
+        while next != NONE {
+            count += 1;
+            next = self.entries[next as usize].next;
+        }
+        out.bytes(self.index.key(slot))
+            .u64(key_group as u64)
+            .u64(count);
+        let mut next = first;
+        while next != NONE {
+            let entry = self.entries[next as usize];
+            out.bytes(self.row(entry));
+            next = entry.next;
+        }
+    }
+
+    /// Reads one key written by [`JoinSide::save`] and adds its rows (in epoch `epoch`)
+    /// when `keep` says its key group is this subtask's.
     pub(super) fn load(
         &mut self,
         input: &mut StateReader<'_>,
+        epoch: u32,
         keep: impl Fn(usize) -> bool,
     ) -> Result<()> {
         let key = input.bytes()?;
@@ -223,7 +295,7 @@ impl JoinSide {
         for _ in 0..input.count(1)? {
             let row = input.bytes()?;
             if keep {
-                self.insert(key, row);
+                self.insert(key, row, epoch);
             }
         }
         Ok(())
@@ -243,22 +315,22 @@ mod tests {
     #[test]
     fn rows_are_a_multiset_per_key() {
         let mut side = side();
-        side.insert(b"k1", b"r1");
-        side.insert(b"k1", b"r1");
-        side.insert(b"k1", b"r2");
-        side.insert(b"k2", b"r3");
+        side.insert(b"k1", b"r1", 1);
+        side.insert(b"k1", b"r1", 1);
+        side.insert(b"k1", b"r2", 1);
+        side.insert(b"k2", b"r3", 1);
         assert_eq!(side.len(), 4);
         assert_eq!(
             side.matches(b"k1").collect::<Vec<_>>(),
             [b"r1", b"r1", b"r2"]
         );
-        assert!(side.retract(b"k1", b"r1"));
+        assert!(side.retract(b"k1", b"r1", 1));
         assert_eq!(side.matches(b"k1").collect::<Vec<_>>(), [b"r1", b"r2"]);
-        assert!(!side.retract(b"k1", b"r9"), "never held");
-        assert!(!side.retract(b"k9", b"r1"), "unknown key");
-        assert!(side.retract(b"k2", b"r3"));
+        assert!(!side.retract(b"k1", b"r9", 1), "never held");
+        assert!(!side.retract(b"k9", b"r1", 1), "unknown key");
+        assert!(side.retract(b"k2", b"r3", 1));
         assert_eq!(side.matches(b"k2").count(), 0);
-        assert_eq!(side.keys().count(), 1, "an emptied key is freed");
+        assert_eq!(side.keys(None).count(), 1, "an emptied key is freed");
         assert_eq!(side.len(), 2);
     }
 
@@ -269,13 +341,13 @@ mod tests {
         let row = |k: u32, i: u32| format!("row-{k:06}-{i}").into_bytes();
         for k in 0..50_000 {
             for i in 0..4 {
-                side.insert(&key(k), &row(k, i));
+                side.insert(&key(k), &row(k, i), 1);
             }
         }
         let full = side.arena.len();
         for k in 0..50_000 {
             for i in 1..4 {
-                assert!(side.retract(&key(k), &row(k, i)));
+                assert!(side.retract(&key(k), &row(k, i), 1));
             }
         }
         assert!(
@@ -289,7 +361,7 @@ mod tests {
             assert_eq!(left, [row(k, 0).as_slice()]);
         }
         // Freed entries are reused, and chains stay in insertion order.
-        side.insert(&key(5), b"later");
+        side.insert(&key(5), b"later", 1);
         let rows: Vec<&[u8]> = side.matches(&key(5)).collect();
         assert_eq!(rows, [row(5, 0).as_slice(), b"later"]);
     }

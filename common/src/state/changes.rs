@@ -1,0 +1,262 @@
+//! Incremental snapshots: an operator tags each piece of its state with the epoch (the
+//! interval between two of its snapshots) it last changed in, and remembers what it
+//! removed, so that a snapshot can hold only the changes since an earlier one. A restore
+//! applies a full snapshot and then the snapshots of changes taken after it, in order.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+
+/// What an operator's snapshot holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateKind {
+    /// All its state.
+    Full,
+    /// Only what changed since the snapshot of the checkpoint it was asked to extend.
+    Changes,
+}
+
+/// One operator's part of a task snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperatorState {
+    /// Whether it is all the state or the changes since an earlier snapshot.
+    pub kind: StateKind,
+    /// The encoded state (empty for a stateless operator).
+    pub bytes: Bytes,
+}
+
+impl OperatorState {
+    /// All of an operator's state.
+    pub fn full(bytes: impl Into<Bytes>) -> Self {
+        OperatorState {
+            kind: StateKind::Full,
+            bytes: bytes.into(),
+        }
+    }
+
+    /// The changes since an earlier snapshot.
+    pub fn changes(bytes: impl Into<Bytes>) -> Self {
+        OperatorState {
+            kind: StateKind::Changes,
+            bytes: bytes.into(),
+        }
+    }
+}
+
+/// What a checkpoint asks of an operator's snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotRequest {
+    /// The checkpoint being taken.
+    pub checkpoint: u64,
+    /// The newest completed checkpoint this operator took a snapshot for in this run, if
+    /// any: no later snapshot will be applied on top of an earlier one.
+    pub completed: Option<u64>,
+    /// Hold only the changes since `completed`'s snapshot (an operator that cannot, or
+    /// did not snapshot `completed`, writes all its state).
+    pub changes: bool,
+}
+
+impl SnapshotRequest {
+    /// A request for all of the state, at `checkpoint`.
+    pub fn full(checkpoint: u64) -> Self {
+        SnapshotRequest {
+            checkpoint,
+            completed: None,
+            changes: false,
+        }
+    }
+}
+
+/// What one snapshot must hold, from [`Epochs::close`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotScope {
+    /// `Some(e)`: only state changed in epochs after `e`, and what was removed after
+    /// `e`; `None`: all the state.
+    pub changes_after: Option<u32>,
+    /// Removals in this epoch or earlier are in a completed snapshot: they can be
+    /// forgotten.
+    pub settled: Option<u32>,
+}
+
+/// Numbers the intervals between an operator's snapshots.
+#[derive(Debug)]
+pub struct Epochs {
+    current: u32,
+    /// `(checkpoint, the last epoch its snapshot holds)`, oldest first.
+    closed: VecDeque<(u64, u32)>,
+}
+
+impl Default for Epochs {
+    fn default() -> Self {
+        Epochs {
+            current: 1,
+            closed: VecDeque::new(),
+        }
+    }
+}
+
+impl Epochs {
+    /// The epoch that changes made now belong to.
+    pub fn current(&self) -> u32 {
+        self.current
+    }
+
+    /// Ends the current epoch with the snapshot `request` asks for; returns what that
+    /// snapshot holds.
+    pub fn close(&mut self, request: &SnapshotRequest) -> SnapshotScope {
+        let settled = request.completed.and_then(|completed| {
+            while self.closed.front().is_some_and(|(c, _)| *c < completed) {
+                self.closed.pop_front();
+            }
+            self.closed
+                .front()
+                .filter(|(c, _)| *c == completed)
+                .map(|(_, epoch)| *epoch)
+        });
+        self.closed.push_back((request.checkpoint, self.current));
+        self.current = self.current.saturating_add(1);
+        SnapshotScope {
+            changes_after: settled.filter(|_| request.changes),
+            settled,
+        }
+    }
+}
+
+/// What an operator removed, remembered until a completed snapshot holds the removal:
+/// each is a key and a value (either may be empty) with the epoch it was removed in and
+/// the epoch the removed state was born in, packed back to back in one buffer.
+#[derive(Debug, Default)]
+pub struct Removals {
+    bytes: Vec<u8>,
+    /// Each removal, in the order removed.
+    entries: VecDeque<Removal>,
+    /// Bytes at the start of `bytes` that belong to forgotten removals.
+    forgotten: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Removal {
+    epoch: u32,
+    born: u32,
+    end: usize,
+    key_len: u32,
+}
+
+impl Removals {
+    /// Remembers that `key` (and `value`), born in epoch `born`, was removed in `epoch`.
+    /// A snapshot of changes after epoch `e` holds the removals after `e` of what was born
+    /// by `e` (what was born later is in no snapshot it extends); `born` 0 keeps it in
+    /// every such snapshot.
+    pub fn push(&mut self, epoch: u32, born: u32, key: &[u8], value: &[u8]) {
+        self.bytes.extend_from_slice(key);
+        self.bytes.extend_from_slice(value);
+        self.entries.push_back(Removal {
+            epoch,
+            born,
+            end: self.bytes.len(),
+            key_len: key.len() as u32,
+        });
+    }
+
+    /// Forgets the removals of `epoch` and earlier.
+    pub fn forget_through(&mut self, epoch: u32) {
+        while let Some(removal) = self.entries.front().filter(|r| r.epoch <= epoch) {
+            self.forgotten = removal.end;
+            self.entries.pop_front();
+        }
+        if self.entries.is_empty() {
+            self.bytes.clear();
+            self.forgotten = 0;
+        } else if self.forgotten > self.bytes.len() / 2 {
+            self.bytes.drain(..self.forgotten);
+            for removal in &mut self.entries {
+                removal.end -= self.forgotten;
+            }
+            self.forgotten = 0;
+        }
+    }
+
+    /// The `(key, value)` of each removal after `epoch` of what was born by `epoch`, in
+    /// the order removed.
+    pub fn after(&self, epoch: u32) -> impl Iterator<Item = (&[u8], &[u8])> {
+        let first = self.entries.partition_point(|r| r.epoch <= epoch);
+        let mut start = match first {
+            0 => self.forgotten,
+            i => self.entries[i - 1].end,
+        };
+        self.entries.range(first..).filter_map(move |removal| {
+            let entry = &self.bytes[start..removal.end];
+            start = removal.end;
+            (removal.born <= epoch).then(|| entry.split_at(removal.key_len as usize))
+        })
+    }
+
+    /// Removals remembered.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// No removal is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(checkpoint: u64, completed: Option<u64>, changes: bool) -> SnapshotRequest {
+        SnapshotRequest {
+            checkpoint,
+            completed,
+            changes,
+        }
+    }
+
+    #[test]
+    fn a_snapshot_holds_the_epochs_after_the_completed_one() {
+        let mut epochs = Epochs::default();
+        assert_eq!(epochs.current(), 1);
+        let first = epochs.close(&request(1, None, true));
+        assert_eq!(first.changes_after, None, "nothing to extend: all state");
+        assert_eq!(epochs.current(), 2);
+        epochs.close(&request(2, Some(1), true));
+        // Checkpoint 2 did not complete; 3 extends 1 again and holds epochs 2 and 3.
+        let third = epochs.close(&request(3, Some(1), true));
+        assert_eq!(third.changes_after, Some(1));
+        let fourth = epochs.close(&request(4, Some(3), false));
+        assert_eq!(fourth.changes_after, None, "a full snapshot was asked for");
+        assert_eq!(fourth.settled, Some(3));
+        let unknown = epochs.close(&request(5, Some(2), true));
+        assert_eq!(unknown.changes_after, None, "2 is forgotten: all state");
+    }
+
+    #[test]
+    fn removals_are_kept_until_settled() {
+        let mut removals = Removals::default();
+        removals.push(1, 0, b"k1", b"");
+        removals.push(2, 0, b"k2", b"row2");
+        removals.push(2, 2, b"born-later", b"");
+        removals.push(2, 1, b"k3", b"row3");
+        removals.push(3, 0, b"", b"row4");
+        let after_1: Vec<_> = removals.after(1).collect();
+        assert_eq!(
+            after_1,
+            [(&b"k2"[..], &b"row2"[..]), (b"k3", b"row3"), (b"", b"row4")]
+        );
+        removals.forget_through(2);
+        assert_eq!(removals.len(), 1);
+        assert_eq!(
+            removals.after(0).collect::<Vec<_>>(),
+            [(&b""[..], &b"row4"[..])]
+        );
+        removals.push(4, 0, b"k5", b"");
+        assert_eq!(
+            removals.after(3).collect::<Vec<_>>(),
+            [(&b"k5"[..], &b""[..])]
+        );
+        removals.forget_through(4);
+        assert!(removals.is_empty());
+    }
+}
