@@ -10,7 +10,9 @@
 # state on a multi-process cluster, a TaskManager SIGKILLed (bench/recovery.py --state-row).
 # Release build; one run per cell (noisy machine: under ~10 % is noise).
 # Usage: bench/nexmark.sh [EVENTS] [CSV_EVENTS]      (defaults 10000000 and 5434783,
-#        the latter being 5 M bids)      QUERIES="q0 q2" limits the queries.
+#        the latter being 5 M bids)      QUERIES="q0 q2" limits the queries;
+#        SETTINGS="SET 'k' = 'v';" adds options to the checkpointed runs (e.g.
+#        execution.checkpointing.incremental = false, for a before/after).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/eddy-target}"
@@ -43,7 +45,7 @@ echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 echo "commit:  $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 echo "command: bench/nexmark.sh $events $csv_events"
 echo
-echo "| query | input | p | checkpoints | events/s | events/s per CPU-s | peak RSS | checkpoints taken | median checkpoint | median size | median alignment |"
+echo "| query | input | p | checkpoints | events/s | events/s per CPU-s | peak RSS | checkpoints taken | median checkpoint | median size (written / restored) | median alignment |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
 
 # Prints one table row for a run; its stderr (JSON logs) holds the checkpoints.
@@ -53,16 +55,19 @@ row() {
 import json, statistics, sys
 query, source, p, mode, count, times, log = sys.argv[1:]
 wall, user, system, rss_kb = (float(x) for x in open(times).read().split()[-4:])
-durations, sizes, alignments = [], [], []
+durations, sizes, full_sizes, alignments = [], [], [], []
 for line in open(log, errors="replace"):
     if '"checkpoint complete"' not in line:
         continue
     fields = json.loads(line).get("fields", {})
     durations.append(fields.get("duration_ms", 0))
     sizes.append(fields.get("size", 0))
+    full_sizes.append(fields.get("full_size", fields.get("size", 0)))
     alignments.append(fields.get("alignment_ms", 0))
 med = lambda xs, unit: f"{statistics.median(xs):.0f} {unit}" if xs else "–"
-size = f"{statistics.median(sizes) / 1e6:.1f} MB" if sizes else "–"
+# Written per checkpoint, and what a restore reads (more when snapshots are incremental).
+size = (f"{statistics.median(sizes) / 1e6:.1f} / {statistics.median(full_sizes) / 1e6:.1f} MB"
+        if sizes else "–")
 count = float(count)
 print(f"| {query} | {source} | {p} | {mode} | {count / wall / 1e6:.2f} M | "
       f"{count / max(user + system, 1e-9) / 1e6:.2f} M | {rss_kb / 1024:.0f} MB | {len(durations)} | "
@@ -84,7 +89,7 @@ for query in $queries; do
       for mode in off 1s; do
         settings=""
         [ "$mode" = 1s ] && settings="SET 'execution.checkpointing.interval' = '1s';
-          SET 'execution.checkpointing.dir' = '$work/checkpoints';"
+          SET 'execution.checkpointing.dir' = '$work/checkpoints'; ${SETTINGS:-}"
         { echo "$settings"; echo "$source"; cat bench/queries/nexmark/sinks.sql "bench/queries/nexmark/$query.sql"; } > "$work/job.sql"
         rm -rf "$work/checkpoints" "$work/eddy-data"
         (cd "$work" && EDDY_LOG=info EDDY_LOG_FORMAT=json /usr/bin/time -f "%e %U %S %M" -o "$work/times" \

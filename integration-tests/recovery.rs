@@ -341,7 +341,9 @@ fn a_savepoint_resumes_at_another_parallelism() {
         )
     };
     let job_id = cluster.submit(&with_id("a"), 2);
-    wait_for_checkpoints(&cluster, &job_id, 1);
+    // After a few checkpoints the savepoint's snapshots extend earlier files, which it
+    // copies.
+    wait_for_checkpoints(&cluster, &job_id, 3);
     let output = cluster.client(&["stop", "--savepoint", &job_id]);
     assert!(
         output.status.success(),
@@ -449,4 +451,72 @@ fn eddy_run_of_a_checkpointing_job_keeps_its_checkpoints_in_eddy_data() {
         "no committed checkpoint under {}",
         jobs[0].display()
     );
+}
+
+/// The metadata of every complete checkpoint of a job kept under `directory`.
+fn checkpoint_metadata(directory: &std::path::Path) -> Vec<serde_json::Value> {
+    let Ok(entries) = std::fs::read_dir(directory) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| std::fs::read(entry.ok()?.path().join("_metadata")).ok())
+        .filter_map(|bytes| serde_json::from_slice(&bytes).ok())
+        .collect()
+}
+
+/// The task snapshots of `metadata` that extend earlier files.
+fn extending_tasks(metadata: &serde_json::Value) -> Vec<serde_json::Value> {
+    metadata["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["previous"].as_array().is_some_and(|p| !p.is_empty()))
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn incremental_checkpoints_extend_earlier_files_and_restore_exactly() {
+    let mut cluster = Cluster::start("incremental", 2, 2);
+    let job_id = cluster.submit(&job(200_000, 25_000, "EXACTLY_ONCE", "200ms"), 4);
+    let directory = cluster.scratch.path().join("checkpoints").join(&job_id);
+    let deadline = Instant::now() + TWO_MINUTES;
+    while !checkpoint_metadata(&directory)
+        .iter()
+        .any(|m| !extending_tasks(m).is_empty())
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no checkpoint extended an earlier one"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The restart restores from a chain of files (or from a full snapshot taken since).
+    cluster.taskmanagers[0].child.kill().unwrap();
+    cluster.add_taskmanager(2);
+    let status = cluster.wait_for(&job_id, "FINISHED", TWO_MINUTES);
+    assert!(status["restarts"].as_u64().unwrap() >= 1, "{status}");
+    let expected = failure_free(&cluster.scratch, 200_000);
+    assert_eq!(largest_counts(&cluster.printed()), expected);
+
+    // Retention deleted old checkpoints, but never a file a retained one extends.
+    let retained = checkpoint_metadata(&directory);
+    assert_eq!(retained.len(), 3, "execution.checkpointing.num-retained");
+    let mut smaller = 0;
+    for metadata in &retained {
+        for task in extending_tasks(metadata) {
+            let previous = task["previous"].as_array().unwrap();
+            for earlier in previous {
+                let file = directory
+                    .join(format!("chk-{}", earlier["checkpoint"]))
+                    .join(earlier["file"].as_str().unwrap());
+                let size = std::fs::metadata(&file).map(|m| m.len()).ok();
+                assert_eq!(size, earlier["size"].as_u64(), "{}", file.display());
+            }
+            if task["size"].as_u64() < previous[0]["size"].as_u64() {
+                smaller += 1;
+            }
+        }
+    }
+    eprintln!("{smaller} retained snapshots of changes are smaller than their full snapshot");
 }
