@@ -11,7 +11,7 @@ use eddy_common::metrics::{JobMetrics, OperatorMetrics};
 use eddy_common::operators::Operator;
 use eddy_common::partition::KeyScope;
 use eddy_common::plan::OperatorSpec;
-use eddy_common::state::{OperatorState, SnapshotRequest};
+use eddy_common::state::{OperatorState, SnapshotRequest, StateKind};
 use eddy_common::{EddyError, Result};
 
 /// Operators of one subtask, in order, with their counters.
@@ -72,6 +72,19 @@ impl OperatorChain {
             .iter_mut()
             .map(|(op, _)| op.snapshot(request))
             .collect()
+    }
+
+    /// Roughly the bytes of a full snapshot of every operator now, given the snapshot
+    /// `states` just taken: a full state's own size, or the operator's estimate.
+    pub fn full_snapshot_estimate(&self, states: &[OperatorState]) -> u64 {
+        self.operators
+            .iter()
+            .zip(states)
+            .map(|((operator, _), state)| match state.kind {
+                StateKind::Full => state.bytes.len() as u64,
+                StateKind::Changes => operator.full_snapshot_estimate(),
+            })
+            .sum()
     }
 
     /// Restores every operator from the snapshots of the previous run: `states[i]` holds

@@ -1,7 +1,8 @@
 //! Which stored snapshot a task's next snapshot extends. A task's snapshot of changes
-//! extends its snapshot of the newest completed checkpoint, taken in this run; the chain
-//! of files a restore reads is kept short and small: past [`MAX_CHAIN`] files, or once the
-//! changes outweigh the full snapshot they start from, the next snapshot is a full one.
+//! extends its snapshot of the newest completed checkpoint, taken in this run. The chain of
+//! files a restore reads is kept short and not much larger than the state: past
+//! [`MAX_CHAIN`] files, or once the chain holds more than twice the bytes a full snapshot
+//! would (changes that overwrite earlier ones), the next snapshot is a full one.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -9,13 +10,20 @@ use std::sync::{Arc, Mutex};
 use eddy_common::checkpoint::StateFile;
 
 /// The most files a restore of one task snapshot reads.
-pub const MAX_CHAIN: usize = 16;
+pub const MAX_CHAIN: usize = 32;
+
+/// A stored snapshot's chain and the size a full snapshot would have had then.
+#[derive(Debug, Clone)]
+struct Stored {
+    chain: Vec<StateFile>,
+    full_estimate: u64,
+}
 
 /// The chains of the snapshots one task stored in this run, by checkpoint.
 #[derive(Debug, Clone)]
 pub struct SnapshotChains {
     incremental: bool,
-    stored: Arc<Mutex<BTreeMap<u64, Vec<StateFile>>>>,
+    stored: Arc<Mutex<BTreeMap<u64, Stored>>>,
 }
 
 impl SnapshotChains {
@@ -33,18 +41,22 @@ impl SnapshotChains {
     pub fn base(&self, completed: u64) -> Option<Vec<StateFile>> {
         let mut stored = self.stored.lock().expect("chains lock");
         stored.retain(|checkpoint, _| *checkpoint >= completed);
-        let chain = stored.get(&completed)?;
-        let full = chain.first()?.size;
-        let changes: u64 = chain[1..].iter().map(|f| f.size).sum();
-        (self.incremental && chain.len() < MAX_CHAIN && changes <= full).then(|| chain.clone())
+        let base = stored.get(&completed)?;
+        let bytes: u64 = base.chain.iter().map(|f| f.size).sum();
+        let may_grow = base.chain.len() < MAX_CHAIN && bytes <= 2 * base.full_estimate;
+        (self.incremental && may_grow).then(|| base.chain.clone())
     }
 
-    /// Records the chain a restore of the task's stored snapshot of `checkpoint` reads.
-    pub fn stored(&self, checkpoint: u64, chain: Vec<StateFile>) {
-        self.stored
-            .lock()
-            .expect("chains lock")
-            .insert(checkpoint, chain);
+    /// Records the chain a restore of the task's stored snapshot of `checkpoint` reads,
+    /// and roughly how large a full snapshot would have been.
+    pub fn stored(&self, checkpoint: u64, chain: Vec<StateFile>, full_estimate: u64) {
+        self.stored.lock().expect("chains lock").insert(
+            checkpoint,
+            Stored {
+                chain,
+                full_estimate,
+            },
+        );
     }
 }
 
@@ -62,28 +74,25 @@ mod tests {
     }
 
     #[test]
-    fn chains_grow_until_the_changes_outweigh_the_full_snapshot() {
+    fn chains_grow_until_they_outweigh_the_state() {
         let chains = SnapshotChains::new(true);
         assert_eq!(chains.base(0), None, "nothing stored yet");
-        chains.stored(1, vec![file(1, 100)]);
+        chains.stored(1, vec![file(1, 100)], 100);
         assert_eq!(chains.base(0), None, "1 has not completed");
         let base = chains.base(1).unwrap();
-        chains.stored(2, [base, vec![file(2, 60)]].concat());
-        chains.stored(3, vec![file(1, 100), file(2, 60), file(3, 50)]);
+        // Growing state: changes that add to it keep the chain as large as the state.
+        chains.stored(2, [base, vec![file(2, 60)]].concat(), 160);
         assert_eq!(chains.base(2).unwrap().len(), 2);
-        assert_eq!(
-            chains.base(3),
-            None,
-            "110 bytes of changes on a 100-byte snapshot"
-        );
+        // Changes that overwrite: 300 bytes of chain for 110 bytes of state.
+        chains.stored(3, vec![file(1, 100), file(2, 60), file(3, 140)], 110);
+        assert_eq!(chains.base(3), None, "the chain outweighs the state");
         assert_eq!(chains.base(2), None, "forgotten once 3 completed");
 
         let long: Vec<StateFile> = (1..=MAX_CHAIN as u64).map(|c| file(c, 1)).collect();
-        chains.stored(20, long);
+        chains.stored(20, long, 1000);
         assert_eq!(chains.base(20), None, "too long");
-        assert_eq!(SnapshotChains::new(false).base(0), None);
         let off = SnapshotChains::new(false);
-        off.stored(1, vec![file(1, 100)]);
+        off.stored(1, vec![file(1, 100)], 100);
         assert_eq!(off.base(1), None, "incremental snapshots are off");
     }
 }

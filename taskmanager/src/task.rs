@@ -503,6 +503,7 @@ impl Pipeline<'_> {
         };
         let operators = self.chain.snapshot(&request)?;
         let extends = operators.iter().any(|o| o.kind == StateKind::Changes);
+        let full_estimate = self.chain.full_snapshot_estimate(&operators);
         Ok(Snapshot {
             task: TaskSnapshot {
                 operators,
@@ -511,6 +512,7 @@ impl Pipeline<'_> {
                 sink: None,
             },
             previous: base.filter(|_| extends).unwrap_or_default(),
+            full_estimate,
         })
     }
 
@@ -555,10 +557,12 @@ impl Pipeline<'_> {
     }
 }
 
-/// A task's snapshot and the stored snapshots it extends.
+/// A task's snapshot, the stored snapshots it extends, and roughly how large a full one
+/// would have been.
 struct Snapshot {
     task: TaskSnapshot,
     previous: Vec<StateFile>,
+    full_estimate: u64,
 }
 
 /// Writes a task's snapshots and acknowledges them.
@@ -582,6 +586,7 @@ impl Uploader {
         sync_duration: Duration,
     ) {
         let parts = snapshot.task.into_parts();
+        let full_estimate = snapshot.full_estimate;
         let this = self.clone();
         tokio::spawn(async move {
             let checkpoint = barrier.checkpoint;
@@ -597,7 +602,8 @@ impl Uploader {
                 .await
                 .map_err(|e| e.to_string());
             if let Ok(handle) = &result {
-                this.chains.stored(checkpoint, handle.chain(checkpoint));
+                this.chains
+                    .stored(checkpoint, handle.chain(checkpoint), full_estimate);
             }
             let _ = this.acks.send(TaskAck {
                 checkpoint: barrier.checkpoint,
@@ -631,6 +637,7 @@ impl Overtake {
                 sink: None,
             },
             previous: Vec::new(),
+            full_estimate: 0,
         };
         self.lanes.send(barrier)?;
         self.uploader

@@ -161,17 +161,17 @@ impl CheckpointDir {
     /// Reads and checks one task snapshot and the earlier ones it extends: the chain,
     /// oldest first, ending with the task's own snapshot.
     pub async fn read_chain(&self, handle: &StateHandle) -> Result<Vec<Bytes>> {
-        let mut chain = Vec::with_capacity(handle.previous.len() + 1);
-        for earlier in &handle.previous {
-            let path = earlier.path(&self.chain_root);
-            chain.push(
-                self.read_checked(&path, earlier.size, earlier.crc32)
-                    .await?,
-            );
-        }
-        let path = self.location.path.clone().join(handle.file.as_str());
-        chain.push(self.read_checked(&path, handle.size, handle.crc32).await?);
-        Ok(chain)
+        let own = self.location.path.clone().join(handle.file.as_str());
+        let files = handle
+            .previous
+            .iter()
+            .map(|earlier| (earlier.path(&self.chain_root), earlier.size, earlier.crc32))
+            .chain([(own, handle.size, handle.crc32)]);
+        // Read at once: from S3 each read is a request's round trip.
+        futures::future::try_join_all(
+            files.map(|(path, size, crc)| async move { self.read_checked(&path, size, crc).await }),
+        )
+        .await
     }
 
     async fn read_checked(&self, path: &Path, size: u64, crc: u32) -> Result<Bytes> {

@@ -134,6 +134,11 @@ impl Slots {
     pub(crate) fn release(&mut self, slot: u32) {
         self.free.push(slot);
     }
+
+    /// Slots handed out and in use.
+    pub(crate) fn in_use(&self) -> usize {
+        self.len - self.free.len()
+    }
 }
 
 #[cfg(test)]

@@ -48,6 +48,13 @@ pub trait Operator: Send {
         Ok(OperatorState::full(Vec::new()))
     }
 
+    /// Roughly the bytes a full snapshot of the state would take now. Asked after the
+    /// operator wrote a snapshot of changes, to judge when the chain of snapshots a
+    /// restore reads has grown past the state itself.
+    fn full_snapshot_estimate(&self) -> u64 {
+        0
+    }
+
     /// Restores state from the snapshots of every subtask of the previous run (several
     /// when the parallelism changed), keeping what `scope` owns. Each subtask's snapshots
     /// come in the order they were taken: a full one, then the changes taken after it.

@@ -40,6 +40,8 @@ pub struct GroupAggregate {
     epochs: Epochs,
     /// Keys removed since the newest completed snapshot.
     removals: Removals,
+    /// Bytes per group in the latest snapshot that held any.
+    snapshot_bytes_per_group: f64,
     slots: Slots,
     emit_update_before: bool,
     schema: SchemaRef,
@@ -76,6 +78,7 @@ impl GroupAggregate {
             changed: Vec::new(),
             epochs: Epochs::default(),
             removals: Removals::default(),
+            snapshot_bytes_per_group: 0.0,
             slots: Slots::default(),
             emit_update_before,
             schema,
@@ -164,10 +167,18 @@ impl Operator for GroupAggregate {
                 .i64(self.row_counts[*group as usize]);
             self.accumulators.save(*group, &mut out);
         }
+        let bytes = out.finish();
+        if !live.is_empty() {
+            self.snapshot_bytes_per_group = bytes.len() as f64 / live.len() as f64;
+        }
         Ok(match scope.changes_after {
-            Some(_) => OperatorState::changes(out.finish()),
-            None => OperatorState::full(out.finish()),
+            Some(_) => OperatorState::changes(bytes),
+            None => OperatorState::full(bytes),
         })
+    }
+
+    fn full_snapshot_estimate(&self) -> u64 {
+        (self.slots.in_use() as f64 * self.snapshot_bytes_per_group) as u64
     }
 
     fn restore(&mut self, snapshots: &[&[u8]], scope: &KeyScope) -> Result<()> {

@@ -59,6 +59,8 @@ pub struct JoinSpec {
 pub struct StreamingJoin {
     sides: [JoinSide; 2],
     epochs: Epochs,
+    /// Bytes per held row in the latest snapshot that held any.
+    snapshot_bytes_per_row: f64,
     key_codec: RowConverter,
     filter: Option<Arc<dyn PhysicalExpr>>,
     nulls_equal: bool,
@@ -81,6 +83,7 @@ impl StreamingJoin {
                 JoinSide::new(spec.right_keys.clone(), &spec.right_schema)?,
             ],
             epochs: Epochs::default(),
+            snapshot_bytes_per_row: 0.0,
             key_codec,
             filter: spec.filter.clone(),
             nulls_equal: spec.nulls_equal,
@@ -203,19 +206,29 @@ impl Operator for StreamingJoin {
                 side.forget_removals_through(settled);
             }
         }
+        let mut rows = 0;
         for side in &self.sides {
             let keys: Vec<(u32, &[u8])> = side.keys(scope.changes_after).collect();
             let groups = self.key_groups_of(&keys)?;
             side.save_removals(scope.changes_after, &mut out);
             out.u64(keys.len() as u64);
             for ((slot, _), key_group) in keys.iter().zip(groups) {
-                side.save(*slot, key_group, scope.changes_after, &mut out);
+                rows += side.save(*slot, key_group, scope.changes_after, &mut out);
             }
         }
+        let bytes = out.finish();
+        if rows > 0 {
+            self.snapshot_bytes_per_row = bytes.len() as f64 / rows as f64;
+        }
         Ok(match scope.changes_after {
-            Some(_) => OperatorState::changes(out.finish()),
-            None => OperatorState::full(out.finish()),
+            Some(_) => OperatorState::changes(bytes),
+            None => OperatorState::full(bytes),
         })
+    }
+
+    fn full_snapshot_estimate(&self) -> u64 {
+        let rows: usize = self.sides.iter().map(JoinSide::len).sum();
+        (rows as f64 * self.snapshot_bytes_per_row) as u64
     }
 
     fn restore(&mut self, snapshots: &[&[u8]], scope: &KeyScope) -> Result<()> {

@@ -205,7 +205,6 @@ impl JoinSide {
     }
 
     /// Rows held.
-    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.entries.len() - self.free_entries.len()
     }
@@ -249,14 +248,14 @@ impl JoinSide {
     }
 
     /// Writes `slot`'s key, its key group and its rows (with `added_after`, those added
-    /// after that epoch).
+    /// after that epoch); returns the number of rows written.
     pub(super) fn save(
         &self,
         slot: u32,
         key_group: usize,
         added_after: Option<u32>,
         out: &mut StateWriter,
-    ) {
+    ) -> u64 {
         let mut next = self.chains[slot as usize].head;
         if let Some(epoch) = added_after {
             // Rows are chained in the order added: the new ones are the chain's tail.
@@ -279,6 +278,7 @@ impl JoinSide {
             out.bytes(self.row(entry));
             next = entry.next;
         }
+        count
     }
 
     /// Reads one key written by [`JoinSide::save`] and adds its rows (in epoch `epoch`)
