@@ -262,27 +262,29 @@ impl CheckpointStorage {
     /// task extended while the checkpoint was being taken).
     pub async fn commit(&self, metadata: &CheckpointMetadata) -> Result<()> {
         let _commits = self.commits.lock().await;
-        for task in &metadata.tasks {
-            // Retention keeps a file while a retained checkpoint extends it, and whatever
-            // extends a file extends the whole chain before it: the chain's newest file
-            // standing means all of it does.
-            let Some(newest) = task.previous.last() else {
-                continue;
-            };
-            let path = newest.path(&self.location.path);
-            let found = self.location.store.head(&path).await?;
-            if found.size != newest.size {
-                return Err(EddyError::Runtime(format!(
-                    "{} is {} bytes, but task {}-{} of checkpoint {} extends it as {} bytes",
-                    self.location.show(&path),
-                    found.size,
-                    task.vertex,
-                    task.subtask,
-                    metadata.checkpoint,
-                    newest.size
-                )));
-            }
-        }
+        // Retention keeps a file while a retained checkpoint extends it, and whatever
+        // extends a file extends the whole chain before it: the chain's newest file
+        // standing means all of it does.
+        let checks = metadata.tasks.iter().filter_map(|task| {
+            let newest = task.previous.last()?;
+            Some(async move {
+                let path = newest.path(&self.location.path);
+                let found = self.location.store.head(&path).await?;
+                if found.size != newest.size {
+                    return Err(EddyError::Runtime(format!(
+                        "{} is {} bytes, but task {}-{} of checkpoint {} extends it as {} bytes",
+                        self.location.show(&path),
+                        found.size,
+                        task.vertex,
+                        task.subtask,
+                        metadata.checkpoint,
+                        newest.size
+                    )));
+                }
+                Ok(())
+            })
+        });
+        futures::future::try_join_all(checks).await?;
         let json =
             serde_json::to_vec_pretty(metadata).map_err(|e| EddyError::Runtime(e.to_string()))?;
         self.location

@@ -7,6 +7,9 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
+use super::codec::{StateReader, StateWriter};
+use crate::Result;
+
 /// What an operator's snapshot holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StateKind {
@@ -76,6 +79,16 @@ pub struct SnapshotScope {
     /// Removals in this epoch or earlier are in a completed snapshot: they can be
     /// forgotten.
     pub settled: Option<u32>,
+}
+
+impl SnapshotScope {
+    /// The operator state `bytes` written for this scope: changes, or all of it.
+    pub fn state(&self, bytes: impl Into<Bytes>) -> OperatorState {
+        match self.changes_after {
+            Some(_) => OperatorState::changes(bytes),
+            None => OperatorState::full(bytes),
+        }
+    }
 }
 
 /// Numbers the intervals between an operator's snapshots.
@@ -189,6 +202,29 @@ impl Removals {
             start = removal.end;
             (removal.born <= epoch).then(|| entry.split_at(removal.key_len as usize))
         })
+    }
+
+    /// Writes what a snapshot holding the changes after epoch `after` must remove (none
+    /// for a full snapshot, `after` = `None`): a count, then each key and value.
+    pub fn save(&self, after: Option<u32>, out: &mut StateWriter) {
+        let Some(epoch) = after else {
+            out.u64(0);
+            return;
+        };
+        out.u64(self.after(epoch).count() as u64);
+        for (key, value) in self.after(epoch) {
+            out.bytes(key).bytes(value);
+        }
+    }
+
+    /// Reads the removals [`Removals::save`] wrote, handing each key and value to
+    /// `remove`.
+    pub fn load(input: &mut StateReader<'_>, mut remove: impl FnMut(&[u8], &[u8])) -> Result<()> {
+        for _ in 0..input.count(2)? {
+            let (key, value) = (input.bytes()?, input.bytes()?);
+            remove(key, value);
+        }
+        Ok(())
     }
 
     /// Removals remembered.

@@ -149,17 +149,7 @@ impl Operator for GroupAggregate {
             .first()
             .map_or(0, |g| self.group_keys.key(*g).len() + 24);
         let mut out = snapshot_writer(16 + live.len() * per_group);
-        match scope.changes_after {
-            Some(epoch) => {
-                out.u64(self.removals.after(epoch).count() as u64);
-                for (key, _) in self.removals.after(epoch) {
-                    out.bytes(key);
-                }
-            }
-            None => {
-                out.u64(0);
-            }
-        }
+        self.removals.save(scope.changes_after, &mut out);
         out.u64(live.len() as u64);
         for (group, key_group) in live.iter().zip(key_groups) {
             out.bytes(self.group_keys.key(*group))
@@ -171,10 +161,7 @@ impl Operator for GroupAggregate {
         if !live.is_empty() {
             self.snapshot_bytes_per_group = bytes.len() as f64 / live.len() as f64;
         }
-        Ok(match scope.changes_after {
-            Some(_) => OperatorState::changes(bytes),
-            None => OperatorState::full(bytes),
-        })
+        Ok(scope.state(bytes))
     }
 
     fn full_snapshot_estimate(&self) -> u64 {
@@ -186,12 +173,11 @@ impl Operator for GroupAggregate {
             let (version, mut input) = open_snapshot(snapshot, "a GROUP BY")?;
             if version >= 3 {
                 // Removed since the snapshot this one extends; then the groups changed.
-                for _ in 0..input.count(1)? {
-                    let key = input.bytes()?;
+                Removals::load(&mut input, |key, _| {
                     if let Some(group) = self.group_keys.find(self.group_keys.hash(key), key) {
                         self.remove_group(group);
                     }
-                }
+                })?;
             }
             for _ in 0..input.count(24)? {
                 let key = input.bytes()?;

@@ -220,10 +220,7 @@ impl Operator for StreamingJoin {
         if rows > 0 {
             self.snapshot_bytes_per_row = bytes.len() as f64 / rows as f64;
         }
-        Ok(match scope.changes_after {
-            Some(_) => OperatorState::changes(bytes),
-            None => OperatorState::full(bytes),
-        })
+        Ok(scope.state(bytes))
     }
 
     fn full_snapshot_estimate(&self) -> u64 {

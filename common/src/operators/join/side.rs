@@ -225,26 +225,18 @@ impl JoinSide {
         self.removals.forget_through(epoch);
     }
 
-    /// Writes the rows removed after `epoch` that were added by then.
+    /// Writes the rows removed after `epoch` that were added by then (none for a full
+    /// snapshot, `epoch` = `None`).
     pub(super) fn save_removals(&self, epoch: Option<u32>, out: &mut StateWriter) {
-        let Some(epoch) = epoch else {
-            out.u64(0);
-            return;
-        };
-        out.u64(self.removals.after(epoch).count() as u64);
-        for (key, row) in self.removals.after(epoch) {
-            out.bytes(key).bytes(row);
-        }
+        self.removals.save(epoch, out);
     }
 
     /// Reads the removals written by [`JoinSide::save_removals`] and takes the rows back.
     pub(super) fn load_removals(&mut self, input: &mut StateReader<'_>) -> Result<()> {
-        for _ in 0..input.count(2)? {
-            let (key, row) = (input.bytes()?, input.bytes()?);
-            // Rows of keys another subtask owns now were never loaded: nothing to take.
+        // Rows of keys another subtask owns now were never loaded: nothing to take.
+        Removals::load(input, |key, row| {
             self.retract(key, row, 0);
-        }
-        Ok(())
+        })
     }
 
     /// Writes `slot`'s key, its key group and its rows (with `added_after`, those added
