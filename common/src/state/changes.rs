@@ -129,7 +129,9 @@ impl Epochs {
         self.closed.push_back((request.checkpoint, self.current));
         self.current = self.current.saturating_add(1);
         SnapshotScope {
-            changes_after: settled.filter(|_| request.changes),
+            // Epochs run out after 2^32 - 1 snapshots: changes made after the last one
+            // cannot be told apart, so from then on every snapshot is full.
+            changes_after: settled.filter(|e| request.changes && *e < u32::MAX),
             settled,
         }
     }
@@ -266,6 +268,18 @@ mod tests {
         assert_eq!(fourth.settled, Some(3));
         let unknown = epochs.close(&request(5, Some(2), true));
         assert_eq!(unknown.changes_after, None, "2 is forgotten: all state");
+
+        // Once epochs run out every snapshot is full (changes could not be told apart).
+        let mut epochs = Epochs {
+            current: u32::MAX - 1,
+            closed: VecDeque::new(),
+        };
+        epochs.close(&request(1, None, true));
+        assert_eq!(
+            epochs.close(&request(2, Some(1), true)).changes_after,
+            Some(u32::MAX - 1)
+        );
+        assert_eq!(epochs.close(&request(3, Some(2), true)).changes_after, None);
     }
 
     #[test]
