@@ -382,7 +382,8 @@ fn checkpoint_json(c: &pb::CheckpointInfo) -> serde_json::Value {
         .collect();
     serde_json::json!({
         "id": c.id, "state": checkpoint_state(c.state), "triggered_at_ms": c.triggered_at_ms,
-        "duration_ms": c.duration_ms, "size_bytes": c.size_bytes, "alignment_ms": c.alignment_ms,
+        "duration_ms": c.duration_ms, "size_bytes": c.size_bytes,
+        "full_size_bytes": c.full_size_bytes, "alignment_ms": c.alignment_ms,
         "failure": c.failure, "acks": acks,
     })
 }

@@ -175,6 +175,8 @@ impl CheckpointCoordinator {
             .alignment_ms
             .max(ack.alignment.as_millis() as u64);
         pending.info.size_bytes += handle.size;
+        pending.info.full_size_bytes +=
+            handle.size + handle.previous.iter().map(|p| p.size).sum::<u64>();
         pending.handles.push(handle);
         pending.input_ended &= ack.input_ended;
         if !pending.waiting.is_empty() {
