@@ -230,11 +230,13 @@ impl Removals {
     }
 
     /// Removals remembered.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
     /// No removal is remembered.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

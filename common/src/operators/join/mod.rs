@@ -254,10 +254,6 @@ impl Operator for StreamingJoin {
                 ));
             }
         }
-        for side in &mut self.sides {
-            // What the restore took back is in no snapshot of this run.
-            side.forget_removals_through(u32::MAX);
-        }
         Ok(())
     }
 }

@@ -152,20 +152,29 @@ impl JoinSide {
     /// Takes one copy of `row` from `key` (the oldest), in epoch `epoch`; false when it is
     /// not held (a retraction of a row never seen, which takes nothing back).
     pub(super) fn retract(&mut self, key: &[u8], row: &[u8], epoch: u32) -> bool {
-        let Some(slot) = self.index.find(self.index.hash(key), key) else {
+        let Some(born) = self.take(key, row) else {
             return false;
         };
+        self.removals.push(epoch, born, key, row);
+        true
+    }
+
+    /// Takes one copy of `row` from `key` (the oldest) without remembering the removal;
+    /// returns the epoch the row was added in, or `None` when it is not held.
+    fn take(&mut self, key: &[u8], row: &[u8]) -> Option<u32> {
+        let slot = self.index.find(self.index.hash(key), key)?;
         let (mut previous, mut current) = (NONE, self.chains[slot as usize].head);
         while current != NONE && self.row(self.entries[current as usize]) != row {
             previous = current;
             current = self.entries[current as usize].next;
         }
         if current == NONE {
-            return false;
+            return None;
         }
-        let entry = self.entries[current as usize];
-        self.removals
-            .push(epoch, self.entry_epochs[current as usize], key, row);
+        let (entry, born) = (
+            self.entries[current as usize],
+            self.entry_epochs[current as usize],
+        );
         let chain = &mut self.chains[slot as usize];
         match previous {
             NONE => chain.head = entry.next,
@@ -184,7 +193,7 @@ impl JoinSide {
         if self.garbage > 1 << 20 && self.garbage > self.arena.len() / 2 {
             self.compact();
         }
-        true
+        Some(born)
     }
 
     /// Copies the held rows into a new arena, leaving the retracted ones behind.
@@ -234,8 +243,9 @@ impl JoinSide {
     /// Reads the removals written by [`JoinSide::save_removals`] and takes the rows back.
     pub(super) fn load_removals(&mut self, input: &mut StateReader<'_>) -> Result<()> {
         // Rows of keys another subtask owns now were never loaded: nothing to take.
+        // The removal is in the snapshot being restored: nothing to remember.
         Removals::load(input, |key, row| {
-            self.retract(key, row, 0);
+            self.take(key, row);
         })
     }
 
