@@ -252,7 +252,8 @@ fn assert_exact_after_restarts(
         .collect();
     assert!(
         wrong.is_empty(),
-        "after {restarts} restarts, per-key (count, sum) differ: {wrong:?}"
+        "after {restarts} restarts, per-key (count, sum) differ: {wrong:?} got {:?}",
+        wrong.iter().map(|(k, _)| got.get(*k)).collect::<Vec<_>>()
     );
     assert_eq!(got.len(), expected.len());
     restarts

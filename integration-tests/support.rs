@@ -5,10 +5,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// The `eddy` binary built for these tests.
+/// The `eddy` binary built for these tests; its log level is `EDDY_TEST_LOG` (default
+/// `warn`), e.g. `EDDY_TEST_LOG=info,eddy_taskmanager=debug` to follow a failing test.
 pub fn eddy() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_eddy"));
-    command.env_remove("RUST_LOG").env("EDDY_LOG", "warn");
+    let level = std::env::var("EDDY_TEST_LOG").unwrap_or_else(|_| "warn".into());
+    command.env_remove("RUST_LOG").env("EDDY_LOG", level);
     command
 }
 

@@ -6,6 +6,12 @@
 //! read until barrier `n` has arrived on every open channel; then the gate yields the
 //! barrier and reads all channels again. Without alignment (at-least-once) channels keep
 //! being read, and the barrier is yielded when the last one arrives.
+//!
+//! Unaligned: the first copy of barrier `n` to arrive, on a priority lane or in a channel,
+//! starts the snapshot at once; the data each channel sent before its barrier and the
+//! snapshot did not hold is the checkpoint's in-flight data. A barrier's copy in the
+//! channel comes right behind that data, so no row sent after a barrier is read before
+//! the gate knows of the barrier, however late its priority copy.
 
 use std::collections::VecDeque;
 use std::future::poll_fn;
@@ -65,8 +71,9 @@ struct Channel {
     /// Data events taken from the receiver so far (their sequence numbers).
     received: u64,
     /// Events taken from the receiver ahead of processing (an unaligned checkpoint copies
-    /// its in-flight data without waiting for it to be processed).
-    prefetched: VecDeque<Event>,
+    /// its in-flight data without waiting for it to be processed), each with the data
+    /// events taken before it (a data event's sequence number).
+    prefetched: VecDeque<(u64, Event)>,
     /// The receiver has closed.
     closed: bool,
 }
@@ -89,7 +96,9 @@ struct InFlight {
 }
 
 enum Polled {
-    Data(usize, Option<Event>),
+    /// An event of channel `.0` (`None`: the channel closed), with the data events taken
+    /// from that channel before it.
+    Data(usize, Option<Event>, u64),
     Priority(usize, PriorityBarrier),
     /// In-flight data was copied ahead of processing: an unaligned checkpoint may be done.
     Prefetched,
@@ -103,6 +112,8 @@ pub struct InputGate {
     emitted: Timestamp,
     alignment: Option<Alignment>,
     in_flight: Option<InFlight>,
+    /// The newest unaligned checkpoint started.
+    unaligned_started: u64,
 }
 
 impl InputGate {
@@ -128,6 +139,7 @@ impl InputGate {
             emitted: Timestamp::MIN,
             alignment: None,
             in_flight: None,
+            unaligned_started: 0,
         }
     }
 
@@ -140,15 +152,17 @@ impl InputGate {
             let Some(polled) = self.poll_any().await else {
                 return Ok(None);
             };
-            let (index, event) = match polled {
+            let (index, event, position) = match polled {
                 Polled::Priority(index, priority) => {
-                    if let Some(start) = self.priority_barrier(index, priority) {
+                    if let Some(start) =
+                        self.unaligned_barrier(index, priority.barrier, priority.sent)
+                    {
                         return Ok(Some(start));
                     }
                     continue;
                 }
                 Polled::Prefetched => continue,
-                Polled::Data(index, event) => (index, event),
+                Polled::Data(index, event, position) => (index, event, position),
             };
             match event {
                 Some(Event::Data(chunk)) => {
@@ -158,6 +172,11 @@ impl InputGate {
                 Some(Event::Watermark(t)) => {
                     let channel = &mut self.channels[index];
                     channel.watermark = channel.watermark.max(t);
+                }
+                Some(Event::Barrier(barrier)) if barrier.unaligned => {
+                    if let Some(start) = self.unaligned_barrier(index, barrier, position) {
+                        return Ok(Some(start));
+                    }
                 }
                 Some(Event::Barrier(barrier)) => self.barrier_arrived(index, barrier),
                 Some(Event::EndOfStream) => self.channels[index].ended = true,
@@ -177,15 +196,17 @@ impl InputGate {
     }
 
     /// Counts an event taken from channel `index` and logs it if it is data in flight for
-    /// an unaligned checkpoint.
+    /// an unaligned checkpoint; returns the data events taken from the channel before it.
     fn record(
         channel: &mut Channel,
         in_flight: Option<&mut InFlight>,
         index: usize,
         event: &Event,
-    ) {
-        let Event::Data(chunk) = event else { return };
+    ) -> u64 {
         let sequence = channel.received;
+        let Event::Data(chunk) = event else {
+            return sequence;
+        };
         channel.received += 1;
         if let Some(in_flight) = in_flight
             && sequence >= in_flight.received_at_snapshot[index]
@@ -193,40 +214,63 @@ impl InputGate {
         {
             in_flight.logged.push((index, sequence, chunk.clone()));
         }
+        sequence
     }
 
-    /// An unaligned barrier on a channel's priority lane; returns the snapshot signal when
-    /// it starts a checkpoint.
-    fn priority_barrier(&mut self, index: usize, priority: PriorityBarrier) -> Option<Input> {
+    /// A copy of an unaligned barrier arrived on channel `index`, which sent `sent` data
+    /// events before it; returns the snapshot signal when it starts a checkpoint.
+    fn unaligned_barrier(&mut self, index: usize, barrier: Barrier, sent: u64) -> Option<Input> {
         if self.channels[index].ended {
             return None;
         }
-        let checkpoint = priority.barrier.checkpoint;
-        let current = self.in_flight.as_ref().map(|f| f.checkpoint);
-        let started = match current {
-            Some(n) if checkpoint < n => return None,
-            Some(n) if checkpoint == n => false,
+        let checkpoint = barrier.checkpoint;
+        let started = match &self.in_flight {
+            Some(current) if current.checkpoint == checkpoint => false,
+            // Stale, or the other copy of a barrier whose checkpoint is already done here.
+            _ if checkpoint <= self.unaligned_started => return None,
             _ => {
                 // The first barrier of a new checkpoint (an unfinished one was aborted).
-                self.in_flight = Some(InFlight {
-                    checkpoint,
-                    sent_before: vec![None; self.channels.len()],
-                    received_at_snapshot: self.channels.iter().map(|c| c.received).collect(),
-                    logged: Vec::new(),
-                });
+                self.in_flight = Some(self.start_in_flight(checkpoint));
+                self.unaligned_started = checkpoint;
                 true
             }
         };
         let in_flight = self.in_flight.as_mut().expect("in-flight checkpoint");
-        in_flight.sent_before[index] = Some(priority.sent);
+        if in_flight.sent_before[index].is_some() {
+            return None; // its other copy came first
+        }
+        in_flight.sent_before[index] = Some(sent);
         // Events already logged past the barrier's position belong after it.
         in_flight
             .logged
-            .retain(|(channel, sequence, _)| *channel != index || *sequence < priority.sent);
+            .retain(|(channel, sequence, _)| *channel != index || *sequence < sent);
         started.then_some(Input::Barrier {
-            barrier: priority.barrier,
+            barrier,
             aligned_for: Duration::ZERO,
         })
+    }
+
+    /// Starts collecting checkpoint `checkpoint`'s in-flight data as its snapshot is
+    /// taken: what each channel sends from now until its barrier, and what was taken from
+    /// the channels ahead of processing and is not in the snapshot either.
+    fn start_in_flight(&self, checkpoint: u64) -> InFlight {
+        let mut logged = Vec::new();
+        let mut processed = Vec::with_capacity(self.channels.len());
+        for (index, channel) in self.channels.iter().enumerate() {
+            for (sequence, event) in &channel.prefetched {
+                if let Event::Data(chunk) = event {
+                    logged.push((index, *sequence, chunk.clone()));
+                }
+            }
+            let first_unprocessed = channel.prefetched.front().map(|(taken, _)| *taken);
+            processed.push(first_unprocessed.unwrap_or(channel.received));
+        }
+        InFlight {
+            checkpoint,
+            sent_before: vec![None; self.channels.len()],
+            received_at_snapshot: processed,
+            logged,
+        }
     }
 
     fn completed_in_flight(&mut self) -> Option<Input> {
@@ -321,8 +365,8 @@ impl InputGate {
                     while !channel.closed && channel.received < sent {
                         match channel.receiver.poll_recv(cx) {
                             Poll::Ready(Some(event)) => {
-                                Self::record(channel, Some(&mut *in_flight), i, &event);
-                                channel.prefetched.push_back(event);
+                                let taken = Self::record(channel, Some(&mut *in_flight), i, &event);
+                                channel.prefetched.push_back((taken, event));
                                 progressed = true;
                             }
                             Poll::Ready(None) => channel.closed = true,
@@ -345,20 +389,21 @@ impl InputGate {
                     continue;
                 }
                 open = true;
-                if let Some(event) = channel.prefetched.pop_front() {
+                if let Some((taken, event)) = channel.prefetched.pop_front() {
                     self.next = i + 1;
-                    return Poll::Ready(Some(Polled::Data(i, Some(event))));
+                    return Poll::Ready(Some(Polled::Data(i, Some(event), taken)));
                 }
                 if channel.closed {
                     self.next = i + 1;
-                    return Poll::Ready(Some(Polled::Data(i, None)));
+                    return Poll::Ready(Some(Polled::Data(i, None, channel.received)));
                 }
                 if let Poll::Ready(event) = channel.receiver.poll_recv(cx) {
-                    if let Some(event) = &event {
-                        Self::record(channel, self.in_flight.as_mut(), i, event);
-                    }
+                    let taken = match &event {
+                        Some(event) => Self::record(channel, self.in_flight.as_mut(), i, event),
+                        None => channel.received,
+                    };
                     self.next = i + 1;
-                    return Poll::Ready(Some(Polled::Data(i, event)));
+                    return Poll::Ready(Some(Polled::Data(i, event, taken)));
                 }
             }
             if open {
@@ -531,6 +576,92 @@ mod tests {
         logged.sort();
         assert_eq!(logged, vec!["1", "1:10", "1:11", "2"]);
         assert!(gate.next().await.unwrap().is_none());
+    }
+
+    fn unaligned(n: u64) -> Event {
+        Event::Barrier(Barrier {
+            checkpoint: n,
+            triggered_at: 0,
+            unaligned: true,
+        })
+    }
+
+    fn in_flight_rows(input: Option<Input>) -> (u64, Vec<String>) {
+        let Some(Input::InFlight { checkpoint, chunks }) = input else {
+            panic!("expected the in-flight data, got {input:?}");
+        };
+        let mut rows: Vec<String> = chunks
+            .into_iter()
+            .map(|(input, chunk)| value(&Input::Data { input, chunk }))
+            .collect();
+        rows.sort();
+        (checkpoint, rows)
+    }
+
+    #[tokio::test]
+    async fn rows_sent_after_an_unaligned_barrier_wait_for_it_however_late_its_priority_copy() {
+        // Between TaskManagers the priority copy travels apart from the data: here it has
+        // not come yet, and the row sent after the barrier must not be read before the
+        // snapshot (it would be in the snapshot and sent again after a restore).
+        let (a, a_rx) = local_channel(16);
+        let (b, b_rx) = local_channel(16);
+        let mut gate = InputGate::new(vec![a_rx, b_rx], CheckpointingMode::ExactlyOnce);
+        for event in [data(1), unaligned(1), data(2)] {
+            a.data.send(event).await.unwrap();
+        }
+        b.data.send(data(10)).await.unwrap();
+        let mut seen = Vec::new();
+        while seen.len() < 4 {
+            seen.push(value(&gate.next().await.unwrap().unwrap()));
+        }
+        let at = |row: &str| seen.iter().position(|s| s == row).unwrap();
+        assert!(at("1") < at("b1") && at("b1") < at("2"), "{seen:?}");
+        // The late priority copy changes nothing; b's barrier completes the checkpoint.
+        priority(&a, 1, 1);
+        priority(&b, 1, 1);
+        let (checkpoint, rows) = in_flight_rows(gate.next().await.unwrap());
+        assert_eq!(checkpoint, 1);
+        let expected: Vec<String> = if at("10") > at("b1") {
+            vec!["10".into()]
+        } else {
+            vec![]
+        };
+        assert_eq!(rows, expected);
+        // The channel copy of b's barrier, behind its row, is the other copy: ignored.
+        b.data.send(unaligned(1)).await.unwrap();
+        a.data.send(Event::EndOfStream).await.unwrap();
+        b.data.send(Event::EndOfStream).await.unwrap();
+        assert!(gate.next().await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn rows_taken_ahead_for_one_checkpoint_are_in_flight_for_the_next() {
+        let (a, a_rx) = local_channel(16);
+        let (b, b_rx) = local_channel(16);
+        let mut gate = InputGate::new(vec![a_rx, b_rx], CheckpointingMode::ExactlyOnce);
+        for v in [10, 11] {
+            b.data.send(data(v)).await.unwrap();
+        }
+        priority(&a, 1, 0);
+        assert_eq!(value(&gate.next().await.unwrap().unwrap()), "b1");
+        // b's barrier of checkpoint 1 comes after its two rows: they are taken ahead of
+        // processing to complete checkpoint 1.
+        priority(&b, 1, 2);
+        assert_eq!(
+            in_flight_rows(gate.next().await.unwrap()),
+            (1, vec!["10".into(), "11".into()])
+        );
+        // Checkpoint 2 starts before they are processed: not in its snapshot, so in its
+        // in-flight data too.
+        priority(&a, 2, 0);
+        assert_eq!(value(&gate.next().await.unwrap().unwrap()), "b2");
+        priority(&b, 2, 2);
+        assert_eq!(
+            in_flight_rows(gate.next().await.unwrap()),
+            (2, vec!["10".into(), "11".into()])
+        );
+        assert_eq!(value(&gate.next().await.unwrap().unwrap()), "10");
+        assert_eq!(value(&gate.next().await.unwrap().unwrap()), "11");
     }
 
     #[tokio::test]

@@ -1,9 +1,16 @@
 //! Where a task's rows go: a sink writer, or the channels to the next vertex's subtasks,
 //! partitioned as the plan says. Sending blocks while a channel is full, which is how
 //! backpressure reaches the sources; the time blocked is counted.
+//!
+//! An unaligned barrier goes out twice on every channel: at once on the priority lane,
+//! overtaking the queued data, and into the channel itself right behind the data counted
+//! before it. Between TaskManagers the two travel apart, and rows sent after the barrier
+//! can arrive before its priority copy; the copy in the channel makes sure the receiver
+//! knows of the barrier before it reads any of them.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use arrow::datatypes::SchemaRef;
@@ -39,10 +46,53 @@ pub enum TaskOutput {
 /// Channels to the next vertex's subtasks.
 pub struct ExchangeOutput {
     senders: Vec<OutputChannel>,
-    /// Data events sent (or being sent) on each channel, for unaligned barriers.
-    sent: Arc<Vec<AtomicU64>>,
+    lanes: Arc<Lanes>,
+    /// Data events written into each channel.
+    written: Vec<u64>,
     router: Router,
     metrics: Arc<OperatorMetrics>,
+}
+
+/// What the channels share with their priority lanes, which a source uses while a send
+/// blocks.
+struct Lanes {
+    /// Data events sent (or being sent) on each channel, for unaligned barriers.
+    sent: Vec<AtomicU64>,
+    /// Per channel, the unaligned barriers still to be written into it, each with the
+    /// data events counted before it.
+    markers: Mutex<Vec<VecDeque<(u64, Barrier)>>>,
+    /// Some channel has a barrier to write (spares the hot path the lock).
+    marked: AtomicBool,
+}
+
+impl Lanes {
+    fn new(channels: usize) -> Self {
+        Lanes {
+            sent: (0..channels).map(|_| AtomicU64::new(0)).collect(),
+            markers: Mutex::new(vec![VecDeque::new(); channels]),
+            marked: AtomicBool::new(false),
+        }
+    }
+
+    /// The barrier to write into channel `target` now that `written` data events are in
+    /// it, if one was counted behind exactly those.
+    fn marker_due(&self, target: usize, written: u64) -> Option<Barrier> {
+        if !self.marked.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut markers = self.markers.lock().expect("markers lock");
+        let queue = &mut markers[target];
+        debug_assert!(
+            queue
+                .front()
+                .is_none_or(|(position, _)| *position >= written)
+        );
+        let (_, barrier) = queue.pop_front_if(|(position, _)| *position == written)?;
+        if markers.iter().all(VecDeque::is_empty) {
+            self.marked.store(false, Ordering::Release);
+        }
+        Some(barrier)
+    }
 }
 
 enum Router {
@@ -69,15 +119,27 @@ impl ExchangeOutput {
             Partitioning::Rebalance => Router::RoundRobin(0),
         };
         ExchangeOutput {
-            sent: Arc::new(senders.iter().map(|_| AtomicU64::new(0)).collect()),
+            lanes: Arc::new(Lanes::new(senders.len())),
+            written: vec![0; senders.len()],
             senders,
             router,
             metrics,
         }
     }
 
-    /// Sends one event; data events must have been counted in `sent` first.
-    async fn send_to(&self, target: usize, event: Event) -> Result<()> {
+    /// Sends one event, after any unaligned barrier due in front of it; data events must
+    /// have been counted in `sent` first.
+    async fn send_to(&mut self, target: usize, event: Event) -> Result<()> {
+        while let Some(barrier) = self.lanes.marker_due(target, self.written[target]) {
+            self.write(target, Event::Barrier(barrier)).await?;
+        }
+        let data = matches!(event, Event::Data(_));
+        self.write(target, event).await?;
+        self.written[target] += u64::from(data);
+        Ok(())
+    }
+
+    async fn write(&self, target: usize, event: Event) -> Result<()> {
         let sender = &self.senders[target].data;
         match sender.try_send(event) {
             Ok(()) => Ok(()),
@@ -98,13 +160,13 @@ impl ExchangeOutput {
         OperatorMetrics::add(&self.metrics.records_out, chunk.num_rows() as u64);
         match &mut self.router {
             Router::Forward => {
-                self.sent[0].fetch_add(1, Ordering::Relaxed);
+                self.lanes.sent[0].fetch_add(1, Ordering::Relaxed);
                 self.send_to(0, Event::Data(chunk)).await
             }
             Router::RoundRobin(next) => {
                 let target = *next % self.senders.len();
                 *next = target + 1;
-                self.sent[target].fetch_add(1, Ordering::Relaxed);
+                self.lanes.sent[target].fetch_add(1, Ordering::Relaxed);
                 self.send_to(target, Event::Data(chunk)).await
             }
             Router::Hash(partitioner) => {
@@ -113,7 +175,7 @@ impl ExchangeOutput {
                 // send blocks must count the whole chunk as sent before it.
                 for (target, part) in parts.iter().enumerate() {
                     if part.is_some() {
-                        self.sent[target].fetch_add(1, Ordering::Relaxed);
+                        self.lanes.sent[target].fetch_add(1, Ordering::Relaxed);
                     }
                 }
                 for (target, part) in parts.into_iter().enumerate() {
@@ -126,7 +188,7 @@ impl ExchangeOutput {
         }
     }
 
-    async fn broadcast(&self, event: Event) -> Result<()> {
+    async fn broadcast(&mut self, event: Event) -> Result<()> {
         for target in 0..self.senders.len() {
             self.send_to(target, event.clone()).await?;
         }
@@ -134,8 +196,9 @@ impl ExchangeOutput {
     }
 
     /// Sends a barrier: in order behind the data (aligned), or on every channel's priority
-    /// lane with the count of data events sent before it (unaligned).
-    async fn barrier(&self, barrier: Barrier) -> Result<()> {
+    /// lane with the count of data events sent before it, and into the channel behind them
+    /// (unaligned).
+    async fn barrier(&mut self, barrier: Barrier) -> Result<()> {
         if !barrier.unaligned {
             return self.broadcast(Event::Barrier(barrier)).await;
         }
@@ -146,7 +209,7 @@ impl ExchangeOutput {
     pub fn priority_lanes(&self) -> PriorityLanes {
         PriorityLanes {
             senders: self.senders.iter().map(|c| c.priority.clone()).collect(),
-            sent: self.sent.clone(),
+            lanes: Some(self.lanes.clone()),
         }
     }
 }
@@ -155,17 +218,24 @@ impl ExchangeOutput {
 #[derive(Clone, Default)]
 pub struct PriorityLanes {
     senders: Vec<UnboundedSender<PriorityBarrier>>,
-    sent: Arc<Vec<AtomicU64>>,
+    lanes: Option<Arc<Lanes>>,
 }
 
 impl PriorityLanes {
-    /// Sends an unaligned barrier on every lane, with the data events sent before it.
+    /// Sends an unaligned barrier on every lane, with the data events sent before it, and
+    /// has it written into each channel behind those.
     pub fn send(&self, barrier: Barrier) -> Result<()> {
+        let Some(lanes) = &self.lanes else {
+            return Ok(());
+        };
+        let mut markers = lanes.markers.lock().expect("markers lock");
         for (target, lane) in self.senders.iter().enumerate() {
-            let sent = self.sent[target].load(Ordering::Relaxed);
+            let sent = lanes.sent[target].load(Ordering::Relaxed);
             lane.send(PriorityBarrier { barrier, sent })
                 .map_err(|_| downstream_gone(target))?;
+            markers[target].push_back((sent, barrier));
         }
+        lanes.marked.store(true, Ordering::Release);
         Ok(())
     }
 }
@@ -242,5 +312,67 @@ impl TaskOutput {
             TaskOutput::Sink { writer, .. } => writer.finish(end_of_input).await,
             TaskOutput::Exchange(exchange) => exchange.broadcast(Event::EndOfStream).await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::Int64Array;
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    use crate::exchange::local_channel;
+
+    use super::*;
+
+    fn chunk(v: i64) -> Chunk {
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+        Chunk::inserts(
+            RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![v]))]).unwrap(),
+        )
+    }
+
+    fn describe(event: Event) -> String {
+        match event {
+            Event::Data(chunk) => {
+                let values = chunk.rows().column(0).as_any().downcast_ref::<Int64Array>();
+                values.unwrap().value(0).to_string()
+            }
+            Event::Barrier(b) => format!("b{}", b.checkpoint),
+            other => format!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unaligned_barrier_is_written_behind_exactly_the_data_counted_before_it() {
+        let (tx, mut rx) = local_channel(1);
+        let mut output = ExchangeOutput::new(
+            vec![tx],
+            &Partitioning::Forward,
+            128,
+            Arc::new(OperatorMetrics::default()),
+        );
+        let lanes = output.priority_lanes();
+        output.send_chunk(chunk(1)).await.unwrap();
+        // The channel is full: sending 2 blocks after counting it, as a source's send does
+        // when it checkpoints mid-send.
+        let sending = tokio::spawn(async move {
+            output.send_chunk(chunk(2)).await.unwrap();
+            output.send_chunk(chunk(3)).await.unwrap();
+        });
+        tokio::task::yield_now().await;
+        let barrier = Barrier {
+            checkpoint: 7,
+            triggered_at: 0,
+            unaligned: true,
+        };
+        lanes.send(barrier).unwrap();
+        let priority = rx.priority.recv().await.unwrap();
+        assert_eq!((priority.barrier, priority.sent), (barrier, 2));
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            seen.push(describe(rx.data.recv().await.unwrap()));
+        }
+        assert_eq!(seen, vec!["1", "2", "b7", "3"]);
+        sending.await.unwrap();
     }
 }

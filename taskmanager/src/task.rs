@@ -26,6 +26,7 @@ use eddy_common::state::{OperatorState, SnapshotRequest, StateKind};
 use eddy_common::{EddyError, Result};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use crate::chain::OperatorChain;
 use crate::chains::SnapshotChains;
@@ -288,13 +289,22 @@ pub enum TaskEnd {
 
 /// Runs a subtask to its end. Setting `stop` to true ends sources cleanly: what has been
 /// read flows through and sinks flush. Aborting the task's future cancels it outright.
-pub async fn run_task(
+/// What it logs carries the job attempt and the task.
+pub async fn run_task(deployment: TaskDeployment, stop: watch::Receiver<bool>) -> Result<TaskEnd> {
+    let span = tracing::info_span!(
+        "task",
+        job = %format!("{}.{}", deployment.job, deployment.attempt),
+        task = %deployment.name()
+    );
+    run_subtask(deployment, stop).instrument(span).await
+}
+
+async fn run_subtask(
     mut deployment: TaskDeployment,
     mut stop: watch::Receiver<bool>,
 ) -> Result<TaskEnd> {
     let graph = deployment.graph.clone();
     let vertex = &graph.vertices[deployment.vertex];
-    let name = deployment.name();
     let prefix = vertex.name();
     let max_parallelism = graph.config.max_parallelism;
     let scope = KeyScope {
@@ -344,7 +354,7 @@ pub async fn run_task(
             deployment.metrics.operator(&format!("{prefix}/Exchange")),
         )),
     };
-    tracing::debug!(task = %name, restored = ?deployment.restore.as_ref().map(|r| r.checkpoint), "task started");
+    tracing::debug!(restored = ?deployment.restore.as_ref().map(|r| r.checkpoint), "task started");
     let mut checkpointing = deployment.checkpointing.take();
     let mode = checkpointing
         .as_ref()
@@ -412,7 +422,7 @@ pub async fn run_task(
         }
     };
     output.finish(end == TaskEnd::Finished).await?;
-    tracing::debug!(task = %name, ?end, "task ended");
+    tracing::debug!(?end, "task ended");
     // Freeing large state (a GROUP BY's groups) takes tens of milliseconds: do it off this
     // thread, so that the task's end is reported at once.
     tokio::task::spawn_blocking(move || drop(chain));
