@@ -233,7 +233,14 @@ impl PriorityLanes {
             let sent = lanes.sent[target].load(Ordering::Relaxed);
             lane.send(PriorityBarrier { barrier, sent })
                 .map_err(|_| downstream_gone(target))?;
-            markers[target].push_back((sent, barrier));
+            // A newer barrier at the same place supersedes an unwritten older one (that
+            // checkpoint is over: done or aborted), so a channel without traffic does not
+            // pile them up. At most two wait: the place a blocked send is at, and past it.
+            let queue = &mut markers[target];
+            match queue.back_mut() {
+                Some((position, older)) if *position == sent => *older = barrier,
+                _ => queue.push_back((sent, barrier)),
+            }
         }
         lanes.marked.store(true, Ordering::Release);
         Ok(())
@@ -320,7 +327,7 @@ mod tests {
     use arrow::array::Int64Array;
     use arrow::datatypes::{DataType, Field, Schema};
 
-    use crate::exchange::local_channel;
+    use crate::exchange::{InputChannel, local_channel};
 
     use super::*;
 
@@ -342,15 +349,24 @@ mod tests {
         }
     }
 
+    fn unaligned(checkpoint: u64) -> Barrier {
+        Barrier {
+            checkpoint,
+            triggered_at: 0,
+            unaligned: true,
+        }
+    }
+
+    fn forward(capacity: usize) -> (ExchangeOutput, InputChannel) {
+        let (tx, rx) = local_channel(capacity);
+        let metrics = Arc::new(OperatorMetrics::default());
+        let output = ExchangeOutput::new(vec![tx], &Partitioning::Forward, 128, metrics);
+        (output, rx)
+    }
+
     #[tokio::test]
     async fn an_unaligned_barrier_is_written_behind_exactly_the_data_counted_before_it() {
-        let (tx, mut rx) = local_channel(1);
-        let mut output = ExchangeOutput::new(
-            vec![tx],
-            &Partitioning::Forward,
-            128,
-            Arc::new(OperatorMetrics::default()),
-        );
+        let (mut output, mut rx) = forward(1);
         let lanes = output.priority_lanes();
         output.send_chunk(chunk(1)).await.unwrap();
         // The channel is full: sending 2 blocks after counting it, as a source's send does
@@ -360,11 +376,7 @@ mod tests {
             output.send_chunk(chunk(3)).await.unwrap();
         });
         tokio::task::yield_now().await;
-        let barrier = Barrier {
-            checkpoint: 7,
-            triggered_at: 0,
-            unaligned: true,
-        };
+        let barrier = unaligned(7);
         lanes.send(barrier).unwrap();
         let priority = rx.priority.recv().await.unwrap();
         assert_eq!((priority.barrier, priority.sent), (barrier, 2));
@@ -374,5 +386,27 @@ mod tests {
         }
         assert_eq!(seen, vec!["1", "2", "b7", "3"]);
         sending.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn barriers_on_an_idle_channel_leave_only_the_newest_to_write() {
+        let (mut output, mut rx) = forward(8);
+        let lanes = output.priority_lanes();
+        for checkpoint in 1..=3 {
+            lanes.send(unaligned(checkpoint)).unwrap();
+        }
+        output.send_chunk(chunk(1)).await.unwrap();
+        let seen = [rx.data.recv().await, rx.data.recv().await].map(|e| describe(e.unwrap()));
+        assert_eq!(seen, ["b3".to_string(), "1".to_string()]);
+        assert!(
+            rx.data.try_recv().is_err(),
+            "the older barriers are not written"
+        );
+        for checkpoint in 1..=3 {
+            assert_eq!(
+                rx.priority.recv().await.unwrap().barrier,
+                unaligned(checkpoint)
+            );
+        }
     }
 }
