@@ -199,6 +199,15 @@ impl DatagenReader {
         if self.ended {
             return Ok(None);
         }
+        // Paced before anything is taken, so that a read cancelled while it waits (the
+        // task stopping) skips no rows.
+        if let Some(rate) = self.rate {
+            let due = Duration::from_secs_f64(self.emitted as f64 / rate);
+            let elapsed = self.started.elapsed();
+            if due > elapsed {
+                tokio::time::sleep(due - elapsed).await;
+            }
+        }
         let mut indices = Vec::with_capacity(self.batch_size);
         while indices.len() < self.batch_size {
             match self.progress.advance(self.total_rows) {
@@ -209,13 +218,6 @@ impl DatagenReader {
         if indices.is_empty() {
             self.ended = true;
             return Ok(Some(SourceEvent::SplitEnd(0)));
-        }
-        if let Some(rate) = self.rate {
-            let due = Duration::from_secs_f64(self.emitted as f64 / rate);
-            let elapsed = self.started.elapsed();
-            if due > elapsed {
-                tokio::time::sleep(due - elapsed).await;
-            }
         }
         self.emitted += indices.len() as u64;
         let now = now_millis();

@@ -270,6 +270,15 @@ impl NexmarkReader {
         if self.ended {
             return Ok(None);
         }
+        // Paced before anything is taken, so that a read cancelled while it waits (the
+        // task stopping) skips no events.
+        if let Some(rate) = self.rate {
+            let due = Duration::from_secs_f64(self.generated as f64 / rate);
+            let elapsed = self.started.elapsed();
+            if due > elapsed {
+                tokio::time::sleep(due - elapsed).await;
+            }
+        }
         let mut builder = RowsBuilder::new(self.stream, self.batch_size);
         let mut scanned = 0u64;
         while builder.len < self.batch_size {
@@ -285,14 +294,7 @@ impl NexmarkReader {
             self.ended = true;
             return Ok(Some(SourceEvent::SplitEnd(0)));
         }
-        if let Some(rate) = self.rate {
-            self.generated += scanned;
-            let due = Duration::from_secs_f64(self.generated as f64 / rate);
-            let elapsed = self.started.elapsed();
-            if due > elapsed {
-                tokio::time::sleep(due - elapsed).await;
-            }
-        }
+        self.generated += scanned;
         let all = builder.finish();
         let columns: Vec<ArrayRef> = self.columns.iter().map(|i| all[*i].clone()).collect();
         let rows = RecordBatch::try_new_with_options(
@@ -558,5 +560,37 @@ mod tests {
             );
         }
         assert!(generator.timestamp(10) > generator.timestamp(0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_cancelled_while_paced_skips_no_events() {
+        let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+            arrow::datatypes::Field::new("auction", arrow::datatypes::DataType::Int64, true),
+        ]));
+        let options = [("nexmark.table", "bid"), ("events.rate", "1000")]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into();
+        let connector = NexmarkConnector::new("bid", &options, &schema).unwrap();
+        let context = SourceContext {
+            table: "bid".into(),
+            schema,
+            subtask: 0,
+            parallelism: 1,
+            batch_size: 50,
+            metrics: Default::default(),
+        };
+        let mut reader = connector.create_reader(&context).unwrap();
+        let mut uncancelled = connector.create_reader(&context).unwrap();
+        for _ in 0..2 {
+            uncancelled.next().await.unwrap();
+        }
+        reader.next().await.unwrap();
+        let before = reader.position().unwrap();
+        // The second batch is due later: a stop cancels the read while it waits.
+        let cancelled = tokio::time::timeout(Duration::from_millis(1), reader.next()).await;
+        assert!(cancelled.is_err(), "the read waits for its pace");
+        assert_eq!(reader.position().unwrap(), before);
+        reader.next().await.unwrap();
+        assert_eq!(reader.position().unwrap(), uncancelled.position().unwrap());
     }
 }
