@@ -495,6 +495,31 @@ fn incremental_checkpoints_extend_earlier_files_and_restore_exactly() {
     // The restart restores from a chain of files (or from a full snapshot taken since).
     cluster.taskmanagers[0].child.kill().unwrap();
     cluster.add_taskmanager(2);
+    // The first checkpoint after the restart extends the files restored from instead of
+    // writing the restored state again.
+    let first_after_restart = loop {
+        let status = cluster.status(&job_id);
+        let restored = status["restored_from"].as_u64().unwrap_or(0);
+        let first = status["checkpoints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["state"] == "COMPLETED" && c["id"].as_u64() > Some(restored))
+            .min_by_key(|c| c["id"].as_u64());
+        if let (true, Some(first)) = (restored > 0, first) {
+            break first.clone();
+        }
+        assert!(
+            Instant::now() < deadline && status["state"] != "FINISHED",
+            "no checkpoint after the restart: {status}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        first_after_restart["size_bytes"].as_u64()
+            < first_after_restart["full_size_bytes"].as_u64(),
+        "{first_after_restart}"
+    );
     let status = cluster.wait_for(&job_id, "FINISHED", TWO_MINUTES);
     assert!(status["restarts"].as_u64().unwrap() >= 1, "{status}");
     let expected = failure_free(&cluster.scratch, 200_000);

@@ -105,6 +105,14 @@ impl OperatorChain {
         Ok(())
     }
 
+    /// The state restored is exactly this subtask's snapshot of `checkpoint`: later
+    /// snapshots may hold only the changes since it.
+    pub fn restored_from(&mut self, checkpoint: u64) {
+        for (operator, _) in &mut self.operators {
+            operator.restored_from(checkpoint);
+        }
+    }
+
     /// Passes a watermark down the chain: each operator first sees the chunks the
     /// operators before it emitted for this watermark, then the watermark.
     pub fn on_watermark(&mut self, watermark: Timestamp) -> Result<Vec<Chunk>> {

@@ -1,10 +1,12 @@
 //! Which stored snapshot a task's next snapshot extends. A task's snapshot of changes
-//! extends its snapshot of the newest completed checkpoint, taken in this run. The chain of
-//! files a restore reads is kept short and not much larger than the state: past
-//! [`MAX_CHAIN`] files, or once the chain holds more than twice the bytes a full snapshot
-//! would (changes that overwrite earlier ones), the next snapshot is a full one.
+//! extends its snapshot of the newest completed checkpoint, taken in this run or restored
+//! from. The chain of files a restore reads is kept short and not much larger than the
+//! state: past [`MAX_CHAIN`] files, or once the chain holds more than twice the bytes a
+//! full snapshot would (changes that overwrite earlier ones), the next snapshot is a full
+//! one.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use eddy_common::checkpoint::StateFile;
@@ -19,11 +21,13 @@ struct Stored {
     full_estimate: u64,
 }
 
-/// The chains of the snapshots one task stored in this run, by checkpoint.
+/// The chains of the snapshots one task stored in this run (or restored), by checkpoint.
 #[derive(Debug, Clone)]
 pub struct SnapshotChains {
     incremental: bool,
     stored: Arc<Mutex<BTreeMap<u64, Stored>>>,
+    /// The checkpoint the task restored its own snapshot of (0: none).
+    restored: Arc<AtomicU64>,
 }
 
 impl SnapshotChains {
@@ -32,7 +36,23 @@ impl SnapshotChains {
         SnapshotChains {
             incremental,
             stored: Arc::default(),
+            restored: Arc::default(),
         }
+    }
+
+    /// The task restored exactly its own snapshot of `checkpoint`, whose files are
+    /// `chain`: until a newer checkpoint completes, snapshots can extend it.
+    pub fn restored(&self, checkpoint: u64, chain: Vec<StateFile>) {
+        self.restored.store(checkpoint, Ordering::Relaxed);
+        // What the restore read stands for the state's size until the operators know.
+        let full_estimate = chain.iter().map(|f| f.size).sum();
+        self.stored(checkpoint, chain, full_estimate);
+    }
+
+    /// The newest completed checkpoint, given the newest the JobManager declared
+    /// complete: the one restored from counts until a newer one completes.
+    pub fn completed(&self, declared: u64) -> u64 {
+        declared.max(self.restored.load(Ordering::Relaxed))
     }
 
     /// The chain a snapshot taken now can extend, given the newest completed checkpoint:
@@ -94,5 +114,21 @@ mod tests {
         let off = SnapshotChains::new(false);
         off.stored(1, vec![file(1, 100)], 100);
         assert_eq!(off.base(1), None, "incremental snapshots are off");
+    }
+
+    #[test]
+    fn a_restored_snapshot_counts_as_completed_until_a_newer_one() {
+        let chains = SnapshotChains::new(true);
+        let restored = vec![file(3, 100), file(4, 30)];
+        chains.restored(4, restored.clone());
+        assert_eq!(
+            chains.completed(0),
+            4,
+            "nothing declared complete in this run yet"
+        );
+        assert_eq!(chains.base(chains.completed(0)), Some(restored.clone()));
+        chains.stored(6, [restored, vec![file(6, 20)]].concat(), 140);
+        assert_eq!(chains.completed(6), 6);
+        assert_eq!(chains.base(6).unwrap().len(), 3);
     }
 }

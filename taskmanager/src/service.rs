@@ -205,7 +205,12 @@ impl TaskManagerNode {
                     .await
                     .map_err(|e| Status::failed_precondition(format!("cannot restore: {e}")))?;
                 for (v, subtask) in mine.iter().filter(|(v, _)| *v == vertex) {
-                    restores.insert((*v, *subtask), restore.for_subtask(*subtask));
+                    let mut task_restore = restore.for_subtask(*subtask);
+                    if !request.restore_path.is_empty() {
+                        // A savepoint's files are the user's: no checkpoint extends them.
+                        task_restore.chain.clear();
+                    }
+                    restores.insert((*v, *subtask), task_restore);
                 }
             }
         }

@@ -115,6 +115,10 @@ pub struct TaskRestore {
     pub in_flight: Vec<(usize, Vec<u8>)>,
     /// The sink states of the previous subtasks this one takes over.
     pub sink: Vec<Vec<u8>>,
+    /// The files of the task snapshot restored, oldest first, when they hold exactly
+    /// this subtask's state and later snapshots may extend them (the same parallelism,
+    /// the job's own checkpoint); empty otherwise.
+    pub chain: Vec<StateFile>,
 }
 
 /// What the subtasks of one vertex restore, read once for all of them.
@@ -125,6 +129,8 @@ pub struct VertexRestore {
     /// For each operator, its states with the previous subtask each is from.
     operators: Vec<Vec<(usize, Bytes)>>,
     in_flight: HashMap<usize, Vec<(usize, Vec<u8>)>>,
+    /// Each subtask's files, at the same parallelism.
+    chains: HashMap<usize, Vec<StateFile>>,
     /// Sink states by previous subtask.
     sinks: Vec<(usize, Vec<u8>)>,
     /// The vertex runs at the parallelism it had when the checkpoint was taken.
@@ -150,6 +156,7 @@ impl VertexRestore {
             },
             operators: Vec::new(),
             in_flight: HashMap::new(),
+            chains: HashMap::new(),
             sinks: Vec::new(),
             same_parallelism,
             parallelism,
@@ -202,6 +209,11 @@ impl VertexRestore {
                         .map(|s| (handle.subtask, s.operators[i].bytes.clone())),
                 );
             }
+            if same_parallelism {
+                restore
+                    .chains
+                    .insert(handle.subtask, handle.chain(metadata.checkpoint));
+            }
             if !snapshot.in_flight.is_empty() {
                 if !same_parallelism {
                     return Err(EddyError::Runtime(format!(
@@ -222,6 +234,7 @@ impl VertexRestore {
     pub fn for_subtask(&self, subtask: usize) -> TaskRestore {
         let mut restore = TaskRestore {
             in_flight: self.in_flight.get(&subtask).cloned().unwrap_or_default(),
+            chain: self.chains.get(&subtask).cloned().unwrap_or_default(),
             sink: self
                 .sinks
                 .iter()
@@ -320,6 +333,15 @@ async fn run_subtask(
     )?;
     if let Some(restore) = &deployment.restore {
         chain.restore(&restore.operators, &scope)?;
+        if let Some(checkpointing) = &deployment.checkpointing
+            && !restore.chain.is_empty()
+        {
+            // The next snapshot can extend the restored one instead of writing it again.
+            chain.restored_from(restore.checkpoint);
+            checkpointing
+                .chains
+                .restored(restore.checkpoint, restore.chain.clone());
+        }
     }
     let mut output = match &vertex.output {
         VertexOutput::Sink(sink) => {
@@ -501,7 +523,7 @@ impl Pipeline<'_> {
     fn snapshot(&mut self, checkpoint: u64, source: Option<Vec<u8>>) -> Result<Snapshot> {
         let (completed, base) = match self.checkpointing.as_deref() {
             Some(c) => {
-                let completed = c.completed.borrow().checkpoint;
+                let completed = c.chains.completed(c.completed.borrow().checkpoint);
                 (completed, c.chains.base(completed))
             }
             None => (0, None),

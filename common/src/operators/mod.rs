@@ -62,6 +62,13 @@ pub trait Operator: Send {
         let _ = (snapshots, scope);
         Ok(())
     }
+
+    /// The state just restored is exactly this subtask's snapshot of `checkpoint` (same
+    /// parallelism, the job's own checkpoint): a later snapshot may hold only the changes
+    /// since it.
+    fn restored_from(&mut self, checkpoint: u64) {
+        let _ = checkpoint;
+    }
 }
 
 /// Evaluates a physical expression over a batch into an array.

@@ -114,6 +114,14 @@ impl Epochs {
         self.current
     }
 
+    /// The state was just restored from exactly this subtask's snapshot of `checkpoint`:
+    /// that snapshot holds epoch 0, the epoch restored state is tagged with, so a later
+    /// snapshot can extend it with the changes made since.
+    pub fn restored(&mut self, checkpoint: u64) {
+        self.closed.clear();
+        self.closed.push_back((checkpoint, 0));
+    }
+
     /// Ends the current epoch with the snapshot `request` asks for; returns what that
     /// snapshot holds.
     pub fn close(&mut self, request: &SnapshotRequest) -> SnapshotScope {
@@ -282,6 +290,22 @@ mod tests {
             Some(u32::MAX - 1)
         );
         assert_eq!(epochs.close(&request(3, Some(2), true)).changes_after, None);
+    }
+
+    #[test]
+    fn a_restored_state_counts_as_the_snapshot_restored_from() {
+        let mut epochs = Epochs::default();
+        epochs.restored(9);
+        let next = |checkpoint, completed| SnapshotRequest {
+            checkpoint,
+            completed,
+            changes: true,
+        };
+        // Restored state carries epoch 0: a snapshot extending 9 holds what came after.
+        let scope = epochs.close(&next(11, Some(9)));
+        assert_eq!((scope.changes_after, scope.settled), (Some(0), Some(0)));
+        let scope = epochs.close(&next(12, Some(11)));
+        assert_eq!((scope.changes_after, scope.settled), (Some(1), Some(1)));
     }
 
     #[test]

@@ -229,7 +229,8 @@ impl Operator for StreamingJoin {
     }
 
     fn restore(&mut self, snapshots: &[&[u8]], scope: &KeyScope) -> Result<()> {
-        let epoch = self.epochs.current();
+        // Restored rows belong to the snapshot restored from (see `restored_from`).
+        let epoch = 0;
         for snapshot in snapshots {
             let mut input = StateReader::new(snapshot, "a join");
             let version = input.u64()?;
@@ -255,6 +256,10 @@ impl Operator for StreamingJoin {
             }
         }
         Ok(())
+    }
+
+    fn restored_from(&mut self, checkpoint: u64) {
+        self.epochs.restored(checkpoint);
     }
 }
 
@@ -575,5 +580,47 @@ mod tests {
             assert_eq!(&held(&restored), expected);
         }
         assert_ne!(at_2, at_3);
+    }
+
+    #[test]
+    fn a_restored_state_is_extended_by_the_changes_since_the_restore() {
+        let everything = KeyScope {
+            subtask: 0,
+            parallelism: 1,
+            max_parallelism: 128,
+        };
+        let mut before = join(false, false);
+        let first: Vec<(Option<i64>, i64)> = (0..100).map(|i| (Some(i % 20), i)).collect();
+        run(&mut before, 0, bids(&first, &vec![Insert; first.len()]));
+        run(&mut before, 1, auctions(&[(3, "c")], &[Insert]));
+        let full = before.snapshot(&SnapshotRequest::full(5)).unwrap();
+
+        let mut j = join(false, false);
+        j.restore(&[full.bytes.as_ref()], &everything).unwrap();
+        j.restored_from(5);
+        // A restored bid and the auction go, a new bid comes.
+        run(
+            &mut j,
+            0,
+            bids(&[(Some(5), 5), (Some(8), 800)], &[Delete, Insert]),
+        );
+        run(&mut j, 1, auctions(&[(3, "c")], &[Delete]));
+        let request = SnapshotRequest {
+            checkpoint: 7,
+            completed: Some(5),
+            changes: true,
+        };
+        let changes = j.snapshot(&request).unwrap();
+        assert_eq!(changes.kind, StateKind::Changes);
+        assert!(
+            changes.bytes.len() * 5 < full.bytes.len(),
+            "only what changed"
+        );
+
+        let mut restored = join(false, false);
+        let chain = [full.bytes.as_ref(), changes.bytes.as_ref()];
+        restored.restore(&chain, &everything).unwrap();
+        assert_eq!(held(&restored), held(&j));
+        assert_ne!(held(&restored), held(&before));
     }
 }
