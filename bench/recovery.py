@@ -12,8 +12,8 @@
 3. Recovery with large state (`--state-row MB`, which prints only this, as a Markdown
    table): an unthrottled GROUP BY auction at p=2 with 1 s checkpoints runs until a
    checkpoint holds MB megabytes of keyed state; then a TaskManager is SIGKILLed and we
-   measure the time until the restored job writes again, and the checkpoint durations at
-   that size.
+   measure the time until the restored job writes again, the checkpoint durations at
+   that size, and what the first checkpoint after the restart wrote.
 
 Usage: bench/recovery.sh [EVENTS]   (default 10000000 for the throughput part)
        bench/recovery.sh --state-row MB
@@ -176,6 +176,7 @@ def state_row(workdir, megabytes):
             time.sleep(0.1)
         large = [c for c in done if state_bytes(c) >= megabytes * 0.5e6]
         noticed, restarted, written, status = kill_and_wait_for_output(cluster, job)
+        after = first_checkpoint_after_restart(cluster, job)
     finally:
         cluster.close()
     size = state_bytes(done[-1]) / 1e6
@@ -188,6 +189,22 @@ def state_row(workdir, megabytes):
           f"{status['restored_from']}) | {statistics.median(durations):.0f} ms, "
           f"{max(durations):.0f} ms ({len(durations)} checkpoints) | {1000 * noticed:.0f} ms "
           f"| {1000 * restarted:.0f} ms | {1000 * written:.0f} ms |")
+    print(f"\nFirst checkpoint after the restart ({after['id']}): wrote "
+          f"{after['size_bytes'] / 1e6:.1f} MB of {state_bytes(after) / 1e6:.1f} MB, "
+          f"{after['duration_ms']} ms")
+
+
+def first_checkpoint_after_restart(cluster, job):
+    """The first checkpoint completed after the one the restarted job restored from."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        status = cluster.status(job)
+        after = [c for c in status["checkpoints"]
+                 if c["state"] == "COMPLETED" and c["id"] > status["restored_from"]]
+        if after:
+            return min(after, key=lambda c: c["id"])
+        time.sleep(0.05)
+    raise SystemExit("no checkpoint within 60 s of the restart")
 
 
 def backpressure(workdir):
