@@ -52,6 +52,16 @@ pub struct KeyScope {
 }
 
 impl KeyScope {
+    /// The only subtask at parallelism 1 (of 128 key groups): it owns every key group.
+    #[cfg(test)]
+    pub(crate) fn everything() -> KeyScope {
+        KeyScope {
+            subtask: 0,
+            parallelism: 1,
+            max_parallelism: 128,
+        }
+    }
+
     /// Whether this subtask owns `key_group`.
     pub fn owns(&self, key_group: usize) -> bool {
         subtask_of_key_group(key_group, self.max_parallelism, self.parallelism) == self.subtask

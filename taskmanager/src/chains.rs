@@ -6,7 +6,6 @@
 //! one.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use eddy_common::checkpoint::StateFile;
@@ -27,7 +26,7 @@ pub struct SnapshotChains {
     incremental: bool,
     stored: Arc<Mutex<BTreeMap<u64, Stored>>>,
     /// The checkpoint the task restored its own snapshot of (0: none).
-    restored: Arc<AtomicU64>,
+    restored: u64,
 }
 
 impl SnapshotChains {
@@ -36,14 +35,14 @@ impl SnapshotChains {
         SnapshotChains {
             incremental,
             stored: Arc::default(),
-            restored: Arc::default(),
+            restored: 0,
         }
     }
 
     /// The task restored exactly its own snapshot of `checkpoint`, whose files are
     /// `chain`: until a newer checkpoint completes, snapshots can extend it.
-    pub fn restored(&self, checkpoint: u64, chain: Vec<StateFile>) {
-        self.restored.store(checkpoint, Ordering::Relaxed);
+    pub fn restored(&mut self, checkpoint: u64, chain: Vec<StateFile>) {
+        self.restored = checkpoint;
         // What the restore read stands for the state's size until the operators know.
         let full_estimate = chain.iter().map(|f| f.size).sum();
         self.stored(checkpoint, chain, full_estimate);
@@ -52,7 +51,7 @@ impl SnapshotChains {
     /// The newest completed checkpoint, given the newest the JobManager declared
     /// complete: the one restored from counts until a newer one completes.
     pub fn completed(&self, declared: u64) -> u64 {
-        declared.max(self.restored.load(Ordering::Relaxed))
+        declared.max(self.restored)
     }
 
     /// The chain a snapshot taken now can extend, given the newest completed checkpoint:
@@ -118,7 +117,7 @@ mod tests {
 
     #[test]
     fn a_restored_snapshot_counts_as_completed_until_a_newer_one() {
-        let chains = SnapshotChains::new(true);
+        let mut chains = SnapshotChains::new(true);
         let restored = vec![file(3, 100), file(4, 30)];
         chains.restored(4, restored.clone());
         assert_eq!(

@@ -201,16 +201,13 @@ impl TaskManagerNode {
             let vertices: HashSet<usize> = mine.iter().map(|(v, _)| *v).collect();
             for vertex in vertices {
                 let parallelism = graph.vertices[vertex].parallelism;
-                let restore = VertexRestore::load(&directory, &metadata, vertex, parallelism)
-                    .await
-                    .map_err(|e| Status::failed_precondition(format!("cannot restore: {e}")))?;
+                let own_checkpoint = request.restore_path.is_empty();
+                let restore =
+                    VertexRestore::load(&directory, &metadata, vertex, parallelism, own_checkpoint)
+                        .await
+                        .map_err(|e| Status::failed_precondition(format!("cannot restore: {e}")))?;
                 for (v, subtask) in mine.iter().filter(|(v, _)| *v == vertex) {
-                    let mut task_restore = restore.for_subtask(*subtask);
-                    if !request.restore_path.is_empty() {
-                        // A savepoint's files are the user's: no checkpoint extends them.
-                        task_restore.chain.clear();
-                    }
-                    restores.insert((*v, *subtask), task_restore);
+                    restores.insert((*v, *subtask), restore.for_subtask(*subtask));
                 }
             }
         }

@@ -129,7 +129,7 @@ pub struct VertexRestore {
     /// For each operator, its states with the previous subtask each is from.
     operators: Vec<Vec<(usize, Bytes)>>,
     in_flight: HashMap<usize, Vec<(usize, Vec<u8>)>>,
-    /// Each subtask's files, at the same parallelism.
+    /// Each subtask's files, when later snapshots may extend them.
     chains: HashMap<usize, Vec<StateFile>>,
     /// Sink states by previous subtask.
     sinks: Vec<(usize, Vec<u8>)>,
@@ -141,12 +141,15 @@ pub struct VertexRestore {
 impl VertexRestore {
     /// Reads `vertex`'s snapshots from a checkpoint (or savepoint) directory, with the
     /// earlier snapshots they extend; each file's size and CRC-32 are checked as it is
-    /// read. `parallelism` is the vertex's new one.
+    /// read. `parallelism` is the vertex's new one. `own_checkpoint`: the directory is one
+    /// of the job's checkpoints, whose files later checkpoints may extend (a savepoint's
+    /// are the user's, and lie elsewhere).
     pub async fn load(
         directory: &CheckpointDir,
         metadata: &CheckpointMetadata,
         vertex: usize,
         parallelism: usize,
+        own_checkpoint: bool,
     ) -> Result<Self> {
         let same_parallelism = metadata.vertex_parallelism.get(vertex) == Some(&parallelism);
         let mut restore = VertexRestore {
@@ -209,7 +212,7 @@ impl VertexRestore {
                         .map(|s| (handle.subtask, s.operators[i].bytes.clone())),
                 );
             }
-            if same_parallelism {
+            if same_parallelism && own_checkpoint {
                 restore
                     .chains
                     .insert(handle.subtask, handle.chain(metadata.checkpoint));
@@ -333,7 +336,7 @@ async fn run_subtask(
     )?;
     if let Some(restore) = &deployment.restore {
         chain.restore(&restore.operators, &scope)?;
-        if let Some(checkpointing) = &deployment.checkpointing
+        if let Some(checkpointing) = &mut deployment.checkpointing
             && !restore.chain.is_empty()
         {
             // The next snapshot can extend the restored one instead of writing it again.

@@ -412,11 +412,7 @@ mod tests {
             completed,
             changes,
         };
-        let everything = KeyScope {
-            subtask: 0,
-            parallelism: 1,
-            max_parallelism: 128,
-        };
+        let everything = KeyScope::everything();
         let mut aggregate = count_and_max();
         let first: Vec<(i64, i64)> = (0..500).map(|i| (i % 50, i)).collect();
         apply(&mut aggregate, rows(&first, Op::Insert));
@@ -469,11 +465,7 @@ mod tests {
 
     #[test]
     fn a_restored_state_is_extended_by_the_changes_since_the_restore() {
-        let scope = KeyScope {
-            subtask: 0,
-            parallelism: 1,
-            max_parallelism: 128,
-        };
+        let scope = KeyScope::everything();
         let mut before = count_and_max();
         let first: Vec<(i64, i64)> = (0..500).map(|i| (i % 50, i)).collect();
         apply(&mut before, rows(&first, Op::Insert));

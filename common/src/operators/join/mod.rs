@@ -463,11 +463,7 @@ mod tests {
             parallelism: 2,
             max_parallelism: 128,
         };
-        let everything = KeyScope {
-            subtask: 0,
-            parallelism: 1,
-            max_parallelism: 128,
-        };
+        let everything = KeyScope::everything();
         whole.restore(&[&snapshot], &everything).unwrap();
         assert_eq!(whole.state_rows(), (200, 2));
         assert_eq!(
@@ -519,11 +515,7 @@ mod tests {
 
     #[test]
     fn snapshots_of_changes_restore_on_top_of_the_full_one() {
-        let everything = KeyScope {
-            subtask: 0,
-            parallelism: 1,
-            max_parallelism: 128,
-        };
+        let everything = KeyScope::everything();
         let request = |checkpoint, completed, changes| SnapshotRequest {
             checkpoint,
             completed,
@@ -584,11 +576,7 @@ mod tests {
 
     #[test]
     fn a_restored_state_is_extended_by_the_changes_since_the_restore() {
-        let everything = KeyScope {
-            subtask: 0,
-            parallelism: 1,
-            max_parallelism: 128,
-        };
+        let everything = KeyScope::everything();
         let mut before = join(false, false);
         let first: Vec<(Option<i64>, i64)> = (0..100).map(|i| (Some(i % 20), i)).collect();
         run(&mut before, 0, bids(&first, &vec![Insert; first.len()]));
