@@ -274,6 +274,7 @@ fn task_state(state: i32) -> &'static str {
         pb::TaskState::Running => "RUNNING",
         pb::TaskState::Finished => "FINISHED",
         pb::TaskState::Cancelled => "CANCELLED",
+        pb::TaskState::Stopped => "STOPPED",
         pb::TaskState::Failed => "FAILED",
         pb::TaskState::Unspecified => "-",
     }

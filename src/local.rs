@@ -4,7 +4,7 @@
 use anyhow::{Context, Result};
 use eddy_common::plan::JobGraph;
 use eddy_jobmanager::{JobManager, JobOutcome};
-use eddy_taskmanager::TaskManager;
+use eddy_taskmanager::{StopRequest, TaskManager};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 
@@ -17,13 +17,13 @@ pub async fn run(graph: JobGraph, taskmanagers: usize) -> Result<JobOutcome> {
             .map(|i| TaskManager::new(format!("local-tm-{i}"), slots))
             .collect(),
     );
-    let (stop_tx, stop_rx) = watch::channel(false);
+    let (stop_tx, stop_rx) = watch::channel(None);
     // Registered before the job starts, so that no Ctrl-C finds the default handler.
     let mut interrupts = signal(SignalKind::interrupt()).context("cannot handle Ctrl-C")?;
     tokio::spawn(async move {
         if interrupts.recv().await.is_some() {
             eprintln!("stopping: sources end now, sinks flush (Ctrl-C again to abort)");
-            let _ = stop_tx.send(true);
+            let _ = stop_tx.send(Some(StopRequest::Drain));
             if interrupts.recv().await.is_some() {
                 std::process::exit(130);
             }

@@ -16,8 +16,32 @@ pub enum Event {
     /// Checkpoint barrier: everything before it belongs to checkpoint `n`, everything after
     /// to later ones.
     Barrier(Barrier),
-    /// The channel carries nothing more.
-    EndOfStream,
+    /// The channel carries nothing more, and why: a downstream task ends the way its
+    /// inputs ended (see [`StreamEnd`]).
+    End(StreamEnd),
+}
+
+/// Why a stream (a channel, a task's input, a task) ended. What a sink may do at its end
+/// depends on it: only a stream whose input truly ended, after the job's final
+/// checkpoint, may commit its last rows; a stopped or cancelled one leaves what no
+/// completed checkpoint covers to the restore, which replays it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StreamEnd {
+    /// Every source read all its input (and, with checkpoints, the final checkpoint taken
+    /// after that completed).
+    Finished,
+    /// The sources were told to stop: what they had read was processed to the end.
+    Stopped,
+    /// The tasks were cancelled: whatever was in flight was dropped.
+    Cancelled,
+}
+
+impl StreamEnd {
+    /// The end of a stream fed by streams that ended as `self` and `other`: the more
+    /// abrupt of the two (an input finished and another stopped is a stopped stream).
+    pub fn and(self, other: StreamEnd) -> StreamEnd {
+        self.max(other)
+    }
 }
 
 /// A checkpoint barrier.

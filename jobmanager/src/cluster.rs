@@ -876,9 +876,13 @@ impl Cluster {
                 coordinator.task_finished();
             }
             // A task the JobManager did not ask to cancel was stopped by its TaskManager
-            // (shutting down): the job cannot go on without it.
-            let failed =
-                running && matches!(reported, pb::TaskState::Failed | pb::TaskState::Cancelled);
+            // (shutting down), or by a stopped or cancelled task upstream: the job cannot
+            // go on without it.
+            let failed = running
+                && matches!(
+                    reported,
+                    pb::TaskState::Failed | pb::TaskState::Cancelled | pb::TaskState::Stopped
+                );
             let finished = running
                 && job
                     .tasks

@@ -17,9 +17,8 @@ use eddy_common::plan::{JobGraph, plan_job};
 use eddy_common::sql::compile;
 use eddy_common::{EddyError, Result};
 use eddy_taskmanager::exchange::LocalChannels;
-use eddy_taskmanager::{TaskDeployment, TaskEnd, TaskManager};
+use eddy_taskmanager::{StopSignal, TaskDeployment, TaskEnd, TaskManager};
 use futures::future::select_all;
-use tokio::sync::watch;
 
 pub use job::{JobOutcome, JobStatus};
 
@@ -52,7 +51,7 @@ impl JobManager {
 
     /// Runs a job to its end: every source has ended (or `stop` was set and the sources
     /// stopped), or a task failed, which cancels the others.
-    pub async fn run(&self, graph: JobGraph, stop: watch::Receiver<bool>) -> Result<JobOutcome> {
+    pub async fn run(&self, graph: JobGraph, stop: StopSignal) -> Result<JobOutcome> {
         let graph = Arc::new(graph);
         let started = Instant::now();
         let placement = scheduler::place(&graph, &self.taskmanagers)?;
@@ -97,7 +96,7 @@ impl JobManager {
             handles = rest;
             let failure = match result {
                 Ok(Ok(TaskEnd::Finished)) => None,
-                Ok(Ok(TaskEnd::Stopped)) => {
+                Ok(Ok(TaskEnd::Stopped | TaskEnd::Cancelled)) => {
                     stopped = true;
                     None
                 }

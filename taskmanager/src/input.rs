@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use eddy_common::checkpointing::CheckpointingMode;
 use eddy_common::chunk::Chunk;
-use eddy_common::event::{Barrier, Event, Timestamp};
+use eddy_common::event::{Barrier, Event, StreamEnd, Timestamp};
 use eddy_common::{EddyError, Result};
 use tokio::sync::mpsc::{Receiver, UnboundedReceiver};
 
@@ -114,6 +114,8 @@ pub struct InputGate {
     in_flight: Option<InFlight>,
     /// The newest unaligned checkpoint started.
     unaligned_started: u64,
+    /// How the channels that ended so far ended, combined.
+    end: StreamEnd,
 }
 
 impl InputGate {
@@ -140,7 +142,14 @@ impl InputGate {
             alignment: None,
             in_flight: None,
             unaligned_started: 0,
+            end: StreamEnd::Finished,
         }
+    }
+
+    /// Why the input ended, once [`InputGate::next`] returned `None`: finished only if
+    /// every channel's stream finished.
+    pub fn end(&self) -> StreamEnd {
+        self.end
     }
 
     /// The next input, or `None` once every channel has ended.
@@ -179,7 +188,10 @@ impl InputGate {
                     }
                 }
                 Some(Event::Barrier(barrier)) => self.barrier_arrived(index, barrier),
-                Some(Event::EndOfStream) => self.channels[index].ended = true,
+                Some(Event::End(end)) => {
+                    self.channels[index].ended = true;
+                    self.end = self.end.and(end);
+                }
                 None => {
                     return Err(EddyError::Runtime(format!(
                         "input channel {index} closed before its end of stream (the upstream task stopped)"
@@ -483,11 +495,30 @@ mod tests {
         let (mut gate, a, b) = two_channels(CheckpointingMode::ExactlyOnce).await;
         a.send(Event::Watermark(10)).await.unwrap();
         b.send(Event::Watermark(5)).await.unwrap();
-        a.send(Event::EndOfStream).await.unwrap();
+        a.send(Event::End(StreamEnd::Finished)).await.unwrap();
         b.send(Event::Watermark(20)).await.unwrap();
-        b.send(Event::EndOfStream).await.unwrap();
+        b.send(Event::End(StreamEnd::Finished)).await.unwrap();
         // 5 once both channels reported; 20 once the first ended and the second moved on.
         assert_eq!(drain(&mut gate).await, vec!["wm5", "wm20"]);
+    }
+
+    #[tokio::test]
+    async fn the_input_finished_only_if_every_channel_finished() {
+        use StreamEnd::{Cancelled, Finished, Stopped};
+        for (a_end, b_end, expected) in [
+            (Finished, Finished, Finished),
+            (Finished, Stopped, Stopped),
+            (Stopped, Finished, Stopped),
+            (Cancelled, Stopped, Cancelled),
+            (Finished, Cancelled, Cancelled),
+        ] {
+            let (mut gate, a, b) = two_channels(CheckpointingMode::ExactlyOnce).await;
+            a.send(data(1)).await.unwrap();
+            a.send(Event::End(a_end)).await.unwrap();
+            b.send(Event::End(b_end)).await.unwrap();
+            assert_eq!(drain(&mut gate).await, vec!["1"]);
+            assert_eq!(gate.end(), expected, "{a_end:?} and {b_end:?}");
+        }
     }
 
     #[tokio::test]
@@ -495,10 +526,21 @@ mod tests {
         let (mut gate, a, b) = two_channels(CheckpointingMode::ExactlyOnce).await;
         // Channel a delivers its barrier first; its record 2 belongs after the checkpoint
         // and must not be read before b's barrier.
-        for event in [data(1), barrier(1), data(2), Event::EndOfStream] {
+        for event in [
+            data(1),
+            barrier(1),
+            data(2),
+            Event::End(StreamEnd::Finished),
+        ] {
             a.send(event).await.unwrap();
         }
-        for event in [data(10), data(11), barrier(1), data(12), Event::EndOfStream] {
+        for event in [
+            data(10),
+            data(11),
+            barrier(1),
+            data(12),
+            Event::End(StreamEnd::Finished),
+        ] {
             b.send(event).await.unwrap();
         }
         let seen = drain(&mut gate).await;
@@ -525,8 +567,8 @@ mod tests {
         assert_eq!(seen, vec!["2", "3"]);
         b.send(barrier(1)).await.unwrap();
         assert_eq!(value(&gate.next().await.unwrap().unwrap()), "b1");
-        a.send(Event::EndOfStream).await.unwrap();
-        b.send(Event::EndOfStream).await.unwrap();
+        a.send(Event::End(StreamEnd::Finished)).await.unwrap();
+        b.send(Event::End(StreamEnd::Finished)).await.unwrap();
         assert!(gate.next().await.unwrap().is_none());
     }
 
@@ -563,8 +605,8 @@ mod tests {
         assert_eq!(rows, vec!["1", "1:10", "1:11", "1:12", "2"]);
         // b's barrier was sent after two of its rows: 12 came after it, so is not in flight.
         priority(&b, 1, 2);
-        a.data.send(Event::EndOfStream).await.unwrap();
-        b.data.send(Event::EndOfStream).await.unwrap();
+        a.data.send(Event::End(StreamEnd::Finished)).await.unwrap();
+        b.data.send(Event::End(StreamEnd::Finished)).await.unwrap();
         let Some(Input::InFlight { checkpoint, chunks }) = gate.next().await.unwrap() else {
             panic!("expected the in-flight data");
         };
@@ -629,8 +671,8 @@ mod tests {
         assert_eq!(rows, expected);
         // The channel copy of b's barrier, behind its row, is the other copy: ignored.
         b.data.send(unaligned(1)).await.unwrap();
-        a.data.send(Event::EndOfStream).await.unwrap();
-        b.data.send(Event::EndOfStream).await.unwrap();
+        a.data.send(Event::End(StreamEnd::Finished)).await.unwrap();
+        b.data.send(Event::End(StreamEnd::Finished)).await.unwrap();
         assert!(gate.next().await.unwrap().is_none());
     }
 
@@ -667,7 +709,7 @@ mod tests {
     #[tokio::test]
     async fn an_ended_channel_does_not_hold_a_barrier_back() {
         let (mut gate, a, b) = two_channels(CheckpointingMode::ExactlyOnce).await;
-        a.send(Event::EndOfStream).await.unwrap();
+        a.send(Event::End(StreamEnd::Finished)).await.unwrap();
         b.send(barrier(7)).await.unwrap();
         assert_eq!(value(&gate.next().await.unwrap().unwrap()), "b7");
     }

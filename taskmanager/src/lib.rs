@@ -14,11 +14,11 @@ pub mod task;
 use std::sync::Arc;
 
 use eddy_common::Result;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use task::{
-    TaskAck, TaskCheckpointing, TaskCounters, TaskDeployment, TaskEnd, TaskRestore, VertexRestore,
+    StopRequest, StopSignal, TaskAck, TaskCheckpointing, TaskCounters, TaskDeployment, TaskEnd,
+    TaskRestore, VertexRestore,
 };
 
 /// An in-process TaskManager of the embedded cluster: a number of slots, each running one
@@ -52,7 +52,7 @@ impl TaskManager {
     pub fn deploy(
         &self,
         deployment: TaskDeployment,
-        stop: watch::Receiver<bool>,
+        stop: StopSignal,
     ) -> JoinHandle<Result<TaskEnd>> {
         let name = deployment.name();
         tracing::debug!(taskmanager = %self.id, task = %name, "deploying");

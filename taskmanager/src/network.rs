@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use eddy_common::event::{Barrier, Event};
+use eddy_common::event::{Barrier, Event, StreamEnd};
 use eddy_proto::v1 as pb;
 use eddy_proto::v1::data_exchange_client::DataExchangeClient;
 use tokio::sync::mpsc::{
@@ -163,7 +163,7 @@ fn decode_frame(frame: pb::Frame) -> Result<Event, Status> {
             .map(Event::Data)
             .map_err(|e| Status::invalid_argument(format!("bad data frame: {e}"))),
         Some(pb::frame::Event::Watermark(t)) => Ok(Event::Watermark(t)),
-        Some(pb::frame::Event::EndOfStream(_)) => Ok(Event::EndOfStream),
+        Some(pb::frame::Event::End(end)) => decode_end(end).map(Event::End),
         Some(pb::frame::Event::Barrier(b)) => Ok(Event::Barrier(Barrier {
             checkpoint: b.checkpoint,
             triggered_at: b.triggered_at_ms,
@@ -173,11 +173,32 @@ fn decode_frame(frame: pb::Frame) -> Result<Event, Status> {
     }
 }
 
+/// A stream end as a frame carries it; a frame that does not say why the stream ended is
+/// refused (taking it for a finished input could commit rows twice).
+fn decode_end(value: i32) -> Result<StreamEnd, Status> {
+    match pb::StreamEnd::try_from(value) {
+        Ok(pb::StreamEnd::Finished) => Ok(StreamEnd::Finished),
+        Ok(pb::StreamEnd::Stopped) => Ok(StreamEnd::Stopped),
+        Ok(pb::StreamEnd::Cancelled) => Ok(StreamEnd::Cancelled),
+        Ok(pb::StreamEnd::Unspecified) | Err(_) => Err(Status::invalid_argument(format!(
+            "a frame ends its stream without a known reason ({value})"
+        ))),
+    }
+}
+
+fn encode_end(end: StreamEnd) -> pb::StreamEnd {
+    match end {
+        StreamEnd::Finished => pb::StreamEnd::Finished,
+        StreamEnd::Stopped => pb::StreamEnd::Stopped,
+        StreamEnd::Cancelled => pb::StreamEnd::Cancelled,
+    }
+}
+
 fn encode_frame(event: Event, channel: Option<pb::ChannelId>) -> eddy_common::Result<pb::Frame> {
     let event = match event {
         Event::Data(chunk) => pb::frame::Event::Chunk(encode_chunk(&chunk)?),
         Event::Watermark(t) => pb::frame::Event::Watermark(t),
-        Event::EndOfStream => pb::frame::Event::EndOfStream(true),
+        Event::End(end) => pb::frame::Event::End(encode_end(end) as i32),
         Event::Barrier(b) => pb::frame::Event::Barrier(pb::CheckpointBarrier {
             checkpoint: b.checkpoint,
             triggered_at_ms: b.triggered_at,
@@ -238,7 +259,7 @@ impl pb::data_exchange_server::DataExchange for DataExchangeService {
             };
             count += 1;
             let event = decode_frame(frame)?;
-            let end = matches!(event, Event::EndOfStream);
+            let end = matches!(event, Event::End(_));
             sender
                 .send(event)
                 .await
@@ -357,4 +378,36 @@ async fn forward(address: &str, key: &ChannelKey, events: Receiver<Event>) -> Re
         .await
         .map(|_| ())
         .map_err(|status| format!("{}: {}", status.code(), status.message()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_keeps_why_its_stream_ended() {
+        for end in [
+            StreamEnd::Finished,
+            StreamEnd::Stopped,
+            StreamEnd::Cancelled,
+        ] {
+            let frame = encode_frame(Event::End(end), None).unwrap();
+            assert!(matches!(decode_frame(frame), Ok(Event::End(e)) if e == end));
+        }
+    }
+
+    #[test]
+    fn an_end_without_a_known_reason_is_refused() {
+        for value in [pb::StreamEnd::Unspecified as i32, 42] {
+            let frame = pb::Frame {
+                channel: None,
+                event: Some(pb::frame::Event::End(value)),
+            };
+            let error = decode_frame(frame).unwrap_err();
+            assert!(
+                error.message().contains("without a known reason"),
+                "{error}"
+            );
+        }
+    }
 }

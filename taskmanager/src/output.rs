@@ -17,7 +17,7 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use eddy_common::chunk::Chunk;
 use eddy_common::connectors::SinkWriter;
-use eddy_common::event::{Barrier, Event, Timestamp};
+use eddy_common::event::{Barrier, Event, StreamEnd, Timestamp};
 use eddy_common::metrics::OperatorMetrics;
 use eddy_common::partition::HashPartitioner;
 use eddy_common::plan::Partitioning;
@@ -195,6 +195,13 @@ impl ExchangeOutput {
         Ok(())
     }
 
+    /// Puts the end of stream into every channel with room for it, without waiting.
+    fn offer_end(&mut self, end: StreamEnd) {
+        for sender in &self.senders {
+            let _ = sender.data.try_send(Event::End(end));
+        }
+    }
+
     /// Sends a barrier: in order behind the data (aligned), or on every channel's priority
     /// lane with the count of data events sent before it, and into the channel behind them
     /// (unaligned).
@@ -312,12 +319,18 @@ impl TaskOutput {
         }
     }
 
-    /// Ends the output: the sink flushes and closes, channels get their end of stream.
-    /// `end_of_input` says the input ended rather than the task being stopped.
-    pub async fn finish(&mut self, end_of_input: bool) -> Result<()> {
+    /// Ends the output as the task ended (`end`): the sink finishes (see
+    /// [`SinkWriter::finish`]), channels get their end of stream with the reason. A
+    /// cancelled task does not wait for room in a full channel: a channel that cannot take
+    /// the end closes, which its receiver takes for a failure.
+    pub async fn finish(&mut self, end: StreamEnd) -> Result<()> {
         match self {
-            TaskOutput::Sink { writer, .. } => writer.finish(end_of_input).await,
-            TaskOutput::Exchange(exchange) => exchange.broadcast(Event::EndOfStream).await,
+            TaskOutput::Sink { writer, .. } => writer.finish(end).await,
+            TaskOutput::Exchange(exchange) if end == StreamEnd::Cancelled => {
+                exchange.offer_end(end);
+                Ok(())
+            }
+            TaskOutput::Exchange(exchange) => exchange.broadcast(Event::End(end)).await,
         }
     }
 }

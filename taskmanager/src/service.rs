@@ -3,7 +3,6 @@
 //! JobManager.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,16 +26,22 @@ use crate::exchange::channels;
 use crate::exchange::{InputChannel, OutputChannel};
 use crate::network::{ChannelKey, Channels, remote_sender};
 use crate::task::{
-    TaskAck, TaskCheckpointing, TaskCounters, TaskDeployment, TaskEnd, TaskRestore, VertexRestore,
-    run_task,
+    StopRequest, TaskAck, TaskCheckpointing, TaskCounters, TaskDeployment, TaskEnd, TaskRestore,
+    VertexRestore, run_task,
 };
 
 /// Events a channel's queue holds before its sender waits.
 pub const CHANNEL_CAPACITY: usize = 8;
 
+/// How long a cancel waits for tasks to end at their next step (sinks rolling back what
+/// no completed checkpoint covers) before it aborts them where they are.
+const CANCEL_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// The tasks of one job on this TaskManager.
 struct DeployedJob {
-    stop: watch::Sender<bool>,
+    stop: watch::Sender<Option<StopRequest>>,
+    /// How many of its tasks have not ended yet.
+    running: watch::Receiver<usize>,
     tasks: Vec<((usize, usize), Arc<TaskCounters>, AbortHandle)>,
     /// Checkpoint triggers of the source tasks here.
     triggers: Vec<UnboundedSender<Barrier>>,
@@ -259,14 +264,15 @@ impl TaskManagerNode {
                     .push(sender);
             }
         }
-        let (stop, stop_rx) = watch::channel(false);
+        let (stop, stop_rx) = watch::channel(None);
         let (completed, _) = watch::channel(CompletedCheckpoint::default());
         let (job_name, attempt) = match request.job_id.rsplit_once('.') {
             Some((job, attempt)) => (job.to_string(), attempt.to_string()),
             None => (request.job_id.clone(), "0".to_string()),
         };
         let metrics = Arc::new(JobMetrics::default());
-        let remaining = Arc::new(AtomicUsize::new(mine.len()));
+        let (remaining, running) = watch::channel(mine.len());
+        let remaining = Arc::new(remaining);
         let mut tasks = Vec::new();
         let mut triggers = Vec::new();
         for (vertex, subtask) in mine {
@@ -309,16 +315,21 @@ impl TaskManagerNode {
                 let name = deployment.name();
                 let result = run_task(deployment, stop_rx).await;
                 let (state, error) = match &result {
-                    Ok(TaskEnd::Finished) => (pb::TaskState::Finished, String::new()),
-                    Ok(TaskEnd::Stopped) => (pb::TaskState::Cancelled, String::new()),
+                    Ok(end) => (task_state(*end), String::new()),
                     Err(e) => (pb::TaskState::Failed, e.to_string()),
                 };
-                if let Err(e) = &result {
-                    tracing::warn!(job = %job, task = %name, error = %e, "task failed");
+                match &result {
+                    Ok(end) => tracing::info!(job = %job, task = %name, ?end, "task ended"),
+                    Err(e) => tracing::warn!(job = %job, task = %name, error = %e, "task failed"),
                 }
                 node.report(&job, (vertex, subtask), state, error, counters_done.get())
                     .await;
-                if remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+                let mut last = false;
+                remaining.send_modify(|left| {
+                    *left -= 1;
+                    last = *left == 0;
+                });
+                if last {
                     node.forget(&job);
                 }
             });
@@ -329,6 +340,7 @@ impl TaskManagerNode {
             job_id,
             DeployedJob {
                 stop,
+                running,
                 tasks,
                 triggers,
                 completed,
@@ -414,12 +426,20 @@ impl TaskManagerNode {
         self.channels.close_job(job_id);
     }
 
-    /// Stops every task of a job here and reports them cancelled.
+    /// Cancels every task of a job here: each ends at its next step, its sink rolling back
+    /// what no completed checkpoint covers and its channels telling the tasks downstream
+    /// (here or on other TaskManagers) that it was cancelled, so that none of them takes
+    /// the end for a finished input. Tasks still running after [`CANCEL_TIMEOUT`] are
+    /// aborted where they are and reported cancelled.
     pub async fn cancel(&self, job_id: &str) {
         let job = self.jobs.lock().expect("jobs lock").remove(job_id);
         self.channels.close_job(job_id);
-        let Some(job) = job else { return };
-        let _ = job.stop.send(true);
+        let Some(mut job) = job else { return };
+        let _ = job.stop.send(Some(StopRequest::Cancel));
+        let ended = job.running.wait_for(|running| *running == 0);
+        if tokio::time::timeout(CANCEL_TIMEOUT, ended).await.is_err() {
+            tracing::warn!(job = %job_id, timeout = ?CANCEL_TIMEOUT, "tasks did not end when cancelled; aborting them");
+        }
         for (task, counters, handle) in &job.tasks {
             if !handle.is_finished() {
                 handle.abort();
@@ -502,6 +522,15 @@ fn state_file(file: StateFile) -> pb::StateFile {
         file: file.file,
         size_bytes: file.size,
         crc32: file.crc32,
+    }
+}
+
+/// The state a task that ended as `end` is reported in.
+fn task_state(end: TaskEnd) -> pb::TaskState {
+    match end {
+        TaskEnd::Finished => pb::TaskState::Finished,
+        TaskEnd::Stopped => pb::TaskState::Stopped,
+        TaskEnd::Cancelled => pb::TaskState::Cancelled,
     }
 }
 

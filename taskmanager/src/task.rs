@@ -17,7 +17,7 @@ use eddy_common::checkpoint::{
 use eddy_common::checkpointing::CheckpointingMode;
 use eddy_common::chunk::Chunk;
 use eddy_common::connectors::{SinkContext, SourceContext, SourceEvent, SourceReader};
-use eddy_common::event::{Barrier, Timestamp};
+use eddy_common::event::{Barrier, StreamEnd, Timestamp};
 use eddy_common::metrics::{JobMetrics, OperatorMetrics};
 use eddy_common::operators::watermark::SplitWatermarks;
 use eddy_common::partition::KeyScope;
@@ -294,19 +294,59 @@ impl TaskDeployment {
     }
 }
 
-/// How a subtask ended without error.
+/// How a subtask ended without error: as the stream it sends on ends. Finished when its
+/// input ended (every source read all of it, and with checkpoints the final checkpoint
+/// completed); stopped when sources were told to stop, here or upstream; cancelled when
+/// it or an upstream task was cancelled.
+pub type TaskEnd = StreamEnd;
+
+/// What a running task is asked to do instead of running on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TaskEnd {
-    /// Its input ended (bounded sources).
-    Finished,
-    /// It was told to stop.
-    Stopped,
+pub enum StopRequest {
+    /// Sources stop reading; what they read flows through and is written, and the tasks
+    /// end [`StreamEnd::Stopped`].
+    Drain,
+    /// Every task ends at its next step, [`StreamEnd::Cancelled`]: what is in flight is
+    /// dropped, sinks roll back what no completed checkpoint covers.
+    Cancel,
 }
 
-/// Runs a subtask to its end. Setting `stop` to true ends sources cleanly: what has been
-/// read flows through and sinks flush. Aborting the task's future cancels it outright.
-/// What it logs carries the job attempt and the task.
-pub async fn run_task(deployment: TaskDeployment, stop: watch::Receiver<bool>) -> Result<TaskEnd> {
+impl StopRequest {
+    /// How a task told this ends.
+    pub fn end(self) -> TaskEnd {
+        match self {
+            StopRequest::Drain => StreamEnd::Stopped,
+            StopRequest::Cancel => StreamEnd::Cancelled,
+        }
+    }
+}
+
+/// Tells tasks to stop; `None` until one is asked.
+pub type StopSignal = watch::Receiver<Option<StopRequest>>;
+
+/// How a task ends once `stop` changed (a dropped sender cancels).
+fn requested_end(
+    stop: &StopSignal,
+    changed: std::result::Result<(), watch::error::RecvError>,
+) -> TaskEnd {
+    match (changed, *stop.borrow()) {
+        (Ok(()), Some(request)) => request.end(),
+        _ => StreamEnd::Cancelled,
+    }
+}
+
+/// Resolves once the task is cancelled (or whoever could stop it is gone).
+async fn cancelled(mut stop: StopSignal) {
+    let _ = stop
+        .wait_for(|request| *request == Some(StopRequest::Cancel))
+        .await;
+}
+
+/// Runs a subtask to its end. [`StopRequest::Drain`] ends sources cleanly: what has been
+/// read flows through and sinks flush. [`StopRequest::Cancel`] ends every task at its
+/// next step, and its output learns why. What it logs carries the job attempt and the
+/// task.
+pub async fn run_task(deployment: TaskDeployment, stop: StopSignal) -> Result<TaskEnd> {
     let span = tracing::info_span!(
         "task",
         job = %format!("{}.{}", deployment.job, deployment.attempt),
@@ -315,10 +355,7 @@ pub async fn run_task(deployment: TaskDeployment, stop: watch::Receiver<bool>) -
     run_subtask(deployment, stop).instrument(span).await
 }
 
-async fn run_subtask(
-    mut deployment: TaskDeployment,
-    mut stop: watch::Receiver<bool>,
-) -> Result<TaskEnd> {
+async fn run_subtask(mut deployment: TaskDeployment, mut stop: StopSignal) -> Result<TaskEnd> {
     let graph = deployment.graph.clone();
     let vertex = &graph.vertices[deployment.vertex];
     let prefix = vertex.name();
@@ -394,59 +431,69 @@ async fn run_subtask(
         unaligned: None,
         input_ended: vertex.source.is_none(),
     };
-    let end = match &vertex.source {
-        Some(source) => {
-            let context = SourceContext {
-                table: source.table.clone(),
-                schema: source.schema.clone(),
-                subtask: deployment.subtask,
-                parallelism: vertex.parallelism,
-                batch_size: graph.config.batch_size,
-                metrics: deployment
-                    .metrics
-                    .operator(&format!("{prefix}/Source:{}", source.table)),
-            };
-            let scan = OperatorChain::build(
-                &source.scan_operators,
-                &format!("{prefix}/scan"),
-                &deployment.metrics,
-                max_parallelism,
-            )?;
-            let mut reader = source.connector.create_reader(&context)?;
-            if let Some(restore) = &deployment.restore {
-                let refs: Vec<&[u8]> = restore.source_positions.iter().map(Vec::as_slice).collect();
-                reader.restore(&refs)?;
-            }
-            // A source vertex whose operators keep no state, and that sends to an
-            // exchange (a sink must prepare at the barrier), can checkpoint mid-send.
-            let stateless = (vertex.operators.iter().all(|op| !op.is_stateful())
-                && matches!(vertex.output, VertexOutput::Exchange { .. }))
-            .then_some(vertex.operators.len());
-            run_source(
-                source,
-                reader,
-                context,
-                scan,
-                &mut pipeline,
-                &mut stop,
-                stateless,
-            )
-            .await?
-        }
-        None => {
-            if let Some(restore) = &deployment.restore {
-                // Data that was in flight at an unaligned checkpoint comes first.
-                for (input, bytes) in &restore.in_flight {
-                    pipeline
-                        .emit_from(*input, decode_chunk(bytes.clone())?)
-                        .await?;
+    let cancel = cancelled(stop.clone());
+    let body = async {
+        Ok::<_, EddyError>(match &vertex.source {
+            Some(source) => {
+                let context = SourceContext {
+                    table: source.table.clone(),
+                    schema: source.schema.clone(),
+                    subtask: deployment.subtask,
+                    parallelism: vertex.parallelism,
+                    batch_size: graph.config.batch_size,
+                    metrics: deployment
+                        .metrics
+                        .operator(&format!("{prefix}/Source:{}", source.table)),
+                };
+                let scan = OperatorChain::build(
+                    &source.scan_operators,
+                    &format!("{prefix}/scan"),
+                    &deployment.metrics,
+                    max_parallelism,
+                )?;
+                let mut reader = source.connector.create_reader(&context)?;
+                if let Some(restore) = &deployment.restore {
+                    let refs: Vec<&[u8]> =
+                        restore.source_positions.iter().map(Vec::as_slice).collect();
+                    reader.restore(&refs)?;
                 }
+                // A source vertex whose operators keep no state, and that sends to an
+                // exchange (a sink must prepare at the barrier), can checkpoint mid-send.
+                let stateless = (vertex.operators.iter().all(|op| !op.is_stateful())
+                    && matches!(vertex.output, VertexOutput::Exchange { .. }))
+                .then_some(vertex.operators.len());
+                run_source(
+                    source,
+                    reader,
+                    context,
+                    scan,
+                    &mut pipeline,
+                    &mut stop,
+                    stateless,
+                )
+                .await?
             }
-            let gate = InputGate::new(std::mem::take(&mut deployment.inputs), mode);
-            run_inputs(gate, &mut pipeline).await?
-        }
+            None => {
+                if let Some(restore) = &deployment.restore {
+                    // Data that was in flight at an unaligned checkpoint comes first.
+                    for (input, bytes) in &restore.in_flight {
+                        pipeline
+                            .emit_from(*input, decode_chunk(bytes.clone())?)
+                            .await?;
+                    }
+                }
+                let gate = InputGate::new(std::mem::take(&mut deployment.inputs), mode);
+                run_inputs(gate, &mut pipeline).await?
+            }
+        })
     };
-    output.finish(end == TaskEnd::Finished).await?;
+    // A cancel ends the task at its next step, wherever it waits.
+    let end = tokio::select! {
+        biased;
+        () = cancel => TaskEnd::Cancelled,
+        end = body => end?,
+    };
+    output.finish(end).await?;
     tracing::debug!(?end, "task ended");
     // Freeing large state (a GROUP BY's groups) takes tens of milliseconds: do it off this
     // thread, so that the task's end is reported at once.
@@ -697,7 +744,7 @@ async fn run_source(
     context: SourceContext,
     mut scan: OperatorChain,
     pipeline: &mut Pipeline<'_>,
-    stop: &mut watch::Receiver<bool>,
+    stop: &mut StopSignal,
     stateless: Option<usize>,
 ) -> Result<TaskEnd> {
     let source_metrics = context.metrics.clone();
@@ -720,8 +767,8 @@ async fn run_source(
     };
     let mut deferred: Option<Barrier> = None;
     loop {
-        if *stop.borrow() {
-            return Ok(TaskEnd::Stopped);
+        if let Some(request) = *stop.borrow() {
+            return Ok(request.end());
         }
         // Triggers are taken between reads, so a barrier sits exactly between the rows
         // read before and after it.
@@ -732,7 +779,7 @@ async fn run_source(
         }
         let event = tokio::select! {
             biased;
-            _ = stop.changed() => return Ok(TaskEnd::Stopped),
+            changed = stop.changed() => return Ok(requested_end(stop, changed)),
             event = reader.next() => event?,
         };
         let new_watermark = match event {
@@ -812,7 +859,7 @@ async fn run_source(
 async fn wait_for_final_checkpoint(
     reader: &mut Box<dyn SourceReader>,
     pipeline: &mut Pipeline<'_>,
-    stop: &mut watch::Receiver<bool>,
+    stop: &mut StopSignal,
     mut triggers: Option<UnboundedReceiver<Barrier>>,
     mut completed: watch::Receiver<CompletedCheckpoint>,
 ) -> Result<TaskEnd> {
@@ -831,8 +878,9 @@ async fn wait_for_final_checkpoint(
         };
         tokio::select! {
             biased;
-            _ = stop.changed() => return Ok(TaskEnd::Stopped),
-            changed = completed.changed() => if changed.is_err() { return Ok(TaskEnd::Stopped) },
+            changed = stop.changed() => return Ok(requested_end(stop, changed)),
+            // The job is gone from this TaskManager: its tasks are being cancelled.
+            changed = completed.changed() => if changed.is_err() { return Ok(TaskEnd::Cancelled) },
             Some(barrier) = trigger => {
                 pipeline.checkpoint(barrier, Some(reader.position()?), Duration::ZERO).await?;
                 emitted_after_end.get_or_insert(barrier.checkpoint);
@@ -842,7 +890,7 @@ async fn wait_for_final_checkpoint(
 }
 
 /// Runs a task fed by channels until all of them have ended (a stop reaches it as the
-/// end of its inputs, once the sources have stopped).
+/// end of its inputs, once the sources have stopped); it ends as its inputs did.
 async fn run_inputs(mut gate: InputGate, pipeline: &mut Pipeline<'_>) -> Result<TaskEnd> {
     while let Some(input) = gate.next().await? {
         match input {
@@ -858,5 +906,9 @@ async fn run_inputs(mut gate: InputGate, pipeline: &mut Pipeline<'_>) -> Result<
             Input::InFlight { checkpoint, chunks } => pipeline.in_flight(checkpoint, chunks)?,
         }
     }
-    Ok(TaskEnd::Finished)
+    Ok(gate.end())
 }
+
+#[cfg(test)]
+#[path = "task_tests.rs"]
+mod tests;

@@ -11,6 +11,7 @@ use super::throttle::{Throttle, pace};
 use super::{Options, SinkContext, SinkWriter, TableConnector};
 use crate::Result;
 use crate::chunk::Chunk;
+use crate::event::StreamEnd;
 use crate::metrics::OperatorMetrics;
 
 /// A sink that keeps nothing.
@@ -67,7 +68,7 @@ impl SinkWriter for BlackholeWriter {
         .boxed()
     }
 
-    fn finish(&mut self, _end_of_input: bool) -> BoxFuture<'_, Result<()>> {
+    fn finish(&mut self, _end: StreamEnd) -> BoxFuture<'_, Result<()>> {
         async { Ok(()) }.boxed()
     }
 }

@@ -25,6 +25,7 @@ use super::transaction::{
 };
 use super::{SinkContext, SinkWriter};
 use crate::chunk::Chunk;
+use crate::event::StreamEnd;
 use crate::metrics::OperatorMetrics;
 use crate::state::{StateReader, StateWriter};
 use crate::storage::StorageLocation;
@@ -184,7 +185,7 @@ impl SinkWriter for VisibleParts {
         async { self.0.close_part().await.map(|()| Vec::new()) }.boxed()
     }
 
-    fn finish(&mut self, _end_of_input: bool) -> BoxFuture<'_, Result<()>> {
+    fn finish(&mut self, _end: StreamEnd) -> BoxFuture<'_, Result<()>> {
         self.0.close_part().boxed()
     }
 }

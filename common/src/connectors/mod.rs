@@ -28,6 +28,7 @@ use tokio::sync::watch;
 
 use crate::checkpoint::CompletedCheckpoint;
 use crate::chunk::Chunk;
+use crate::event::StreamEnd;
 use crate::metrics::OperatorMetrics;
 use crate::{EddyError, Result};
 pub use options::Options;
@@ -177,8 +178,10 @@ pub trait SinkWriter: Send {
         true
     }
 
-    /// Flushes and closes: the input has ended (`end_of_input`) or the job stops cleanly.
-    fn finish(&mut self, end_of_input: bool) -> BoxFuture<'_, Result<()>>;
+    /// Flushes and closes at the end of the input, which says why it ended. A sink that
+    /// makes rows visible only at completed checkpoints commits nothing at a stopped or
+    /// cancelled end that no completed checkpoint covers: the restore replays those rows.
+    fn finish(&mut self, end: StreamEnd) -> BoxFuture<'_, Result<()>>;
 }
 
 /// Creates the connector a table's options name, validating every option.

@@ -14,6 +14,7 @@ use super::throttle::{Throttle, pace};
 use super::{Options, SinkContext, SinkWriter, TableConnector};
 use crate::Result;
 use crate::chunk::Chunk;
+use crate::event::StreamEnd;
 use crate::metrics::OperatorMetrics;
 
 const KEYS: &[&str] = &["print-identifier", "standard-error", "rows-per-second"];
@@ -120,7 +121,7 @@ impl SinkWriter for PrintWriter {
         .boxed()
     }
 
-    fn finish(&mut self, _end_of_input: bool) -> BoxFuture<'_, Result<()>> {
+    fn finish(&mut self, _end: StreamEnd) -> BoxFuture<'_, Result<()>> {
         async { Ok(()) }.boxed()
     }
 }

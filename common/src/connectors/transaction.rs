@@ -25,12 +25,13 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 use super::{SinkContext, SinkWriter};
 use crate::checkpoint::CompletedCheckpoint;
 use crate::chunk::Chunk;
 use crate::codec::{decode_chunk, encode_chunk};
+use crate::event::StreamEnd;
 use crate::state::{StateReader, StateWriter};
 use crate::{EddyError, Result};
 
@@ -221,6 +222,8 @@ pub struct TwoPhaseCommitSink {
     held: Vec<Chunk>,
     /// Wakes the committer when a transaction was prepared.
     prepared: watch::Sender<u64>,
+    /// Notified when the committer committed a transaction or failed.
+    changed: Arc<Notify>,
 }
 
 impl TwoPhaseCommitSink {
@@ -251,6 +254,7 @@ impl TwoPhaseCommitSink {
             dirty: false,
             held: Vec::new(),
             prepared,
+            changed: Arc::new(Notify::new()),
         })
     }
 
@@ -303,14 +307,17 @@ impl TwoPhaseCommitSink {
         let mut prepared = self.prepared.subscribe();
         let retry = self.retry;
         let table = self.table.clone();
+        let changed = self.changed.clone();
         tokio::spawn(async move {
             let mut sweep = tokio::time::interval(LEFTOVER_SWEEP);
             sweep.tick().await;
             loop {
                 let done = completed.borrow_and_update().checkpoint;
-                if let Err(reason) = commit_due(&*committer, &pending, done, retry).await {
+                if let Err(reason) = commit_due(&*committer, &pending, done, retry, &changed).await
+                {
                     tracing::error!(table = %table, %reason, "a prepared transaction cannot be committed; the job fails");
                     pending.lock().expect("pending lock").failure = Some(reason);
+                    changed.notify_waiters();
                     return;
                 }
                 tokio::select! {
@@ -326,26 +333,18 @@ impl TwoPhaseCommitSink {
         });
     }
 
-    /// Waits until no prepared transaction is left (or `limit` passes); says whether
-    /// none is left.
-    async fn drain(&mut self, limit: Option<Duration>) -> Result<bool> {
-        let empty = |pending: &Arc<Mutex<Pending>>| {
-            pending
-                .lock()
-                .expect("pending lock")
-                .transactions
-                .is_empty()
-        };
-        let deadline = limit.map(|l| tokio::time::Instant::now() + l);
-        while !empty(&self.pending) {
+    /// Waits until no prepared transaction is left, woken by the committer.
+    async fn drain(&mut self) -> Result<()> {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
             self.failure()?;
-            let pause = tokio::time::sleep(Duration::from_millis(20));
-            match deadline {
-                Some(deadline) if tokio::time::Instant::now() >= deadline => return Ok(false),
-                _ => pause.await,
+            if !self.uncommitted() {
+                return Ok(());
             }
+            changed.await;
         }
-        Ok(true)
     }
 }
 
@@ -355,6 +354,7 @@ async fn commit_due(
     pending: &Mutex<Pending>,
     done: u64,
     retry: CommitRetry,
+    changed: &Notify,
 ) -> std::result::Result<(), String> {
     loop {
         let next = pending
@@ -375,6 +375,7 @@ async fn commit_due(
             .expect("pending lock")
             .transactions
             .remove(&checkpoint);
+        changed.notify_waiters();
     }
 }
 
@@ -480,32 +481,66 @@ impl SinkWriter for TwoPhaseCommitSink {
         self.held.is_empty()
     }
 
-    fn finish(&mut self, end_of_input: bool) -> BoxFuture<'_, Result<()>> {
+    fn finish(&mut self, end: StreamEnd) -> BoxFuture<'_, Result<()>> {
         async move {
-            if !end_of_input {
-                // Stopped: rows after the last checkpoint are replayed when the job resumes;
-                // what that checkpoint prepared is committed then, if not now.
-                self.writer.abort().await?;
-                if !self.drain(Some(Duration::from_secs(5))).await? {
-                    tracing::info!(table = %self.table, "prepared transactions left for the job's resumption to commit");
-                }
-                return Ok(());
+            match end {
+                StreamEnd::Finished => self.finish_input().await,
+                StreamEnd::Stopped | StreamEnd::Cancelled => self.leave_to_restore(end).await,
             }
-            // The input ended after a final checkpoint, at which nothing was held: nothing
-            // should be left open; if anything is, it is committed rather than lost.
-            self.drain(None).await?;
-            self.release_held().await?;
-            if std::mem::take(&mut self.dirty)
-                && let Some(handle) = self.writer.prepare(u64::MAX).await?
-            {
-                tracing::warn!(table = %self.table, "rows after the final checkpoint are committed directly");
-                commit_with_retry(&*self.committer, &handle, self.retry).await?;
-            }
-            self.drain(None).await?;
-            // What a cancelled earlier attempt wrote late is cleaned up now.
-            self.committer.abort_leftovers(&[]).await
         }
         .boxed()
+    }
+}
+
+impl TwoPhaseCommitSink {
+    /// The input ended after the job's final checkpoint completed: its transactions are
+    /// committed, and nothing may have been written since (no checkpoint would cover it).
+    async fn finish_input(&mut self) -> Result<()> {
+        self.drain().await?;
+        self.release_held().await?;
+        if std::mem::take(&mut self.dirty) {
+            self.writer.abort().await?;
+            return Err(EddyError::Connector {
+                table: self.table.clone(),
+                message: "rows arrived after the job's final checkpoint; no checkpoint covers \
+                          them, so they are rolled back instead of committed"
+                    .into(),
+            });
+        }
+        // What a cancelled earlier attempt prepared late is cleaned up now.
+        self.committer.abort_leftovers(&[]).await
+    }
+
+    /// The sink was stopped or cancelled: the open transaction is rolled back (its rows
+    /// are replayed from the last completed checkpoint), the transactions of checkpoints
+    /// known to be complete are committed, and those of later checkpoints stay prepared,
+    /// for the restore to commit or abort.
+    async fn leave_to_restore(&mut self, end: StreamEnd) -> Result<()> {
+        self.writer.abort().await?;
+        self.held.clear();
+        let done = self.completed.borrow().checkpoint;
+        let committed = commit_due(
+            &*self.committer,
+            &self.pending,
+            done,
+            self.retry,
+            &self.changed,
+        );
+        if let Err(reason) = committed.await {
+            tracing::warn!(table = %self.table, %reason, "left for the restore to commit");
+        }
+        let left: Vec<u64> = self
+            .pending
+            .lock()
+            .expect("pending lock")
+            .transactions
+            .keys()
+            .copied()
+            .collect();
+        if !left.is_empty() {
+            tracing::info!(table = %self.table, ?end, checkpoints = ?left, "prepared transactions left for the restore");
+        }
+        Ok(())
     }
 }
 
@@ -782,8 +817,68 @@ mod tests {
                 end_of_input: true,
             });
         });
-        sink.finish(true).await.unwrap();
+        sink.finish(StreamEnd::Finished).await.unwrap();
         assert_eq!(harness.store.lock().unwrap().visible, vec![1]);
+    }
+
+    #[tokio::test]
+    async fn rows_after_the_final_checkpoint_fail_the_sink_instead_of_being_committed() {
+        let harness = Harness::new();
+        let mut sink = harness.sink(1, &[]).await;
+        sink.write(&rows(&[1])).await.unwrap();
+        sink.checkpoint(3).await.unwrap();
+        harness.notices.send_replace(CompletedCheckpoint {
+            checkpoint: 3,
+            end_of_input: true,
+        });
+        sink.write(&rows(&[2])).await.unwrap();
+        let error = sink.finish(StreamEnd::Finished).await.unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("after the job's final checkpoint"),
+            "{error}"
+        );
+        assert_eq!(harness.visible_after_settling().await, vec![1]);
+        assert!(harness.prepared().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_stopped_or_cancelled_sink_commits_only_what_completed_checkpoints_cover() {
+        for end in [StreamEnd::Stopped, StreamEnd::Cancelled] {
+            let harness = Harness::new();
+            let mut first = harness.sink(1, &[]).await;
+            first.write(&rows(&[1])).await.unwrap();
+            first.checkpoint(1).await.unwrap();
+            first.write(&rows(&[2])).await.unwrap();
+            let state = first.checkpoint(2).await.unwrap();
+            first.write(&rows(&[3])).await.unwrap();
+            // Checkpoint 1 is complete, 2 is not (yet): the upstream tasks were stopped
+            // (a cancelled attempt, a replaced JobManager) and the input ends here.
+            harness.notices.send_replace(CompletedCheckpoint {
+                checkpoint: 1,
+                end_of_input: false,
+            });
+            first.finish(end).await.unwrap();
+            assert_eq!(harness.visible_after_settling().await, vec![1], "{end:?}");
+            assert_eq!(
+                harness.prepared(),
+                vec![vec![2]],
+                "{end:?}: 2 waits, 3 is gone"
+            );
+            drop(first);
+            // The restore from checkpoint 2 commits its transaction; row 3 is replayed,
+            // written and committed once.
+            let mut second = harness.sink(2, &[state]).await;
+            second.write(&rows(&[3])).await.unwrap();
+            second.checkpoint(3).await.unwrap();
+            harness.complete(3);
+            assert_eq!(
+                harness.visible_after_settling().await,
+                vec![1, 2, 3],
+                "{end:?}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -21,6 +21,7 @@ use crate::connectors::transaction::{
     DeliveryGuarantee, TransactionCommitter, TransactionWriter, TwoPhaseCommitSink,
 };
 use crate::connectors::{SinkContext, SinkWriter};
+use crate::event::StreamEnd;
 use crate::metrics::OperatorMetrics;
 use crate::state::{StateReader, StateWriter};
 use crate::{EddyError, Result};
@@ -384,7 +385,7 @@ impl SinkWriter for IdempotentProducer {
         async move { self.flush().await.map(|()| Vec::new()) }.boxed()
     }
 
-    fn finish(&mut self, _end_of_input: bool) -> BoxFuture<'_, Result<()>> {
+    fn finish(&mut self, _end: StreamEnd) -> BoxFuture<'_, Result<()>> {
         async move { self.flush().await }.boxed()
     }
 }

@@ -20,6 +20,7 @@ use crate::Result;
 use crate::chunk::{Chunk, Op};
 use crate::connectors::transaction::TransactionWriter;
 use crate::connectors::{SinkContext, SinkWriter};
+use crate::event::StreamEnd;
 use crate::metrics::OperatorMetrics;
 
 /// Where a writer's transactions end.
@@ -250,7 +251,7 @@ impl SinkWriter for PostgresWriter {
         async move { self.commit().await.map(|()| Vec::new()) }.boxed()
     }
 
-    fn finish(&mut self, _end_of_input: bool) -> BoxFuture<'_, Result<()>> {
+    fn finish(&mut self, _end: StreamEnd) -> BoxFuture<'_, Result<()>> {
         self.commit().boxed()
     }
 }
