@@ -85,6 +85,9 @@ struct JobRecord {
     /// A savepoint or checkpoint directory the job started from.
     restore_path: Option<String>,
     savepoint: Option<SavepointRequest>,
+    /// A stop-with-savepoint's checkpoint completed: no later checkpoint may be taken
+    /// (its sinks would commit rows that resuming from the savepoint writes again).
+    stopping: bool,
 }
 
 impl JobRecord {
@@ -114,6 +117,9 @@ pub struct Cluster {
     state: Mutex<State>,
     next_job: AtomicU64,
     store: Option<JobStore>,
+    /// Numbers the job records in the order their states changed (see
+    /// [`StoredJob::revision`]).
+    revisions: AtomicU64,
     /// Held shared while checkpoint metadata is written, exclusively by a restart before
     /// it picks the checkpoint to restore: a checkpoint whose metadata is being written is
     /// either seen complete or not written at all.
@@ -155,6 +161,15 @@ enum Command {
         CheckpointMetadata,
         SavepointRequest,
     ),
+    /// Commands carried out one after the other.
+    InOrder(Vec<Command>),
+    /// Records a new attempt in the job store, then deploys it (`execution`: its id): a
+    /// restarted JobManager must never start an attempt number that already ran.
+    Start {
+        execution: String,
+        record: Option<StoredJob>,
+        deploys: Vec<Command>,
+    },
 }
 
 /// A savepoint asked for: the checkpoint that serves it once triggered, whether to stop the
@@ -173,6 +188,7 @@ impl Cluster {
             state: Mutex::new(State::default()),
             next_job: AtomicU64::new(1),
             store,
+            revisions: AtomicU64::new(1),
             commits: tokio::sync::RwLock::new(()),
         })
     }
@@ -246,6 +262,7 @@ impl Cluster {
             restarts: job.restarts,
             submitted_at_ms: job.submitted_at_ms,
             restore_path: job.restore_path.clone(),
+            revision: self.revisions.fetch_add(1, Ordering::Relaxed),
         }
     }
 
@@ -295,6 +312,7 @@ impl Cluster {
             restore_from: 0,
             restore_path,
             savepoint: None,
+            stopping: false,
         })
     }
 
@@ -403,8 +421,9 @@ impl Cluster {
                     Some((root, _)) => (root.clone(), job_id.clone()),
                     None => (String::new(), String::new()),
                 };
+                let mut deploys = Vec::new();
                 for (tm, tasks) in per_tm {
-                    commands.push(Command::Deploy(
+                    deploys.push(Command::Deploy(
                         tm.clone(),
                         state.taskmanagers[&tm].client.clone(),
                         Box::new(pb::DeployTasksRequest {
@@ -436,7 +455,11 @@ impl Cluster {
                 job.state = pb::JobState::Running;
                 job.reason = String::new();
                 job.started_at_ms = now_ms();
-                commands.extend(self.persisted(&job_id, job));
+                commands.push(Command::Start {
+                    execution,
+                    record: self.store.as_ref().map(|_| self.stored(&job_id, job)),
+                    deploys,
+                });
                 tracing::info!(job = %job_id, attempt = job.attempt, slots = needed, restored_from = job.restore_from, "job deployed");
             }
         }
@@ -450,8 +473,31 @@ impl Cluster {
         }
     }
 
-    async fn execute(self: Arc<Self>, command: Command) {
+    fn execute(self: Arc<Self>, command: Command) -> futures::future::BoxFuture<'static, ()> {
+        Box::pin(self.carry_out(command))
+    }
+
+    async fn carry_out(self: Arc<Self>, command: Command) {
         match command {
+            Command::InOrder(commands) => {
+                for command in commands {
+                    self.clone().execute(command).await;
+                }
+            }
+            Command::Start {
+                execution,
+                record,
+                deploys,
+            } => {
+                if let (Some(store), Some(record)) = (&self.store, record)
+                    && let Err(error) = store.save(&record).await
+                {
+                    let reason = format!("cannot record the attempt in the job store: {error}");
+                    self.execution_failed(&execution, reason);
+                    return;
+                }
+                self.send(deploys);
+            }
             Command::Deploy(taskmanager, mut client, request) => {
                 let execution = request.job_id.clone();
                 if let Err(status) = client.deploy_tasks(*request).await {
@@ -514,7 +560,12 @@ impl Cluster {
                     .map_err(|e| e.to_string());
                 match &result {
                     Ok(path) => tracing::info!(job = %job_id, %path, "savepoint complete"),
-                    Err(error) => tracing::warn!(job = %job_id, %error, "savepoint failed"),
+                    Err(error) => {
+                        tracing::warn!(job = %job_id, %error, "savepoint failed");
+                        if let Some(job) = self.lock().jobs.get_mut(&job_id) {
+                            job.stopping = false;
+                        }
+                    }
                 }
                 if request.stop && result.is_ok() {
                     let _ = self.cancel(&job_id);
@@ -1067,12 +1118,27 @@ impl Cluster {
                 && let (Some(savepoint), Some((_, storage))) =
                     (job.savepoint.take(), job.storage.as_ref())
             {
-                commands.push(Command::Savepoint(
+                let stop = savepoint.stop;
+                let save = Command::Savepoint(
                     job_id.to_string(),
                     storage.clone(),
                     metadata.clone(),
                     savepoint,
-                ));
+                );
+                if stop {
+                    // The sinks learn the checkpoint completed before the job is stopped,
+                    // so what it covers is committed when the job ends; nothing after it
+                    // is checkpointed.
+                    job.stopping = true;
+                    commands = vec![Command::InOrder(
+                        std::mem::take(&mut commands)
+                            .into_iter()
+                            .chain([save])
+                            .collect(),
+                    )];
+                } else {
+                    commands.push(save);
+                }
             }
             commands
         };
@@ -1124,6 +1190,18 @@ impl Cluster {
                 if coordinator.check_timeout(now) {
                     failing.push(job_id.clone());
                     continue;
+                }
+                if job.stopping {
+                    continue;
+                }
+                if let Some(savepoint) = job.savepoint.as_mut()
+                    && savepoint.checkpoint.is_some()
+                    && coordinator.idle()
+                {
+                    // Its checkpoint failed (a completed one takes the request): the next
+                    // one, aligned again, serves it.
+                    savepoint.checkpoint = None;
+                    coordinator.request_now();
                 }
                 let Some(barrier) = coordinator.due(now) else {
                     continue;

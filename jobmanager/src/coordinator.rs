@@ -143,6 +143,11 @@ impl CheckpointCoordinator {
         })
     }
 
+    /// Whether no checkpoint is in flight or being committed.
+    pub fn idle(&self) -> bool {
+        self.pending.is_none() && self.committing.is_none()
+    }
+
     /// Asks for a checkpoint as soon as none is in flight (for a savepoint).
     pub fn request_now(&mut self) {
         self.requested = true;

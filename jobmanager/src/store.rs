@@ -2,6 +2,7 @@
 //! needs to resume a job: its SQL and options, its state, and its attempt number.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use eddy_common::storage::StorageLocation;
@@ -33,31 +34,52 @@ pub struct StoredJob {
     /// The savepoint it started from.
     #[serde(default)]
     pub restore_path: Option<String>,
+    /// Orders the writes of one job's record: a record is written only if it is newer than
+    /// the last one written (records are made in the order the job's state changed, but
+    /// written concurrently). Not stored.
+    #[serde(skip)]
+    pub revision: u64,
 }
 
 /// Jobs kept in object storage.
 #[derive(Debug, Clone)]
 pub struct JobStore {
     location: StorageLocation,
+    /// The revision of each job's record last written; held while writing, so that the
+    /// writes of the records are ordered.
+    written: Arc<tokio::sync::Mutex<HashMap<String, u64>>>,
 }
 
 impl JobStore {
     /// A store under `root`.
     pub fn new(location: StorageLocation) -> Self {
-        JobStore { location }
+        JobStore {
+            location,
+            written: Arc::default(),
+        }
     }
 
     fn path(&self, job_id: &str) -> Path {
         self.location.path.clone().join(job_id).join(JOB_FILE)
     }
 
-    /// Writes a job's record.
+    /// Writes a job's record, unless a newer revision of it was written already (a
+    /// CANCELLED record written before a delayed RUNNING one stays).
     pub async fn save(&self, job: &StoredJob) -> Result<()> {
+        let mut written = self.written.lock().await;
+        if written
+            .get(&job.job_id)
+            .is_some_and(|last| *last >= job.revision)
+        {
+            tracing::debug!(job = %job.job_id, revision = job.revision, "an older job record is not written");
+            return Ok(());
+        }
         let json = serde_json::to_vec_pretty(job).map_err(|e| EddyError::Runtime(e.to_string()))?;
         self.location
             .store
             .put(&self.path(&job.job_id), PutPayload::from(Bytes::from(json)))
             .await?;
+        written.insert(job.job_id.clone(), job.revision);
         Ok(())
     }
 
@@ -115,11 +137,36 @@ mod tests {
             restarts: 1,
             submitted_at_ms: 5,
             restore_path: None,
+            revision: 0,
         };
         store.save(&job).await.unwrap();
         std::fs::create_dir_all(dir.join("j2")).unwrap();
         std::fs::write(dir.join("j2/job.json"), "{ not json").unwrap();
         assert_eq!(store.load_all().await.unwrap(), vec![job]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn a_record_older_than_the_one_written_is_not_written() {
+        let dir = std::env::temp_dir().join(format!("eddy-jobstore-order-{}", std::process::id()));
+        let store = JobStore::new(resolve(dir.to_str().unwrap(), &[]).unwrap());
+        let record = |state: &str, revision| StoredJob {
+            job_id: "j".into(),
+            sql: String::new(),
+            options: HashMap::new(),
+            state: state.into(),
+            attempt: 3,
+            restarts: 2,
+            submitted_at_ms: 0,
+            restore_path: None,
+            revision,
+        };
+        // The job was cancelled (revision 8) after it ran (revision 7); the write of the
+        // RUNNING record comes last.
+        store.save(&record("CANCELLED", 8)).await.unwrap();
+        store.save(&record("RUNNING", 7)).await.unwrap();
+        let loaded = store.load_all().await.unwrap();
+        assert_eq!(loaded[0].state, "CANCELLED");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
