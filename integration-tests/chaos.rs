@@ -19,14 +19,15 @@ const BUCKET: &str = "eddy";
 const EVENTS: u64 = 300_000;
 
 /// The external systems.
-struct Systems {
-    pg: Postgres,
-    s3: S3Server,
-    kafka: Broker,
+pub struct Systems {
+    pub pg: Postgres,
+    pub s3: S3Server,
+    pub kafka: Broker,
 }
 
 impl Systems {
-    fn start(name: &str) -> Systems {
+    /// Starts them, named after `name`.
+    pub fn start(name: &str) -> Systems {
         Systems {
             pg: Postgres::start(name),
             s3: S3Server::start(BUCKET),
@@ -38,7 +39,7 @@ impl Systems {
 /// The job: a retracting two-level GROUP BY and an upsert GROUP BY into PostgreSQL, and an
 /// append stream into PostgreSQL, into files on S3 and into a Kafka topic, all named after
 /// `name`.
-fn job(name: &str, events: u64, rate: u64, guarantee: &str, systems: &Systems) -> String {
+pub fn job(name: &str, events: u64, rate: u64, guarantee: &str, systems: &Systems) -> String {
     let (pg, s3) = (&systems.pg, &systems.s3);
     let url = pg.url();
     let with_pg = |table: &str| {
@@ -82,7 +83,8 @@ fn job(name: &str, events: u64, rate: u64, guarantee: &str, systems: &Systems) -
     )
 }
 
-fn create_tables(systems: &Systems, name: &str) {
+/// Creates the tables and the topic [`job`] writes.
+pub fn create_tables(systems: &Systems, name: &str) {
     systems.kafka.create_topic(&format!("{name}-cheap"), 2);
     systems.pg.execute(&format!(
         "CREATE TABLE {name}_per_auction (auction BIGINT PRIMARY KEY, bids BIGINT, top BIGINT);
@@ -94,14 +96,15 @@ fn create_tables(systems: &Systems, name: &str) {
 /// What readers see of one run: each table's rows, the committed files' lines and the
 /// topic's committed records, sorted; and the names of hidden (uncommitted) files.
 #[derive(Debug, PartialEq)]
-struct Seen {
-    tables: BTreeMap<&'static str, Vec<Vec<String>>>,
-    file_lines: Vec<String>,
-    hidden_files: Vec<String>,
-    records: Vec<String>,
+pub struct Seen {
+    pub tables: BTreeMap<&'static str, Vec<Vec<String>>>,
+    pub file_lines: Vec<String>,
+    pub hidden_files: Vec<String>,
+    pub records: Vec<String>,
 }
 
-fn seen(systems: &Systems, name: &str) -> Seen {
+/// What readers see of the run named `name`.
+pub fn seen(systems: &Systems, name: &str) -> Seen {
     let (pg, s3) = (&systems.pg, &systems.s3);
     let mut tables = BTreeMap::new();
     for (table, order) in [
@@ -236,7 +239,7 @@ fn run_with_chaos(name: &str, guarantee: &str, systems: &Systems) -> (Cluster, u
 }
 
 /// The TaskManagers (by start index) that run tasks of the job, from its status.
-fn running_on(status: &serde_json::Value) -> Vec<usize> {
+pub fn running_on(status: &serde_json::Value) -> Vec<usize> {
     let mut indices: Vec<usize> = status["vertices"]
         .as_array()
         .into_iter()
@@ -315,7 +318,7 @@ fn exactly_once_sinks_survive_chaos() {
 }
 
 /// Rows in one of the sorted lists but not the other, marked `+` (only in `got`) or `-`.
-fn difference(got: &[Vec<String>], expected: &[Vec<String>]) -> Vec<String> {
+pub fn difference(got: &[Vec<String>], expected: &[Vec<String>]) -> Vec<String> {
     let got_rows: Vec<String> = got.iter().map(|r| r.join(",")).collect();
     let expected_rows: Vec<String> = expected.iter().map(|r| r.join(",")).collect();
     let (have, want) = (multiset(&got_rows), multiset(&expected_rows));

@@ -14,4 +14,5 @@ mod postgres;
 mod processes;
 mod recovery;
 mod s3;
+mod soak;
 mod support;

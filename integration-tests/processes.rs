@@ -180,24 +180,36 @@ impl Cluster {
 
     /// SIGKILLs the JobManager and starts a new one on the same address and storage.
     pub fn restart_jobmanager(&mut self) {
+        self.restart_jobmanager_with(&[]);
+    }
+
+    /// As [`Cluster::restart_jobmanager`], the new one with `extra` in its environment.
+    pub fn restart_jobmanager_with(&mut self, extra: &[(&str, &str)]) {
         self.jobmanager.child.kill().unwrap();
         let _ = self.jobmanager.child.wait();
         let port: u16 = self.address.rsplit(':').next().unwrap().parse().unwrap();
         let args: Vec<&str> = self.jobmanager_args.iter().map(String::as_str).collect();
-        let env: Vec<(&str, &str)> = self
+        let mut env: Vec<(&str, &str)> = self
             .env
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
+        env.extend_from_slice(extra);
         self.jobmanager = Daemon::spawn(jobmanager_command(port, &self.scratch, &args, &env));
     }
 
     /// Starts one more TaskManager (without waiting for it to register).
     pub fn add_taskmanager(&mut self, slots: usize) {
+        self.add_taskmanager_with(slots, &[]);
+    }
+
+    /// As [`Cluster::add_taskmanager`], with `extra` in its environment.
+    pub fn add_taskmanager_with(&mut self, slots: usize, extra: &[(&str, &str)]) {
         self.next_id += 1;
         let id = format!("tm-{}", self.next_id);
         let mut command = eddy();
         command.envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        command.envs(extra.iter().copied());
         command.args([
             "taskmanager",
             "--jobmanager",

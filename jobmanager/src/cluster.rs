@@ -541,6 +541,8 @@ impl Cluster {
                     // earlier checkpoint, so this one must not become complete.
                     return;
                 }
+                // Every task acknowledged; the checkpoint is not complete yet.
+                eddy_common::failpoint::crash_if("jobmanager.before-metadata", id);
                 let written = storage.commit(&metadata).await;
                 drop(writing);
                 match written {
@@ -602,19 +604,26 @@ impl Cluster {
                 };
                 // Metadata being written now is waited for, so that it counts.
                 drop(self.commits.write().await);
-                let latest = match &storage {
-                    Some(storage) => match storage.latest().await {
-                        Ok(latest) => latest.map(|m| m.checkpoint),
-                        Err(error) => {
-                            // Restarting from an older state would replay what sinks
-                            // committed: try again later.
-                            tracing::warn!(job = %job_id, %error, "cannot list checkpoints; retrying the restart");
-                            let retry = backoff.max(Duration::from_secs(1));
-                            self.send(vec![Command::Restart(job_id, attempt, retry)]);
-                            return;
-                        }
-                    },
-                    None => None,
+                let listed = match &storage {
+                    Some(storage) => {
+                        let newest = storage.newest_id().await;
+                        storage
+                            .latest()
+                            .await
+                            .and_then(|latest| Ok((latest, newest?)))
+                    }
+                    None => Ok((None, 0)),
+                };
+                let (latest, newest_id) = match listed {
+                    Ok((latest, newest)) => (latest.map(|m| m.checkpoint), newest),
+                    Err(error) => {
+                        // Restarting from an older state would replay what sinks
+                        // committed: try again later.
+                        tracing::warn!(job = %job_id, %error, "cannot list checkpoints; retrying the restart");
+                        let retry = backoff.max(Duration::from_secs(1));
+                        self.send(vec![Command::Restart(job_id, attempt, retry)]);
+                        return;
+                    }
                 };
                 {
                     let mut state = self.lock();
@@ -627,8 +636,13 @@ impl Cluster {
                     job.attempt += 1;
                     job.restore_from = latest.unwrap_or(0);
                     // Checkpoint ids only grow, also across JobManager restarts (which do
-                    // not keep the counter): the newest checkpoint is always the latest.
-                    job.next_checkpoint = job.next_checkpoint.max(job.restore_from + 1);
+                    // not keep the counter): the newest checkpoint is always the latest,
+                    // and no id an earlier attempt used (even for a checkpoint that never
+                    // completed) is taken again.
+                    job.next_checkpoint = job
+                        .next_checkpoint
+                        .max(job.restore_from + 1)
+                        .max(newest_id + 1);
                     job.state = pb::JobState::Created;
                     job.reason = format!("restarting from checkpoint {}", job.restore_from);
                     tracing::info!(job = %job_id, attempt = job.attempt, checkpoint = job.restore_from, "restarting");

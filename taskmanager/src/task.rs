@@ -557,6 +557,10 @@ impl Pipeline<'_> {
         let mut snapshot = self.snapshot(barrier.checkpoint, source)?;
         let sync_duration = started.elapsed();
         snapshot.task.sink = self.output.barrier(barrier).await?;
+        if snapshot.task.sink.is_some() {
+            // Prepared, not yet in a snapshot: the restore must abort it.
+            eddy_common::failpoint::crash_if("taskmanager.after-prepare", barrier.checkpoint);
+        }
         if barrier.unaligned && snapshot.task.source.is_none() {
             self.unaligned = Some((barrier, snapshot, sync_duration));
             return Ok(());

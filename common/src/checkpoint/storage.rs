@@ -12,7 +12,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
@@ -250,11 +250,30 @@ impl CheckpointStorage {
             crc32: checksum.finalize(),
             previous,
         };
-        self.location
+        // Never over another snapshot: one left by a task of an earlier attempt (a
+        // cancelled or cut-off TaskManager uploading late) under a checkpoint id that a
+        // restarted JobManager took again. Whichever comes second fails, and a failed
+        // snapshot only declines its checkpoint.
+        let path = self.path(checkpoint, &file);
+        let create = PutOptions::from(PutMode::Create);
+        match self
+            .location
             .store
-            .put(&self.path(checkpoint, &file), PutPayload::from_iter(parts))
-            .await?;
-        Ok(handle)
+            .put_opts(&path, PutPayload::from_iter(parts), create)
+            .await
+        {
+            Ok(_) => Ok(handle),
+            Err(object_store::Error::AlreadyExists { .. }) => Err(EddyError::Runtime(format!(
+                "the snapshot {path} exists already: another attempt of the job wrote it"
+            ))),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// The newest checkpoint id used so far, complete or not (0: none): a restarted
+    /// JobManager numbers its checkpoints after it, so that no id is taken twice.
+    pub async fn newest_id(&self) -> Result<u64> {
+        Ok(self.checkpoint_ids().await?.last().copied().unwrap_or(0))
     }
 
     /// Commits a checkpoint by writing its metadata, once the earlier files its task
@@ -450,6 +469,33 @@ impl CheckpointStorage {
 mod tests {
     use super::*;
     use crate::storage::resolve;
+
+    #[tokio::test]
+    async fn a_snapshot_is_never_written_over_and_ids_in_use_are_known() {
+        let dir = std::env::temp_dir().join(format!("eddy-chk-once-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let storage = CheckpointStorage::new(&resolve(dir.to_str().unwrap(), &[]).unwrap(), "job");
+        assert_eq!(storage.newest_id().await.unwrap(), 0);
+        let first = vec![Bytes::from_static(b"attempt 4")];
+        storage
+            .write_task(13, 0, 1, first, Vec::new())
+            .await
+            .unwrap();
+        // A late upload of another attempt under the same id fails; the first stays.
+        let late = vec![Bytes::from_static(b"attempt 5")];
+        let error = storage
+            .write_task(13, 0, 1, late, Vec::new())
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains("another attempt"), "{error}");
+        assert_eq!(
+            std::fs::read(dir.join("job/chk-13/0-1.state")).unwrap(),
+            b"attempt 4"
+        );
+        // Incomplete as it is, checkpoint 13 is the newest id in use.
+        assert_eq!(storage.newest_id().await.unwrap(), 13);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[tokio::test]
     async fn commit_verify_fall_back_and_retain() {

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Chaos soak: bench/chaos-soak.sh [KILLS] [RUNS] [RATE]
+#
+# Each run starts PostgreSQL, an S3-compatible server (moto), a Kafka-protocol broker
+# (noida-db), a JobManager and three TaskManagers, and runs an exactly-once job into all of
+# them (see integration-tests/soak.rs) while KILLS failures land 2-4 s apart: TaskManagers
+# SIGKILLed and replaced, the JobManager SIGKILLed and restarted on the same port and
+# storage (at least a third), TaskManagers cut off past the heartbeat timeout, and
+# replacements started with failpoints. The output is compared with a failure-free run of
+# the same job; every run prints its failures, restarts, rows checked and each difference.
+# RATE is the source's events per second (default 20000). EDDY_TEST_SEED replays a run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/eddy-target}"
+export EDDY_SOAK_KILLS="${1:-50}"
+export EDDY_SOAK_RUNS="${2:-1}"
+export EDDY_SOAK_RATE="${3:-20000}"
+for tool in moto_server python3; do
+  command -v "$tool" >/dev/null || { echo "chaos-soak: $tool is missing (.ci/run installs the test services)" >&2; exit 1; }
+done
+python3 -c 'import noida_db' 2>/dev/null || { echo "chaos-soak: noida-db is missing: pip install noida-db==0.2.3" >&2; exit 1; }
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { echo "chaos-soak: PostgreSQL is missing: apt-get install postgresql" >&2; exit 1; }
+exec cargo test --release --test integration -- --ignored --exact soak::chaos_soak --nocapture
