@@ -8,7 +8,9 @@
 # storage (at least a third), TaskManagers cut off past the heartbeat timeout, and
 # replacements started with failpoints. The output is compared with a failure-free run of
 # the same job; every run prints its failures, restarts, rows checked and each difference.
-# RATE is the source's events per second (default 20000). EDDY_TEST_SEED replays a run.
+# RATE is the source's events per second (default 20000). EDDY_TEST_SEED replays a run;
+# EDDY_SOAK_PROFILE=dev soaks the debug build the test suite already built (default: a
+# release build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/eddy-target}"
@@ -20,4 +22,5 @@ for tool in moto_server python3; do
 done
 python3 -c 'import noida_db' 2>/dev/null || { echo "chaos-soak: noida-db is missing: pip install noida-db==0.2.3" >&2; exit 1; }
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { echo "chaos-soak: PostgreSQL is missing: apt-get install postgresql" >&2; exit 1; }
-exec cargo test --release --test integration -- --ignored --exact soak::chaos_soak --nocapture
+profile="${EDDY_SOAK_PROFILE:-release}"
+exec cargo test --profile "$profile" --test integration -- --ignored --exact soak::chaos_soak --nocapture

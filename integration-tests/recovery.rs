@@ -6,7 +6,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::processes::Cluster;
 use crate::s3::S3Server;
-use crate::support::{Scratch, parse_changes, run_script};
+use crate::support::{Scratch, parse_changes, run_script, visible_lines};
 
 const TWO_MINUTES: Duration = Duration::from_secs(120);
 
@@ -330,6 +330,63 @@ fn a_restarted_jobmanager_resumes_its_job_exactly() {
     );
     let expected = failure_free(&cluster.scratch, 200_000);
     assert_eq!(largest_counts(&cluster.printed()), expected);
+}
+
+/// 2-second tumbling windows of Nexmark bids per auction, exactly once into files under
+/// `output`: the shape of the soak that found the hole of a replaced JobManager.
+fn windows_into_files(output: &std::path::Path, events: u64, rate: u64) -> String {
+    format!(
+        "SET 'execution.checkpointing.interval' = '500ms';
+         SET 'restart-strategy.exponential-delay.initial-backoff' = '100ms';
+         CREATE TABLE bid (auction BIGINT, price BIGINT, dateTime TIMESTAMP(3),
+           WATERMARK FOR dateTime AS dateTime - INTERVAL '1' SECOND)
+           WITH ('connector' = 'nexmark', 'nexmark.table' = 'bid', 'events.num' = '{events}',
+           'events.rate' = '{rate}');
+         CREATE TABLE w (window_start TIMESTAMP(3), auction BIGINT, bids BIGINT, top BIGINT)
+           WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv',
+           'sink.delivery-guarantee' = 'exactly-once');
+         INSERT INTO w SELECT window_start, auction, COUNT(*), MAX(price)
+           FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(dateTime), INTERVAL '2' SECONDS))
+           GROUP BY window_start, window_end, auction;",
+        output.display()
+    )
+}
+
+/// A JobManager replaced three times while its TaskManagers live on: each time they
+/// cancel the running attempt (whose sinks see their input end) and the new JobManager
+/// restores the job. Nothing the restored attempts write again may have been committed
+/// by the cancelled ones.
+#[test]
+fn replaced_jobmanagers_leave_no_row_committed_twice() {
+    let mut cluster = Cluster::start("jobmanager-replaced", 2, 2);
+    let output = cluster.scratch.path().join("windows");
+    let job_id = cluster.submit(&windows_into_files(&output, 400_000, 25_000), 2);
+    for _ in 0..3 {
+        wait_for_checkpoints(&cluster, &job_id, 2);
+        cluster.restart_jobmanager();
+    }
+    cluster.wait_for(&job_id, "FINISHED", TWO_MINUTES);
+    let reference = cluster.scratch.path().join("reference");
+    let script = windows_into_files(&reference, 400_000, 0);
+    assert!(run_script(&cluster.scratch, &script, 2).status.success());
+    let (mut got, mut expected) = (visible_lines(&output), visible_lines(&reference));
+    got.sort();
+    expected.sort();
+    assert!(!expected.is_empty());
+    let hidden: Vec<String> = std::fs::read_dir(&output)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with('.'))
+        .collect();
+    assert!(hidden.is_empty(), "files left hidden: {hidden:?}");
+    let twice = got.len().saturating_sub(expected.len());
+    assert!(
+        got == expected,
+        "{} window rows, {} expected ({twice} more)",
+        got.len(),
+        expected.len()
+    );
 }
 
 #[test]
