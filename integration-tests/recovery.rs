@@ -333,22 +333,36 @@ fn a_restarted_jobmanager_resumes_its_job_exactly() {
 }
 
 /// 2-second tumbling windows of Nexmark bids per auction, exactly once into files under
-/// `output`: the shape of the soak that found the hole of a replaced JobManager.
-fn windows_into_files(output: &std::path::Path, events: u64, rate: u64) -> String {
+/// `output`: the shape of the soak that found the hole of a replaced JobManager. Its
+/// tables are `{prefix}bid` and `{prefix}windows`.
+pub fn windows_into_files(
+    prefix: &str,
+    output: &std::path::Path,
+    events: u64,
+    rate: u64,
+) -> String {
     format!(
-        "SET 'execution.checkpointing.interval' = '500ms';
-         SET 'restart-strategy.exponential-delay.initial-backoff' = '100ms';
-         CREATE TABLE bid (auction BIGINT, price BIGINT, dateTime TIMESTAMP(3),
+        "CREATE TABLE {prefix}bid (auction BIGINT, price BIGINT, dateTime TIMESTAMP(3),
            WATERMARK FOR dateTime AS dateTime - INTERVAL '1' SECOND)
            WITH ('connector' = 'nexmark', 'nexmark.table' = 'bid', 'events.num' = '{events}',
            'events.rate' = '{rate}');
-         CREATE TABLE w (window_start TIMESTAMP(3), auction BIGINT, bids BIGINT, top BIGINT)
-           WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv',
+         CREATE TABLE {prefix}windows (window_start TIMESTAMP(3), auction BIGINT, bids BIGINT,
+           top BIGINT) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv',
            'sink.delivery-guarantee' = 'exactly-once');
-         INSERT INTO w SELECT window_start, auction, COUNT(*), MAX(price)
-           FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(dateTime), INTERVAL '2' SECONDS))
+         INSERT INTO {prefix}windows SELECT window_start, auction, COUNT(*), MAX(price)
+           FROM TABLE(TUMBLE(TABLE {prefix}bid, DESCRIPTOR(dateTime), INTERVAL '2' SECONDS))
            GROUP BY window_start, window_end, auction;",
         output.display()
+    )
+}
+
+/// [`windows_into_files`] with 500 ms checkpoints and a 100 ms restart backoff.
+fn windows_job(output: &std::path::Path, events: u64, rate: u64) -> String {
+    format!(
+        "SET 'execution.checkpointing.interval' = '500ms';
+         SET 'restart-strategy.exponential-delay.initial-backoff' = '100ms';
+         {}",
+        windows_into_files("", output, events, rate)
     )
 }
 
@@ -360,14 +374,14 @@ fn windows_into_files(output: &std::path::Path, events: u64, rate: u64) -> Strin
 fn replaced_jobmanagers_leave_no_row_committed_twice() {
     let mut cluster = Cluster::start("jobmanager-replaced", 2, 2);
     let output = cluster.scratch.path().join("windows");
-    let job_id = cluster.submit(&windows_into_files(&output, 400_000, 25_000), 2);
+    let job_id = cluster.submit(&windows_job(&output, 400_000, 25_000), 2);
     for _ in 0..3 {
         wait_for_checkpoints(&cluster, &job_id, 2);
         cluster.restart_jobmanager();
     }
     cluster.wait_for(&job_id, "FINISHED", TWO_MINUTES);
     let reference = cluster.scratch.path().join("reference");
-    let script = windows_into_files(&reference, 400_000, 0);
+    let script = windows_job(&reference, 400_000, 0);
     assert!(run_script(&cluster.scratch, &script, 2).status.success());
     let (mut got, mut expected) = (visible_lines(&output), visible_lines(&reference));
     got.sort();

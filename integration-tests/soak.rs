@@ -9,11 +9,12 @@
 //! readers see at the end must equal a failure-free run of the same job exactly, with no
 //! transaction left prepared and no file left hidden.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::chaos::{Seen, Systems, create_tables, difference, job, running_on, seen};
 use crate::processes::{Cluster, signal};
-use crate::recovery::{next, seeded};
+use crate::recovery::{next, seeded, windows_into_files};
 use crate::support::{Scratch, run_ok, visible_lines};
 
 /// The failpoints a restarted JobManager may carry, each aborting it at a checkpoint.
@@ -34,24 +35,16 @@ fn setting(name: &str, default: u64) -> u64 {
 
 /// The soak's job: the chaos test's job with 1-second checkpoints and a 100 ms restart
 /// backoff, and the windows of the issue that found the hole of a replaced JobManager.
-fn soak_job(name: &str, events: u64, rate: u64, systems: &Systems, windows: &str) -> String {
+fn soak_job(name: &str, events: u64, rate: u64, systems: &Systems, windows: &Path) -> String {
     format!(
         "{}
          SET 'execution.checkpointing.interval' = '1s';
          SET 'restart-strategy.exponential-delay.initial-backoff' = '100ms';
          SET 'restart-strategy.exponential-delay.max-backoff' = '1s';
          SET 'restart-strategy.exponential-delay.attempts-before-reset-backoff' = '1000';
-         CREATE TABLE bid_time (auction BIGINT, price BIGINT, dateTime TIMESTAMP(3),
-           WATERMARK FOR dateTime AS dateTime - INTERVAL '1' SECOND)
-           WITH ('connector' = 'nexmark', 'nexmark.table' = 'bid', 'events.num' = '{events}',
-           'events.rate' = '{rate}');
-         CREATE TABLE windows (window_start TIMESTAMP(3), auction BIGINT, bids BIGINT, top BIGINT)
-           WITH ('connector' = 'filesystem', 'path' = '{windows}', 'format' = 'csv',
-           'sink.delivery-guarantee' = 'exactly-once');
-         INSERT INTO windows SELECT window_start, auction, COUNT(*), MAX(price)
-           FROM TABLE(TUMBLE(TABLE bid_time, DESCRIPTOR(dateTime), INTERVAL '2' SECONDS))
-           GROUP BY window_start, window_end, auction;",
-        job(name, events, rate, "exactly-once", systems)
+         {}",
+        job(name, events, rate, "exactly-once", systems),
+        windows_into_files("time_", windows, events, rate)
     )
 }
 
@@ -297,13 +290,7 @@ fn soak_run(run: u64, target: u64, rate: u64, rng: &mut u64) -> bool {
     // Enough events to outlast the failures (2-4 s apart, restarts replaying).
     let events = (rate * target * 4).max(200_000);
     create_tables(&systems, &name);
-    let script = soak_job(
-        &name,
-        events,
-        rate,
-        &systems,
-        &windows.path().display().to_string(),
-    );
+    let script = soak_job(&name, events, rate, &systems, windows.path());
     let started = Instant::now();
     let job_id = cluster.submit(&script, 2);
     let (kills, status) = run_with_failures(&mut cluster, &job_id, target, rng);
@@ -313,13 +300,7 @@ fn soak_run(run: u64, target: u64, rate: u64, rng: &mut u64) -> bool {
 
     create_tables(&systems, "reference");
     let reference_windows = Scratch::new("soak-reference-windows");
-    let reference = soak_job(
-        "reference",
-        events,
-        0,
-        &systems,
-        &reference_windows.path().display().to_string(),
-    );
+    let reference = soak_job("reference", events, 0, &systems, reference_windows.path());
     run_ok(&cluster.scratch, &reference, 2);
     let expected = output(&systems, "reference", &reference_windows);
 
