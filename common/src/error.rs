@@ -70,6 +70,20 @@ pub enum EddyError {
     /// A task failed while running.
     #[error("{0}")]
     Runtime(String),
+    /// The newest complete checkpoint cannot be read, and restoring an older one would
+    /// write again what sinks committed for it.
+    #[error(
+        "checkpoint {checkpoint} completed but cannot be restored; its sinks may have \
+         committed what it covers, so an older checkpoint is not restored in its place \
+         (restore a savepoint, or repair the checkpoint): {source}"
+    )]
+    UnrestorableCheckpoint {
+        /// The checkpoint.
+        checkpoint: u64,
+        /// Why it cannot be read.
+        #[source]
+        source: Box<EddyError>,
+    },
 }
 
 impl From<datafusion_common::DataFusionError> for EddyError {

@@ -591,13 +591,14 @@ impl Cluster {
                     self.refusing_taskmanagers(backoff)
                 );
                 self.lose_taskmanagers(gone, "its port refuses connections");
-                let storage = {
+                let (storage, commits_at_checkpoints) = {
                     let state = self.lock();
                     match state.jobs.get(&job_id) {
                         Some(job)
                             if job.state == pb::JobState::Restarting && job.attempt == attempt =>
                         {
-                            job.storage.as_ref().map(|(_, s)| s.clone())
+                            let storage = job.storage.as_ref().map(|(_, s)| s.clone());
+                            (storage, job.graph.commits_at_checkpoints())
                         }
                         _ => return,
                     }
@@ -607,15 +608,20 @@ impl Cluster {
                 let listed = match &storage {
                     Some(storage) => {
                         let newest = storage.newest_id().await;
-                        storage
-                            .latest()
-                            .await
-                            .and_then(|latest| Ok((latest, newest?)))
+                        let latest = match commits_at_checkpoints {
+                            true => storage.latest_committed().await,
+                            false => storage.latest().await,
+                        };
+                        latest.and_then(|latest| Ok((latest, newest?)))
                     }
                     None => Ok((None, 0)),
                 };
                 let (latest, newest_id) = match listed {
                     Ok((latest, newest)) => (latest.map(|m| m.checkpoint), newest),
+                    Err(error @ EddyError::UnrestorableCheckpoint { .. }) => {
+                        self.fail_for_good(&job_id, attempt, error.to_string());
+                        return;
+                    }
                     Err(error) => {
                         // Restarting from an older state would replay what sinks
                         // committed: try again later.
@@ -718,6 +724,24 @@ impl Cluster {
         };
         self.send(commands);
         self.schedule();
+    }
+
+    /// Fails a restarting job without a further restart (`attempt`: the one that ended).
+    fn fail_for_good(self: &Arc<Self>, job_id: &str, attempt: u32, reason: String) {
+        let commands = {
+            let mut state = self.lock();
+            let Some(job) = state.jobs.get_mut(job_id) else {
+                return;
+            };
+            if job.state != pb::JobState::Restarting || job.attempt != attempt {
+                return;
+            }
+            tracing::error!(job = %job_id, %reason, "job failed; it cannot restart");
+            job.state = pb::JobState::Failed;
+            job.reason = reason;
+            self.persisted(job_id, job)
+        };
+        self.send(commands.into_iter().collect());
     }
 
     /// A failure reported for an execution: applies only to the job's current attempt.

@@ -405,6 +405,28 @@ impl CheckpointStorage {
         Ok(None)
     }
 
+    /// The newest complete checkpoint, verified, for a job whose sinks commit at
+    /// checkpoints: one that completed but cannot be read is an error
+    /// ([`EddyError::UnrestorableCheckpoint`]) instead of being skipped for an older one,
+    /// whose restore would write again what the sinks committed.
+    pub async fn latest_committed(&self) -> Result<Option<CheckpointMetadata>> {
+        for id in self.checkpoint_ids().await?.into_iter().rev() {
+            let directory = self.directory(id);
+            let unrestorable = |source| EddyError::UnrestorableCheckpoint {
+                checkpoint: id,
+                source: Box::new(source),
+            };
+            match directory.metadata().await {
+                Err(EddyError::ObjectStore(object_store::Error::NotFound { .. })) => {
+                    tracing::debug!(checkpoint = id, "checkpoint incomplete, skipped");
+                }
+                Err(error) => return Err(unrestorable(error)),
+                Ok(_) => return directory.verified().await.map(Some).map_err(unrestorable),
+            }
+        }
+        Ok(None)
+    }
+
     /// Deletes checkpoints older than the newest `retained` complete ones (and incomplete
     /// ones older than the newest complete one), all but the files a retained checkpoint
     /// extends.
@@ -494,6 +516,54 @@ mod tests {
         );
         // Incomplete as it is, checkpoint 13 is the newest id in use.
         assert_eq!(storage.newest_id().await.unwrap(), 13);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn a_job_that_commits_at_checkpoints_never_falls_back_past_a_complete_one() {
+        let dir = std::env::temp_dir().join(format!("eddy-chk-strict-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let storage = CheckpointStorage::new(&resolve(dir.to_str().unwrap(), &[]).unwrap(), "job");
+        for n in 1..=3u64 {
+            let task = vec![Bytes::from(vec![n as u8; 10])];
+            let handle = storage.write_task(n, 0, 0, task, Vec::new()).await.unwrap();
+            if n < 3 {
+                let metadata = CheckpointMetadata {
+                    checkpoint: n,
+                    completed_at_ms: 0,
+                    vertex_parallelism: vec![1],
+                    tasks: vec![handle],
+                    end_of_input: false,
+                };
+                storage.commit(&metadata).await.unwrap();
+            }
+        }
+        // 3 is incomplete and skipped; 2 is the newest complete one.
+        assert_eq!(
+            storage
+                .latest_committed()
+                .await
+                .unwrap()
+                .unwrap()
+                .checkpoint,
+            2
+        );
+        for damage in ["corrupt", "missing"] {
+            let file = dir.join("job/chk-2/0-0.state");
+            match damage {
+                "corrupt" => std::fs::write(&file, [0u8; 10]).unwrap(),
+                _ => std::fs::remove_file(&file).unwrap(),
+            }
+            assert_eq!(storage.latest().await.unwrap().unwrap().checkpoint, 1);
+            let error = storage.latest_committed().await.unwrap_err();
+            assert!(
+                matches!(
+                    error,
+                    EddyError::UnrestorableCheckpoint { checkpoint: 2, .. }
+                ),
+                "{damage}: {error}"
+            );
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -9,6 +9,7 @@ use arrow::datatypes::SchemaRef;
 use super::file_sink::{self, FileSinkConfig};
 use super::file_source::{self, FileSourceConfig};
 use super::format::{FORMAT_KEYS, Format};
+use super::transaction::DeliveryGuarantee;
 use super::{Options, SinkContext, SinkWriter, SourceContext, SourceReader, TableConnector};
 use crate::Result;
 use crate::storage::resolve;
@@ -71,6 +72,13 @@ impl FilesystemConnector {
 impl TableConnector for FilesystemConnector {
     fn name(&self) -> &'static str {
         "filesystem"
+    }
+
+    fn commits_at_checkpoints(&self, checkpointing: bool) -> bool {
+        match self.sink.guarantee {
+            Some(guarantee) => guarantee == DeliveryGuarantee::ExactlyOnce,
+            None => checkpointing,
+        }
     }
 
     fn is_source(&self) -> bool {

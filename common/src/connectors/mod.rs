@@ -63,6 +63,14 @@ pub trait TableConnector: Debug + Send + Sync {
         false
     }
 
+    /// Whether the sink commits what it wrote when a checkpoint completes (two-phase
+    /// commit), in a job that checkpoints (`checkpointing`) or not: a restore from an
+    /// older checkpoint than the newest completed one would then write rows twice.
+    fn commits_at_checkpoints(&self, checkpointing: bool) -> bool {
+        let _ = checkpointing;
+        false
+    }
+
     /// A reader for one subtask of the source.
     fn create_reader(&self, context: &SourceContext) -> Result<Box<dyn SourceReader>> {
         Err(EddyError::Connector {

@@ -169,6 +169,16 @@ impl JobGraph {
             .unwrap_or(0)
     }
 
+    /// Whether a sink of the job commits at completed checkpoints (two-phase commit), so
+    /// that the job must restore its newest complete checkpoint or none.
+    pub fn commits_at_checkpoints(&self) -> bool {
+        let checkpointing = self.config.checkpoints.interval.is_some();
+        self.vertices.iter().any(|v| match &v.output {
+            VertexOutput::Sink(sink) => sink.connector.commits_at_checkpoints(checkpointing),
+            VertexOutput::Exchange { .. } => false,
+        })
+    }
+
     /// The plan as text, for `eddy explain`.
     pub fn explain(&self) -> String {
         explain::render(self)

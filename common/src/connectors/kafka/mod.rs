@@ -134,6 +134,10 @@ impl TableConnector for KafkaConnector {
         "kafka"
     }
 
+    fn commits_at_checkpoints(&self, _checkpointing: bool) -> bool {
+        self.guarantee == DeliveryGuarantee::ExactlyOnce
+    }
+
     fn is_source(&self) -> bool {
         true
     }

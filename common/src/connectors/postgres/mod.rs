@@ -93,6 +93,10 @@ impl TableConnector for PostgresConnector {
         "postgres"
     }
 
+    fn commits_at_checkpoints(&self, _checkpointing: bool) -> bool {
+        self.guarantee == DeliveryGuarantee::ExactlyOnce
+    }
+
     fn is_sink(&self) -> bool {
         true
     }
