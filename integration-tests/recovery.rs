@@ -387,17 +387,70 @@ fn replaced_jobmanagers_leave_no_row_committed_twice() {
     got.sort();
     expected.sort();
     assert!(!expected.is_empty());
-    let hidden: Vec<String> = std::fs::read_dir(&output)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.starts_with('.'))
-        .collect();
+    let hidden = hidden_files(&output);
     assert!(hidden.is_empty(), "files left hidden: {hidden:?}");
     let twice = got.len().saturating_sub(expected.len());
     assert!(
         got == expected,
         "{} window rows, {} expected ({twice} more)",
+        got.len(),
+        expected.len()
+    );
+}
+
+/// The hidden (uncommitted) files of a directory.
+fn hidden_files(directory: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(directory)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with('.'))
+        .collect()
+}
+
+/// A stop with a savepoint commits everything the savepoint covers before the job ends,
+/// nothing after it (no checkpoint follows it), and a job resumed from it writes the rest
+/// exactly once.
+#[test]
+fn a_stop_with_savepoint_commits_what_it_covers_and_resumes_exactly() {
+    let cluster = Cluster::start("savepoint-stop", 2, 2);
+    let output = cluster.scratch.path().join("windows");
+    let script = windows_job(&output, 400_000, 25_000);
+    let job_id = cluster.submit(&script, 2);
+    wait_for_checkpoints(&cluster, &job_id, 3);
+    let stopped = cluster.client(&["stop", "--savepoint", &job_id]);
+    let stderr = String::from_utf8_lossy(&stopped.stderr);
+    assert!(stopped.status.success(), "{stderr}");
+    let savepoint = String::from_utf8_lossy(&stopped.stdout).trim().to_string();
+    cluster.wait_for(&job_id, "CANCELLED", TWO_MINUTES);
+    assert!(
+        !visible_lines(&output).is_empty(),
+        "the savepoint's rows are committed"
+    );
+    assert_eq!(
+        hidden_files(&output),
+        Vec::<String>::new(),
+        "left hidden at the stop"
+    );
+    let file = cluster.scratch.write("resume.sql", &script);
+    let file = file.display().to_string();
+    let submitted = cluster.client(&["submit", "--from-savepoint", &savepoint, &file]);
+    let stderr = String::from_utf8_lossy(&submitted.stderr);
+    assert!(submitted.status.success(), "{stderr}");
+    let resumed = String::from_utf8_lossy(&submitted.stdout)
+        .trim()
+        .to_string();
+    cluster.wait_for(&resumed, "FINISHED", TWO_MINUTES);
+    let reference = cluster.scratch.path().join("reference");
+    let script = windows_job(&reference, 400_000, 0);
+    assert!(run_script(&cluster.scratch, &script, 2).status.success());
+    let (mut got, mut expected) = (visible_lines(&output), visible_lines(&reference));
+    got.sort();
+    expected.sort();
+    assert_eq!(hidden_files(&output), Vec::<String>::new());
+    assert!(
+        got == expected,
+        "{} window rows, {} expected",
         got.len(),
         expected.len()
     );
