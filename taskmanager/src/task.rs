@@ -421,6 +421,7 @@ async fn run_subtask(mut deployment: TaskDeployment, mut stop: StopSignal) -> Re
     let mode = checkpointing
         .as_ref()
         .map_or(CheckpointingMode::ExactlyOnce, |c| c.mode);
+    let inputs = std::mem::take(&mut deployment.inputs);
     let mut pipeline = Pipeline {
         chain: &mut chain,
         output: &mut output,
@@ -433,59 +434,14 @@ async fn run_subtask(mut deployment: TaskDeployment, mut stop: StopSignal) -> Re
     };
     let cancel = cancelled(stop.clone());
     let body = async {
-        Ok::<_, EddyError>(match &vertex.source {
-            Some(source) => {
-                let context = SourceContext {
-                    table: source.table.clone(),
-                    schema: source.schema.clone(),
-                    subtask: deployment.subtask,
-                    parallelism: vertex.parallelism,
-                    batch_size: graph.config.batch_size,
-                    metrics: deployment
-                        .metrics
-                        .operator(&format!("{prefix}/Source:{}", source.table)),
-                };
-                let scan = OperatorChain::build(
-                    &source.scan_operators,
-                    &format!("{prefix}/scan"),
-                    &deployment.metrics,
-                    max_parallelism,
-                )?;
-                let mut reader = source.connector.create_reader(&context)?;
-                if let Some(restore) = &deployment.restore {
-                    let refs: Vec<&[u8]> =
-                        restore.source_positions.iter().map(Vec::as_slice).collect();
-                    reader.restore(&refs)?;
-                }
-                // A source vertex whose operators keep no state, and that sends to an
-                // exchange (a sink must prepare at the barrier), can checkpoint mid-send.
-                let stateless = (vertex.operators.iter().all(|op| !op.is_stateful())
-                    && matches!(vertex.output, VertexOutput::Exchange { .. }))
-                .then_some(vertex.operators.len());
-                run_source(
-                    source,
-                    reader,
-                    context,
-                    scan,
-                    &mut pipeline,
-                    &mut stop,
-                    stateless,
-                )
-                .await?
-            }
+        match &vertex.source {
+            Some(source) => read_source(&deployment, source, &mut pipeline, &mut stop).await,
             None => {
-                if let Some(restore) = &deployment.restore {
-                    // Data that was in flight at an unaligned checkpoint comes first.
-                    for (input, bytes) in &restore.in_flight {
-                        pipeline
-                            .emit_from(*input, decode_chunk(bytes.clone())?)
-                            .await?;
-                    }
-                }
-                let gate = InputGate::new(std::mem::take(&mut deployment.inputs), mode);
-                run_inputs(gate, &mut pipeline).await?
+                let in_flight = deployment.restore.as_ref().map(|r| r.in_flight.as_slice());
+                let gate = InputGate::new(inputs, mode);
+                read_inputs(gate, in_flight.unwrap_or_default(), &mut pipeline).await
             }
-        })
+        }
     };
     // A cancel ends the task at its next step, wherever it waits.
     let end = tokio::select! {
@@ -499,6 +455,60 @@ async fn run_subtask(mut deployment: TaskDeployment, mut stop: StopSignal) -> Re
     // thread, so that the task's end is reported at once.
     tokio::task::spawn_blocking(move || drop(chain));
     Ok(end)
+}
+
+/// Opens the task's source where the restored checkpoint left it and runs it.
+async fn read_source(
+    deployment: &TaskDeployment,
+    source: &SourceSpec,
+    pipeline: &mut Pipeline<'_>,
+    stop: &mut StopSignal,
+) -> Result<TaskEnd> {
+    let graph = &deployment.graph;
+    let vertex = &graph.vertices[deployment.vertex];
+    let prefix = vertex.name();
+    let context = SourceContext {
+        table: source.table.clone(),
+        schema: source.schema.clone(),
+        subtask: deployment.subtask,
+        parallelism: vertex.parallelism,
+        batch_size: graph.config.batch_size,
+        metrics: deployment
+            .metrics
+            .operator(&format!("{prefix}/Source:{}", source.table)),
+    };
+    let scan = OperatorChain::build(
+        &source.scan_operators,
+        &format!("{prefix}/scan"),
+        &deployment.metrics,
+        graph.config.max_parallelism,
+    )?;
+    let mut reader = source.connector.create_reader(&context)?;
+    if let Some(restore) = &deployment.restore {
+        let refs: Vec<&[u8]> = restore.source_positions.iter().map(Vec::as_slice).collect();
+        reader.restore(&refs)?;
+    }
+    // A source vertex whose operators keep no state, and that sends to an exchange (a
+    // sink must prepare at the barrier), can checkpoint mid-send.
+    let stateless = (vertex.operators.iter().all(|op| !op.is_stateful())
+        && matches!(vertex.output, VertexOutput::Exchange { .. }))
+    .then_some(vertex.operators.len());
+    run_source(source, reader, context, scan, pipeline, stop, stateless).await
+}
+
+/// Replays the data that was in flight to the task at an unaligned checkpoint, then runs
+/// it on its input channels.
+async fn read_inputs(
+    gate: InputGate,
+    in_flight: &[(usize, Vec<u8>)],
+    pipeline: &mut Pipeline<'_>,
+) -> Result<TaskEnd> {
+    for (input, bytes) in in_flight {
+        pipeline
+            .emit_from(*input, decode_chunk(bytes.clone())?)
+            .await?;
+    }
+    run_inputs(gate, pipeline).await
 }
 
 /// The operator chain and output of one running task, with its counters.
