@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::chunk::Chunk;
+use crate::chunk::{Chunk, Op};
 use crate::{EddyError, Result};
 use arrow::array::{Array, ArrayRef, UInt8Array};
 use arrow::buffer::Buffer;
@@ -67,6 +67,16 @@ pub fn decode_chunk(bytes: Vec<u8>) -> Result<Chunk> {
                     "a data frame's ops do not match its rows".into(),
                 ));
             }
+            // A row kind that is none of +I -U +U -D is refused, never taken for an insert.
+            if ops.null_count() > 0 || ops.values().iter().any(|op| *op > Op::Delete as u8) {
+                let row = (0..ops.len())
+                    .find(|&i| ops.is_null(i) || ops.value(i) > Op::Delete as u8)
+                    .unwrap_or(0);
+                return Err(EddyError::Runtime(format!(
+                    "a data frame's row {row} has no valid row kind ({:?})",
+                    (!ops.is_null(row)).then(|| ops.value(row))
+                )));
+            }
             Ok(Chunk::with_ops(rows, ops))
         }
         _ => Ok(Chunk::inserts(batch)),
@@ -76,8 +86,22 @@ pub fn decode_chunk(bytes: Vec<u8>) -> Result<Chunk> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chunk::Op;
     use arrow::array::{Int64Array, StringArray};
+
+    #[test]
+    fn a_row_kind_that_is_none_of_the_four_is_refused() {
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+        let rows =
+            RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![1, 2]))]).unwrap();
+        let chunk = Chunk::with_ops(rows, UInt8Array::from(vec![0, 7]));
+        let error = decode_chunk(encode_chunk(&chunk).unwrap()).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("row 1 has no valid row kind (Some(7))"),
+            "{error}"
+        );
+    }
 
     #[test]
     fn round_trips_rows_and_ops() {
