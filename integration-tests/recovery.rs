@@ -366,6 +366,27 @@ fn windows_job(output: &std::path::Path, events: u64, rate: u64) -> String {
     )
 }
 
+/// The windows in `output` are those of a failure-free run of [`windows_job`] (400 000
+/// events), each once, and no file is left hidden.
+fn assert_windows_exact(cluster: &Cluster, output: &std::path::Path) {
+    let reference = cluster.scratch.path().join("reference");
+    let script = windows_job(&reference, 400_000, 0);
+    assert!(run_script(&cluster.scratch, &script, 2).status.success());
+    let (mut got, mut expected) = (visible_lines(output), visible_lines(&reference));
+    got.sort();
+    expected.sort();
+    assert!(!expected.is_empty());
+    let hidden = hidden_files(output);
+    assert!(hidden.is_empty(), "files left hidden: {hidden:?}");
+    let twice = got.len().saturating_sub(expected.len());
+    assert!(
+        got == expected,
+        "{} window rows, {} expected ({twice} more)",
+        got.len(),
+        expected.len()
+    );
+}
+
 /// A JobManager replaced three times while its TaskManagers live on: each time they
 /// cancel the running attempt (whose sinks see their input end) and the new JobManager
 /// restores the job. Nothing the restored attempts write again may have been committed
@@ -380,22 +401,7 @@ fn replaced_jobmanagers_leave_no_row_committed_twice() {
         cluster.restart_jobmanager();
     }
     cluster.wait_for(&job_id, "FINISHED", TWO_MINUTES);
-    let reference = cluster.scratch.path().join("reference");
-    let script = windows_job(&reference, 400_000, 0);
-    assert!(run_script(&cluster.scratch, &script, 2).status.success());
-    let (mut got, mut expected) = (visible_lines(&output), visible_lines(&reference));
-    got.sort();
-    expected.sort();
-    assert!(!expected.is_empty());
-    let hidden = hidden_files(&output);
-    assert!(hidden.is_empty(), "files left hidden: {hidden:?}");
-    let twice = got.len().saturating_sub(expected.len());
-    assert!(
-        got == expected,
-        "{} window rows, {} expected ({twice} more)",
-        got.len(),
-        expected.len()
-    );
+    assert_windows_exact(&cluster, &output);
 }
 
 /// The hidden (uncommitted) files of a directory.
@@ -441,19 +447,7 @@ fn a_stop_with_savepoint_commits_what_it_covers_and_resumes_exactly() {
         .trim()
         .to_string();
     cluster.wait_for(&resumed, "FINISHED", TWO_MINUTES);
-    let reference = cluster.scratch.path().join("reference");
-    let script = windows_job(&reference, 400_000, 0);
-    assert!(run_script(&cluster.scratch, &script, 2).status.success());
-    let (mut got, mut expected) = (visible_lines(&output), visible_lines(&reference));
-    got.sort();
-    expected.sort();
-    assert_eq!(hidden_files(&output), Vec::<String>::new());
-    assert!(
-        got == expected,
-        "{} window rows, {} expected",
-        got.len(),
-        expected.len()
-    );
+    assert_windows_exact(&cluster, &output);
 }
 
 #[test]
