@@ -69,138 +69,162 @@ fn newest_checkpoint(status: &serde_json::Value) -> u64 {
     listed.filter_map(|c| c["id"].as_u64()).max().unwrap_or(0)
 }
 
-/// Fails processes of `cluster` until `target` failures happened and the job finished;
-/// returns the failures and the job's last status.
-fn run_with_failures(
-    cluster: &mut Cluster,
-    job_id: &str,
-    target: u64,
-    rng: &mut u64,
-) -> (Kills, serde_json::Value) {
-    let mut kills = Kills::default();
-    let mut dead = vec![false; cluster.taskmanagers.len()];
-    let mut cut_off: Option<(usize, Instant)> = None;
-    let mut newest = 0;
-    let mut next_kill = Instant::now() + Duration::from_millis(2000 + next(rng) % 2000);
-    let deadline = Instant::now() + Duration::from_secs(target * 10 + 900);
-    loop {
-        assert!(Instant::now() < deadline, "the job did not finish in time");
-        if cluster.jobmanager.child.try_wait().unwrap().is_some() {
-            kills.jobmanager += 1;
-            kills.failpoints += 1;
-            eprintln!(
-                "  failure {}: the JobManager aborted at its failpoint",
-                kills.total()
-            );
-            cluster.restart_jobmanager();
-        }
-        for i in 0..cluster.taskmanagers.len() {
-            if !dead[i] && cluster.taskmanagers[i].child.try_wait().unwrap().is_some() {
-                dead[i] = true;
-                kills.taskmanager += 1;
-                kills.failpoints += 1;
-                eprintln!(
-                    "  failure {}: TaskManager {} aborted at its failpoint",
-                    kills.total(),
-                    i + 1
-                );
-                cluster.add_taskmanager(2);
-                dead.push(false);
-            }
-        }
-        if let Some((i, until)) = cut_off
-            && Instant::now() >= until
-        {
-            signal(cluster.taskmanagers[i].child.id(), "CONT");
-            cut_off = None;
-        }
-        let Some(status) = cluster.try_status(job_id) else {
-            std::thread::sleep(Duration::from_millis(100));
-            continue;
-        };
-        newest = newest.max(newest_checkpoint(&status));
-        match status["state"].as_str().unwrap_or_default() {
-            "FINISHED" if cut_off.is_none() => return (kills, status),
-            "FAILED" | "CANCELLED" => panic!("the job ended: {status}"),
-            _ => {}
-        }
-        if kills.total() < target && Instant::now() >= next_kill {
-            fail_one(
-                cluster,
-                &status,
-                &mut dead,
-                &mut cut_off,
-                &mut kills,
-                newest,
-                rng,
-            );
-            next_kill = Instant::now() + Duration::from_millis(2000 + next(rng) % 2000);
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+/// The failures of one run as they happen.
+struct Chaos<'a> {
+    cluster: &'a mut Cluster,
+    rng: &'a mut u64,
+    kills: Kills,
+    /// Per TaskManager (by start index): killed or aborted, and replaced.
+    dead: Vec<bool>,
+    /// The TaskManager cut off, and until when.
+    cut_off: Option<(usize, Instant)>,
+    /// The newest checkpoint seen.
+    newest: u64,
 }
 
-/// One failure: the JobManager killed (every third at least), a TaskManager cut off, or a
-/// TaskManager killed; restarted or replaced ones may carry a failpoint at a checkpoint
-/// soon after `newest`.
-fn fail_one(
-    cluster: &mut Cluster,
-    status: &serde_json::Value,
-    dead: &mut Vec<bool>,
-    cut_off: &mut Option<(usize, Instant)>,
-    kills: &mut Kills,
-    newest: u64,
-    rng: &mut u64,
-) {
-    let roll = next(rng) % 6;
-    let failpoint = |names: &[&str], rng: &mut u64| -> Option<String> {
-        next(rng).is_multiple_of(2).then(|| {
-            let name = names[(next(rng) as usize) % names.len()];
-            format!("{name}={}", newest + 1 + next(rng) % 4)
+impl<'a> Chaos<'a> {
+    fn new(cluster: &'a mut Cluster, rng: &'a mut u64) -> Self {
+        let dead = vec![false; cluster.taskmanagers.len()];
+        Chaos {
+            cluster,
+            rng,
+            kills: Kills::default(),
+            dead,
+            cut_off: None,
+            newest: 0,
+        }
+    }
+
+    /// Fails processes until `target` failures happened and the job finished; returns
+    /// the failures and the job's last status.
+    fn run(mut self, job_id: &str, target: u64) -> (Kills, serde_json::Value) {
+        let mut next_kill = self.next_pause();
+        let deadline = Instant::now() + Duration::from_secs(target * 10 + 900);
+        loop {
+            assert!(Instant::now() < deadline, "the job did not finish in time");
+            self.restart_the_aborted();
+            if let Some((i, until)) = self.cut_off
+                && Instant::now() >= until
+            {
+                signal(self.cluster.taskmanagers[i].child.id(), "CONT");
+                self.cut_off = None;
+            }
+            let Some(status) = self.cluster.try_status(job_id) else {
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            };
+            self.newest = self.newest.max(newest_checkpoint(&status));
+            match status["state"].as_str().unwrap_or_default() {
+                "FINISHED" if self.cut_off.is_none() => return (self.kills, status),
+                "FAILED" | "CANCELLED" => panic!("the job ended: {status}"),
+                _ => {}
+            }
+            if self.kills.total() < target && Instant::now() >= next_kill {
+                self.fail_one(&status);
+                next_kill = self.next_pause();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// When the next failure is due: 2-4 s from now.
+    fn next_pause(&mut self) -> Instant {
+        Instant::now() + Duration::from_millis(2000 + next(self.rng) % 2000)
+    }
+
+    /// Restarts the JobManager and replaces the TaskManagers that aborted at failpoints.
+    fn restart_the_aborted(&mut self) {
+        if self.cluster.jobmanager.child.try_wait().unwrap().is_some() {
+            self.kills.jobmanager += 1;
+            self.kills.failpoints += 1;
+            let total = self.kills.total();
+            eprintln!("  failure {total}: the JobManager aborted at its failpoint");
+            self.cluster.restart_jobmanager();
+        }
+        for i in 0..self.cluster.taskmanagers.len() {
+            if !self.dead[i]
+                && self.cluster.taskmanagers[i]
+                    .child
+                    .try_wait()
+                    .unwrap()
+                    .is_some()
+            {
+                self.kills.taskmanager += 1;
+                self.kills.failpoints += 1;
+                let total = self.kills.total();
+                eprintln!(
+                    "  failure {total}: TaskManager {} aborted at its failpoint",
+                    i + 1
+                );
+                self.replace_taskmanager(i, None);
+            }
+        }
+    }
+
+    /// Half the time, one of `names` set to a checkpoint soon after the newest.
+    fn failpoint(&mut self, names: &[&str]) -> Option<String> {
+        next(self.rng).is_multiple_of(2).then(|| {
+            let name = names[(next(self.rng) as usize) % names.len()];
+            format!("{name}={}", self.newest + 1 + next(self.rng) % 4)
         })
-    };
-    let busy = running_on(status);
-    let alive: Vec<usize> = (0..dead.len()).filter(|i| !dead[*i]).collect();
-    let victims: Vec<usize> = alive.iter().copied().filter(|i| busy.contains(i)).collect();
-    let victims = if victims.is_empty() { alive } else { victims };
-    let victim = victims[(next(rng) as usize) % victims.len()];
-    let jobmanager_due = kills.jobmanager * 3 < kills.total() + 1;
-    if roll < 2 || jobmanager_due {
-        kills.jobmanager += 1;
-        let with = failpoint(JOBMANAGER_FAILPOINTS, rng);
-        eprintln!(
-            "  failure {}: SIGKILL the JobManager (restarted with {with:?})",
-            kills.total()
-        );
-        match &with {
-            Some(points) => cluster.restart_jobmanager_with(&[("EDDY_FAILPOINTS", points)]),
-            None => cluster.restart_jobmanager(),
+    }
+
+    /// Starts a TaskManager in place of the ended one `i`, with `failpoints` if any.
+    fn replace_taskmanager(&mut self, i: usize, failpoints: Option<&str>) {
+        self.dead[i] = true;
+        match failpoints {
+            Some(points) => self
+                .cluster
+                .add_taskmanager_with(2, &[("EDDY_FAILPOINTS", points)]),
+            None => self.cluster.add_taskmanager(2),
         }
-    } else if roll == 2 && cut_off.is_none() {
-        kills.cut_off += 1;
-        eprintln!(
-            "  failure {}: TaskManager {} cut off for {CUT_OFF:?}",
-            kills.total(),
-            victim + 1
-        );
-        signal(cluster.taskmanagers[victim].child.id(), "STOP");
-        *cut_off = Some((victim, Instant::now() + CUT_OFF));
-    } else if cut_off.is_none_or(|(i, _)| i != victim) {
-        kills.taskmanager += 1;
-        let with = failpoint(TASKMANAGER_FAILPOINTS, rng);
-        eprintln!(
-            "  failure {}: SIGKILL TaskManager {} (replaced with {with:?})",
-            kills.total(),
-            victim + 1
-        );
-        cluster.taskmanagers[victim].child.kill().unwrap();
-        let _ = cluster.taskmanagers[victim].child.wait();
-        dead[victim] = true;
-        match &with {
-            Some(points) => cluster.add_taskmanager_with(2, &[("EDDY_FAILPOINTS", points)]),
-            None => cluster.add_taskmanager(2),
+        self.dead.push(false);
+    }
+
+    /// One failure: the JobManager killed (every third at least), a TaskManager cut off,
+    /// or a TaskManager (one running tasks, if any does) killed; restarted or replaced
+    /// ones may carry a failpoint.
+    fn fail_one(&mut self, status: &serde_json::Value) {
+        let roll = next(self.rng) % 6;
+        let busy = running_on(status);
+        let alive: Vec<usize> = (0..self.dead.len()).filter(|i| !self.dead[*i]).collect();
+        let victims: Vec<usize> = alive.iter().copied().filter(|i| busy.contains(i)).collect();
+        let victims = if victims.is_empty() { alive } else { victims };
+        let victim = victims[(next(self.rng) as usize) % victims.len()];
+        let jobmanager_due = self.kills.jobmanager * 3 < self.kills.total() + 1;
+        if roll < 2 || jobmanager_due {
+            self.kills.jobmanager += 1;
+            let with = self.failpoint(JOBMANAGER_FAILPOINTS);
+            let total = self.kills.total();
+            eprintln!("  failure {total}: SIGKILL the JobManager (restarted with {with:?})");
+            match &with {
+                Some(points) => self
+                    .cluster
+                    .restart_jobmanager_with(&[("EDDY_FAILPOINTS", points)]),
+                None => self.cluster.restart_jobmanager(),
+            }
+        } else if roll == 2 && self.cut_off.is_none() {
+            self.kills.cut_off += 1;
+            let total = self.kills.total();
+            eprintln!(
+                "  failure {total}: TaskManager {} cut off for {CUT_OFF:?}",
+                victim + 1
+            );
+            signal(self.cluster.taskmanagers[victim].child.id(), "STOP");
+            self.cut_off = Some((victim, Instant::now() + CUT_OFF));
+        } else if self.cut_off.is_none_or(|(i, _)| i != victim) {
+            self.kills.taskmanager += 1;
+            let with = self.failpoint(TASKMANAGER_FAILPOINTS);
+            let total = self.kills.total();
+            eprintln!(
+                "  failure {total}: SIGKILL TaskManager {} (replaced with {with:?})",
+                victim + 1
+            );
+            let child = &mut self.cluster.taskmanagers[victim].child;
+            child.kill().unwrap();
+            let _ = child.wait();
+            self.replace_taskmanager(victim, with.as_deref());
         }
-        dead.push(false);
     }
 }
 
@@ -293,7 +317,7 @@ fn soak_run(run: u64, target: u64, rate: u64, rng: &mut u64) -> bool {
     let script = soak_job(&name, events, rate, &systems, windows.path());
     let started = Instant::now();
     let job_id = cluster.submit(&script, 2);
-    let (kills, status) = run_with_failures(&mut cluster, &job_id, target, rng);
+    let (kills, status) = Chaos::new(&mut cluster, rng).run(&job_id, target);
     let elapsed = started.elapsed();
     let got = output(&systems, &name, &windows);
     let prepared = systems.pg.query("SELECT gid FROM pg_prepared_xacts");

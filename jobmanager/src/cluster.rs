@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use eddy_common::EddyError;
-use eddy_common::checkpoint::{CheckpointMetadata, CheckpointStorage, StateFile, StateHandle};
+use eddy_common::checkpoint::{
+    CheckpointMetadata, CheckpointStorage, RestartPoint, StateFile, StateHandle, Unreadable,
+};
 use eddy_common::plan::{JobGraph, plan_job};
 use eddy_common::sql::compile;
 use eddy_common::storage::resolve;
@@ -591,33 +593,33 @@ impl Cluster {
                     self.refusing_taskmanagers(backoff)
                 );
                 self.lose_taskmanagers(gone, "its port refuses connections");
-                let (storage, commits_at_checkpoints) = {
+                let (storage, unreadable) = {
                     let state = self.lock();
                     match state.jobs.get(&job_id) {
                         Some(job)
                             if job.state == pb::JobState::Restarting && job.attempt == attempt =>
                         {
                             let storage = job.storage.as_ref().map(|(_, s)| s.clone());
-                            (storage, job.graph.commits_at_checkpoints())
+                            let unreadable = match job.graph.commits_at_checkpoints() {
+                                true => Unreadable::Fail,
+                                false => Unreadable::FallBack,
+                            };
+                            (storage, unreadable)
                         }
                         _ => return,
                     }
                 };
                 // Metadata being written now is waited for, so that it counts.
                 drop(self.commits.write().await);
-                let listed = match &storage {
-                    Some(storage) => {
-                        let newest = storage.newest_id().await;
-                        let latest = match commits_at_checkpoints {
-                            true => storage.latest_committed().await,
-                            false => storage.latest().await,
-                        };
-                        latest.and_then(|latest| Ok((latest, newest?)))
-                    }
-                    None => Ok((None, 0)),
+                let point = match &storage {
+                    Some(storage) => storage.restart_point(unreadable).await,
+                    None => Ok(RestartPoint {
+                        checkpoint: None,
+                        newest_id: 0,
+                    }),
                 };
-                let (latest, newest_id) = match listed {
-                    Ok((latest, newest)) => (latest.map(|m| m.checkpoint), newest),
+                let point = match point {
+                    Ok(point) => point,
                     Err(error @ EddyError::UnrestorableCheckpoint { .. }) => {
                         self.fail_for_good(&job_id, attempt, error.to_string());
                         return;
@@ -640,7 +642,7 @@ impl Cluster {
                         return;
                     }
                     job.attempt += 1;
-                    job.restore_from = latest.unwrap_or(0);
+                    job.restore_from = point.checkpoint.map_or(0, |m| m.checkpoint);
                     // Checkpoint ids only grow, also across JobManager restarts (which do
                     // not keep the counter): the newest checkpoint is always the latest,
                     // and no id an earlier attempt used (even for a checkpoint that never
@@ -648,7 +650,7 @@ impl Cluster {
                     job.next_checkpoint = job
                         .next_checkpoint
                         .max(job.restore_from + 1)
-                        .max(newest_id + 1);
+                        .max(point.newest_id + 1);
                     job.state = pb::JobState::Created;
                     job.reason = format!("restarting from checkpoint {}", job.restore_from);
                     tracing::info!(job = %job_id, attempt = job.attempt, checkpoint = job.restore_from, "restarting");
@@ -1168,12 +1170,8 @@ impl Cluster {
                     // so what it covers is committed when the job ends; nothing after it
                     // is checkpointed.
                     job.stopping = true;
-                    commands = vec![Command::InOrder(
-                        std::mem::take(&mut commands)
-                            .into_iter()
-                            .chain([save])
-                            .collect(),
-                    )];
+                    commands.push(save);
+                    commands = vec![Command::InOrder(commands)];
                 } else {
                     commands.push(save);
                 }

@@ -8,6 +8,7 @@ pub mod exchange;
 pub mod input;
 pub mod network;
 pub mod output;
+pub mod restore;
 pub mod service;
 pub mod task;
 

@@ -196,7 +196,7 @@ impl ExchangeOutput {
     }
 
     /// Puts the end of stream into every channel with room for it, without waiting.
-    fn offer_end(&mut self, end: StreamEnd) {
+    fn offer_end(&self, end: StreamEnd) {
         for sender in &self.senders {
             let _ = sender.data.try_send(Event::End(end));
         }

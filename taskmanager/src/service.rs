@@ -316,12 +316,11 @@ impl TaskManagerNode {
                 let result = run_task(deployment, stop_rx).await;
                 let (state, error) = match &result {
                     Ok(end) => (task_state(*end), String::new()),
-                    Err(e) => (pb::TaskState::Failed, e.to_string()),
+                    Err(e) => {
+                        tracing::warn!(job = %job, task = %name, error = %e, "task failed");
+                        (pb::TaskState::Failed, e.to_string())
+                    }
                 };
-                match &result {
-                    Ok(end) => tracing::info!(job = %job, task = %name, ?end, "task ended"),
-                    Err(e) => tracing::warn!(job = %job, task = %name, error = %e, "task failed"),
-                }
                 node.report(&job, (vertex, subtask), state, error, counters_done.get())
                     .await;
                 let mut last = false;

@@ -3,16 +3,15 @@
 //! takes triggers between reads and other tasks snapshot when a barrier has been aligned;
 //! snapshots are uploaded in the background and acknowledged.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use eddy_common::Result;
 use eddy_common::checkpoint::{
-    CheckpointDir, CheckpointMetadata, CheckpointStorage, CompletedCheckpoint, StateFile,
-    StateHandle, TaskSnapshot,
+    CheckpointStorage, CompletedCheckpoint, StateFile, StateHandle, TaskSnapshot,
 };
 use eddy_common::checkpointing::CheckpointingMode;
 use eddy_common::chunk::Chunk;
@@ -23,7 +22,6 @@ use eddy_common::operators::watermark::SplitWatermarks;
 use eddy_common::partition::KeyScope;
 use eddy_common::plan::{JobGraph, SourceSpec, VertexOutput};
 use eddy_common::state::{OperatorState, SnapshotRequest, StateKind};
-use eddy_common::{EddyError, Result};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::sync::watch;
 use tracing::Instrument;
@@ -33,6 +31,7 @@ use crate::chains::SnapshotChains;
 use crate::exchange::{InputChannel, OutputChannel};
 use crate::input::{Input, InputGate};
 use crate::output::{ExchangeOutput, PriorityLanes, TaskOutput};
+pub use crate::restore::{TaskRestore, VertexRestore};
 use eddy_common::codec::{decode_chunk, encode_chunk};
 
 /// Everything a subtask needs to run.
@@ -97,170 +96,6 @@ pub struct TaskAck {
     /// The task's source had read all its input (always true without a source), and its
     /// sink, if any, held no rows back.
     pub input_ended: bool,
-}
-
-/// The state a task restores: its vertex's snapshots from every subtask of the previous
-/// run (several when the parallelism changed).
-#[derive(Debug, Clone, Default)]
-pub struct TaskRestore {
-    /// The checkpoint.
-    pub checkpoint: u64,
-    /// Source positions of the previous subtasks.
-    pub source_positions: Vec<Vec<u8>>,
-    /// For each operator of the chain, its state in each previous subtask (shared by the
-    /// subtasks restoring it).
-    pub operators: Vec<Vec<Bytes>>,
-    /// Data that was in flight to this subtask at an unaligned checkpoint: encoded chunks
-    /// with the input each came from.
-    pub in_flight: Vec<(usize, Vec<u8>)>,
-    /// The sink states of the previous subtasks this one takes over.
-    pub sink: Vec<Vec<u8>>,
-    /// The files of the task snapshot restored, oldest first, when they hold exactly
-    /// this subtask's state and later snapshots may extend them (the same parallelism,
-    /// the job's own checkpoint); empty otherwise.
-    pub chain: Vec<StateFile>,
-}
-
-/// What the subtasks of one vertex restore, read once for all of them.
-#[derive(Debug, Clone, Default)]
-pub struct VertexRestore {
-    /// Everything but the operator states.
-    shared: TaskRestore,
-    /// For each operator, its states with the previous subtask each is from.
-    operators: Vec<Vec<(usize, Bytes)>>,
-    in_flight: HashMap<usize, Vec<(usize, Vec<u8>)>>,
-    /// Each subtask's files, when later snapshots may extend them.
-    chains: HashMap<usize, Vec<StateFile>>,
-    /// Sink states by previous subtask.
-    sinks: Vec<(usize, Vec<u8>)>,
-    /// The vertex runs at the parallelism it had when the checkpoint was taken.
-    same_parallelism: bool,
-    parallelism: usize,
-}
-
-impl VertexRestore {
-    /// Reads `vertex`'s snapshots from a checkpoint (or savepoint) directory, with the
-    /// earlier snapshots they extend; each file's size and CRC-32 are checked as it is
-    /// read. `parallelism` is the vertex's new one. `own_checkpoint`: the directory is one
-    /// of the job's checkpoints, whose files later checkpoints may extend (a savepoint's
-    /// are the user's, and lie elsewhere).
-    pub async fn load(
-        directory: &CheckpointDir,
-        metadata: &CheckpointMetadata,
-        vertex: usize,
-        parallelism: usize,
-        own_checkpoint: bool,
-    ) -> Result<Self> {
-        let same_parallelism = metadata.vertex_parallelism.get(vertex) == Some(&parallelism);
-        let mut restore = VertexRestore {
-            shared: TaskRestore {
-                checkpoint: metadata.checkpoint,
-                ..Default::default()
-            },
-            operators: Vec::new(),
-            in_flight: HashMap::new(),
-            chains: HashMap::new(),
-            sinks: Vec::new(),
-            same_parallelism,
-            parallelism,
-        };
-        let shared = &mut restore.shared;
-        for handle in metadata.tasks.iter().filter(|t| t.vertex == vertex) {
-            let what = format!(
-                "checkpoint {} task {}-{}",
-                metadata.checkpoint, handle.vertex, handle.subtask
-            );
-            let chain = directory
-                .read_chain(handle)
-                .await?
-                .iter()
-                .map(|bytes| TaskSnapshot::decode(bytes, &what))
-                .collect::<Result<Vec<_>>>()?;
-            let snapshot = chain
-                .last()
-                .expect("a chain ends with the task's own snapshot");
-            if let Some(position) = &snapshot.source {
-                shared.source_positions.push(position.clone());
-            }
-            if let Some(state) = &snapshot.sink {
-                restore.sinks.push((handle.subtask, state.clone()));
-            }
-            if restore.operators.is_empty() {
-                restore.operators = vec![Vec::new(); snapshot.operators.len()];
-            }
-            if chain
-                .iter()
-                .any(|s| s.operators.len() != restore.operators.len())
-            {
-                return Err(EddyError::Runtime(format!(
-                    "{what}: operator count differs between subtasks or snapshots"
-                )));
-            }
-            for (i, states) in restore.operators.iter_mut().enumerate() {
-                // From the newest full state on: it and the changes taken after it.
-                let newest_full = chain
-                    .iter()
-                    .rposition(|s| s.operators[i].kind == StateKind::Full)
-                    .ok_or_else(|| {
-                        EddyError::Runtime(format!(
-                            "{what}: operator {i} has changes but no full state to apply them to"
-                        ))
-                    })?;
-                states.extend(
-                    chain[newest_full..]
-                        .iter()
-                        .map(|s| (handle.subtask, s.operators[i].bytes.clone())),
-                );
-            }
-            if same_parallelism && own_checkpoint {
-                restore
-                    .chains
-                    .insert(handle.subtask, handle.chain(metadata.checkpoint));
-            }
-            if !snapshot.in_flight.is_empty() {
-                if !same_parallelism {
-                    return Err(EddyError::Runtime(format!(
-                        "{what} is an unaligned checkpoint with data in flight; it restores only at the \
-                         same parallelism (take a savepoint, which is aligned, to rescale)"
-                    )));
-                }
-                restore
-                    .in_flight
-                    .insert(handle.subtask, snapshot.in_flight.clone());
-            }
-        }
-        Ok(restore)
-    }
-
-    /// What subtask `subtask` restores: the vertex's state, its own in-flight data, and
-    /// the sink states of the previous subtasks it takes over (`previous % parallelism`).
-    pub fn for_subtask(&self, subtask: usize) -> TaskRestore {
-        let mut restore = TaskRestore {
-            in_flight: self.in_flight.get(&subtask).cloned().unwrap_or_default(),
-            chain: self.chains.get(&subtask).cloned().unwrap_or_default(),
-            sink: self
-                .sinks
-                .iter()
-                .filter(|(previous, _)| previous % self.parallelism.max(1) == subtask)
-                .map(|(_, state)| state.clone())
-                .collect(),
-            ..self.shared.clone()
-        };
-        // At an unchanged parallelism a subtask owns exactly the key groups its predecessor
-        // owned: that one's operator state is all it needs to read.
-        restore.operators = self
-            .operators
-            .iter()
-            .map(|states| {
-                states
-                    .iter()
-                    .filter(|(owner, _)| !self.same_parallelism || *owner == subtask)
-                    .map(|(_, state)| state.clone())
-                    .collect()
-            })
-            .collect();
-        restore
-    }
 }
 
 /// Rows a task took in (read from its source or received) and sent on (to the next

@@ -13,7 +13,10 @@ mod snapshot;
 mod storage;
 
 pub use snapshot::TaskSnapshot;
-pub use storage::{CheckpointDir, CheckpointMetadata, CheckpointStorage, StateFile, StateHandle};
+pub use storage::{
+    CheckpointDir, CheckpointMetadata, CheckpointStorage, RestartPoint, StateFile, StateHandle,
+    Unreadable,
+};
 
 /// The newest checkpoint the JobManager has declared complete, as tasks learn it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -139,10 +139,17 @@ impl CheckpointDir {
     /// exists with the size and checksum the metadata records.
     pub async fn verified(&self) -> Result<CheckpointMetadata> {
         let metadata = self.metadata().await?;
+        self.verify(&metadata).await?;
+        Ok(metadata)
+    }
+
+    /// Checks that every task snapshot `metadata` lists, and every earlier one it
+    /// extends, exists with the size and checksum recorded.
+    async fn verify(&self, metadata: &CheckpointMetadata) -> Result<()> {
         for task in &metadata.tasks {
             self.read_chain(task).await?;
         }
-        Ok(metadata)
+        Ok(())
     }
 
     /// The metadata as written, unchecked against the files (each read checks its file).
@@ -186,6 +193,27 @@ impl CheckpointDir {
         }
         Ok(bytes)
     }
+}
+
+/// What a restart does when the newest complete checkpoint cannot be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unreadable {
+    /// Restore the newest older one that reads back whole (nothing was committed at
+    /// checkpoints that a replay could write twice).
+    FallBack,
+    /// Fail with [`EddyError::UnrestorableCheckpoint`]: the job's sinks commit at
+    /// checkpoints, so an older restore would write again what they committed.
+    Fail,
+}
+
+/// Where a restart resumes.
+#[derive(Debug, Clone)]
+pub struct RestartPoint {
+    /// The checkpoint to restore, if any.
+    pub checkpoint: Option<CheckpointMetadata>,
+    /// The newest checkpoint id in use, complete or not (0: none): the restarted job
+    /// numbers its checkpoints after it, so that no id is taken twice.
+    pub newest_id: u64,
 }
 
 /// The checkpoints of one job.
@@ -268,12 +296,6 @@ impl CheckpointStorage {
             ))),
             Err(error) => Err(error.into()),
         }
-    }
-
-    /// The newest checkpoint id used so far, complete or not (0: none): a restarted
-    /// JobManager numbers its checkpoints after it, so that no id is taken twice.
-    pub async fn newest_id(&self) -> Result<u64> {
-        Ok(self.checkpoint_ids().await?.last().copied().unwrap_or(0))
     }
 
     /// Commits a checkpoint by writing its metadata, once the earlier files its task
@@ -391,40 +413,51 @@ impl CheckpointStorage {
     /// The newest checkpoint that checks out; corrupt or partial ones are skipped with a
     /// warning.
     pub async fn latest(&self) -> Result<Option<CheckpointMetadata>> {
-        for id in self.checkpoint_ids().await?.into_iter().rev() {
-            match self.verified(id).await {
-                Ok(metadata) => return Ok(Some(metadata)),
-                Err(EddyError::ObjectStore(object_store::Error::NotFound { .. })) => {
-                    tracing::debug!(checkpoint = id, "checkpoint incomplete, skipped");
+        Ok(self.restart_point(Unreadable::FallBack).await?.checkpoint)
+    }
+
+    /// Where a restart resumes, from one listing of the checkpoints: the newest complete
+    /// checkpoint that reads back whole, and the newest id in use. Incomplete checkpoints
+    /// are skipped; a complete one that cannot be read is skipped or fails the call, as
+    /// `unreadable` says.
+    pub async fn restart_point(&self, unreadable: Unreadable) -> Result<RestartPoint> {
+        let ids = self.checkpoint_ids().await?;
+        let newest_id = ids.last().copied().unwrap_or(0);
+        for id in ids.into_iter().rev() {
+            match self.complete(id).await {
+                Ok(Some(metadata)) => {
+                    return Ok(RestartPoint {
+                        checkpoint: Some(metadata),
+                        newest_id,
+                    });
+                }
+                Ok(None) => tracing::debug!(checkpoint = id, "checkpoint incomplete, skipped"),
+                Err(source) if unreadable == Unreadable::Fail => {
+                    return Err(EddyError::UnrestorableCheckpoint {
+                        checkpoint: id,
+                        source: Box::new(source),
+                    });
                 }
                 Err(error) => {
                     tracing::warn!(checkpoint = id, %error, storage = %self.location.display, "checkpoint corrupt, falling back to an earlier one");
                 }
             }
         }
-        Ok(None)
+        Ok(RestartPoint {
+            checkpoint: None,
+            newest_id,
+        })
     }
 
-    /// The newest complete checkpoint, verified, for a job whose sinks commit at
-    /// checkpoints: one that completed but cannot be read is an error
-    /// ([`EddyError::UnrestorableCheckpoint`]) instead of being skipped for an older one,
-    /// whose restore would write again what the sinks committed.
-    pub async fn latest_committed(&self) -> Result<Option<CheckpointMetadata>> {
-        for id in self.checkpoint_ids().await?.into_iter().rev() {
-            let directory = self.directory(id);
-            let unrestorable = |source| EddyError::UnrestorableCheckpoint {
-                checkpoint: id,
-                source: Box::new(source),
-            };
-            match directory.metadata().await {
-                Err(EddyError::ObjectStore(object_store::Error::NotFound { .. })) => {
-                    tracing::debug!(checkpoint = id, "checkpoint incomplete, skipped");
-                }
-                Err(error) => return Err(unrestorable(error)),
-                Ok(_) => return directory.verified().await.map(Some).map_err(unrestorable),
-            }
-        }
-        Ok(None)
+    /// Checkpoint `id`, verified, or `None` when it is incomplete (has no metadata).
+    async fn complete(&self, id: u64) -> Result<Option<CheckpointMetadata>> {
+        let directory = self.directory(id);
+        let metadata = match directory.metadata().await {
+            Err(EddyError::ObjectStore(object_store::Error::NotFound { .. })) => return Ok(None),
+            metadata => metadata?,
+        };
+        directory.verify(&metadata).await?;
+        Ok(Some(metadata))
     }
 
     /// Deletes checkpoints older than the newest `retained` complete ones (and incomplete
@@ -492,12 +525,17 @@ mod tests {
     use super::*;
     use crate::storage::resolve;
 
+    async fn newest_id(storage: &CheckpointStorage) -> u64 {
+        let point = storage.restart_point(Unreadable::FallBack).await.unwrap();
+        point.newest_id
+    }
+
     #[tokio::test]
     async fn a_snapshot_is_never_written_over_and_ids_in_use_are_known() {
         let dir = std::env::temp_dir().join(format!("eddy-chk-once-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let storage = CheckpointStorage::new(&resolve(dir.to_str().unwrap(), &[]).unwrap(), "job");
-        assert_eq!(storage.newest_id().await.unwrap(), 0);
+        assert_eq!(newest_id(&storage).await, 0);
         let first = vec![Bytes::from_static(b"attempt 4")];
         storage
             .write_task(13, 0, 1, first, Vec::new())
@@ -515,7 +553,7 @@ mod tests {
             b"attempt 4"
         );
         // Incomplete as it is, checkpoint 13 is the newest id in use.
-        assert_eq!(storage.newest_id().await.unwrap(), 13);
+        assert_eq!(newest_id(&storage).await, 13);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -541,9 +579,10 @@ mod tests {
         // 3 is incomplete and skipped; 2 is the newest complete one.
         assert_eq!(
             storage
-                .latest_committed()
+                .restart_point(Unreadable::Fail)
                 .await
                 .unwrap()
+                .checkpoint
                 .unwrap()
                 .checkpoint,
             2
@@ -555,7 +594,7 @@ mod tests {
                 _ => std::fs::remove_file(&file).unwrap(),
             }
             assert_eq!(storage.latest().await.unwrap().unwrap().checkpoint, 1);
-            let error = storage.latest_committed().await.unwrap_err();
+            let error = storage.restart_point(Unreadable::Fail).await.unwrap_err();
             assert!(
                 matches!(
                     error,

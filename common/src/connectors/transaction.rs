@@ -170,6 +170,32 @@ struct Pending {
     failure: Option<String>,
 }
 
+/// [`Pending`] as the sink and its committer share it.
+#[derive(Debug, Default)]
+struct PendingCommits {
+    state: Mutex<Pending>,
+    /// Notified when a transaction was committed or committing failed for good.
+    changed: Notify,
+}
+
+impl PendingCommits {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.state.lock().expect("pending lock")
+    }
+
+    /// The transaction of `checkpoint` is committed.
+    fn committed(&self, checkpoint: u64) {
+        self.lock().transactions.remove(&checkpoint);
+        self.changed.notify_waiters();
+    }
+
+    /// Committing failed for good.
+    fn failed(&self, reason: String) {
+        self.lock().failure = Some(reason);
+        self.changed.notify_waiters();
+    }
+}
+
 /// A sink's state in a snapshot: its uncommitted transactions and the rows it holds.
 #[derive(Debug, Default)]
 struct SinkState {
@@ -213,7 +239,7 @@ pub struct TwoPhaseCommitSink {
     table: String,
     writer: Box<dyn TransactionWriter>,
     committer: Arc<dyn TransactionCommitter>,
-    pending: Arc<Mutex<Pending>>,
+    pending: Arc<PendingCommits>,
     completed: watch::Receiver<CompletedCheckpoint>,
     retry: CommitRetry,
     /// Whether rows were written since the last prepare.
@@ -222,8 +248,6 @@ pub struct TwoPhaseCommitSink {
     held: Vec<Chunk>,
     /// Wakes the committer when a transaction was prepared.
     prepared: watch::Sender<u64>,
-    /// Notified when the committer committed a transaction or failed.
-    changed: Arc<Notify>,
 }
 
 impl TwoPhaseCommitSink {
@@ -248,13 +272,12 @@ impl TwoPhaseCommitSink {
             table: context.table.clone(),
             writer,
             committer,
-            pending: Arc::new(Mutex::new(Pending::default())),
+            pending: Arc::default(),
             completed,
             retry: CommitRetry::default(),
             dirty: false,
             held: Vec::new(),
             prepared,
-            changed: Arc::new(Notify::new()),
         })
     }
 
@@ -266,12 +289,7 @@ impl TwoPhaseCommitSink {
 
     /// Whether an earlier transaction is prepared and not yet committed.
     fn uncommitted(&self) -> bool {
-        !self
-            .pending
-            .lock()
-            .expect("pending lock")
-            .transactions
-            .is_empty()
+        !self.pending.lock().transactions.is_empty()
     }
 
     /// Writes the rows held back, once no earlier transaction is uncommitted.
@@ -287,7 +305,7 @@ impl TwoPhaseCommitSink {
     }
 
     fn failure(&self) -> Result<()> {
-        match &self.pending.lock().expect("pending lock").failure {
+        match &self.pending.lock().failure {
             Some(reason) => Err(EddyError::Connector {
                 table: self.table.clone(),
                 message: reason.clone(),
@@ -307,17 +325,14 @@ impl TwoPhaseCommitSink {
         let mut prepared = self.prepared.subscribe();
         let retry = self.retry;
         let table = self.table.clone();
-        let changed = self.changed.clone();
         tokio::spawn(async move {
             let mut sweep = tokio::time::interval(LEFTOVER_SWEEP);
             sweep.tick().await;
             loop {
                 let done = completed.borrow_and_update().checkpoint;
-                if let Err(reason) = commit_due(&*committer, &pending, done, retry, &changed).await
-                {
+                if let Err(reason) = commit_due(&*committer, &pending, done, retry).await {
                     tracing::error!(table = %table, %reason, "a prepared transaction cannot be committed; the job fails");
-                    pending.lock().expect("pending lock").failure = Some(reason);
-                    changed.notify_waiters();
+                    pending.failed(reason);
                     return;
                 }
                 tokio::select! {
@@ -336,7 +351,7 @@ impl TwoPhaseCommitSink {
     /// Waits until no prepared transaction is left, woken by the committer.
     async fn drain(&mut self) -> Result<()> {
         loop {
-            let changed = self.changed.notified();
+            let changed = self.pending.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
             self.failure()?;
@@ -351,15 +366,13 @@ impl TwoPhaseCommitSink {
 /// Commits, oldest first, every pending transaction of a checkpoint up to `done`.
 async fn commit_due(
     committer: &dyn TransactionCommitter,
-    pending: &Mutex<Pending>,
+    pending: &PendingCommits,
     done: u64,
     retry: CommitRetry,
-    changed: &Notify,
 ) -> std::result::Result<(), String> {
     loop {
         let next = pending
             .lock()
-            .expect("pending lock")
             .transactions
             .range(..=done)
             .next()
@@ -370,12 +383,7 @@ async fn commit_due(
         commit_with_retry(committer, &handle, retry)
             .await
             .map_err(|e| format!("committing the transaction of checkpoint {checkpoint}: {e}"))?;
-        pending
-            .lock()
-            .expect("pending lock")
-            .transactions
-            .remove(&checkpoint);
-        changed.notify_waiters();
+        pending.committed(checkpoint);
     }
 }
 
@@ -459,19 +467,10 @@ impl SinkWriter for TwoPhaseCommitSink {
             if std::mem::take(&mut self.dirty)
                 && let Some(handle) = self.writer.prepare(checkpoint).await?
             {
-                self.pending
-                    .lock()
-                    .expect("pending lock")
-                    .transactions
-                    .insert(checkpoint, handle);
+                self.pending.lock().transactions.insert(checkpoint, handle);
                 self.prepared.send_replace(checkpoint);
             }
-            let transactions = self
-                .pending
-                .lock()
-                .expect("pending lock")
-                .transactions
-                .clone();
+            let transactions = self.pending.lock().transactions.clone();
             SinkState::encode(&transactions, &self.held)
         }
         .boxed()
@@ -519,24 +518,11 @@ impl TwoPhaseCommitSink {
         self.writer.abort().await?;
         self.held.clear();
         let done = self.completed.borrow().checkpoint;
-        let committed = commit_due(
-            &*self.committer,
-            &self.pending,
-            done,
-            self.retry,
-            &self.changed,
-        );
-        if let Err(reason) = committed.await {
+        let committed = commit_due(&*self.committer, &self.pending, done, self.retry).await;
+        if let Err(reason) = committed {
             tracing::warn!(table = %self.table, %reason, "left for the restore to commit");
         }
-        let left: Vec<u64> = self
-            .pending
-            .lock()
-            .expect("pending lock")
-            .transactions
-            .keys()
-            .copied()
-            .collect();
+        let left: Vec<u64> = self.pending.lock().transactions.keys().copied().collect();
         if !left.is_empty() {
             tracing::info!(table = %self.table, ?end, checkpoints = ?left, "prepared transactions left for the restore");
         }
@@ -699,6 +685,14 @@ mod tests {
             });
         }
 
+        /// Checkpoint `checkpoint` completes as the job's final one.
+        fn complete_final(&self, checkpoint: u64) {
+            self.notices.send_replace(CompletedCheckpoint {
+                checkpoint,
+                end_of_input: true,
+            });
+        }
+
         async fn visible_after_settling(&self) -> Vec<i64> {
             tokio::time::sleep(Duration::from_millis(50)).await;
             let mut rows = self.store.lock().unwrap().visible.clone();
@@ -827,10 +821,7 @@ mod tests {
         let mut sink = harness.sink(1, &[]).await;
         sink.write(&rows(&[1])).await.unwrap();
         sink.checkpoint(3).await.unwrap();
-        harness.notices.send_replace(CompletedCheckpoint {
-            checkpoint: 3,
-            end_of_input: true,
-        });
+        harness.complete_final(3);
         sink.write(&rows(&[2])).await.unwrap();
         let error = sink.finish(StreamEnd::Finished).await.unwrap_err();
         assert!(
@@ -855,10 +846,7 @@ mod tests {
             first.write(&rows(&[3])).await.unwrap();
             // Checkpoint 1 is complete, 2 is not (yet): the upstream tasks were stopped
             // (a cancelled attempt, a replaced JobManager) and the input ends here.
-            harness.notices.send_replace(CompletedCheckpoint {
-                checkpoint: 1,
-                end_of_input: false,
-            });
+            harness.complete(1);
             first.finish(end).await.unwrap();
             assert_eq!(harness.visible_after_settling().await, vec![1], "{end:?}");
             assert_eq!(
