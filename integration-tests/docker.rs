@@ -36,17 +36,14 @@ fn compose_program() -> Option<Vec<&'static str>> {
 }
 
 /// Builds the images once and runs the Docker tests one at a time (each starts a whole
-/// cluster), apart from the other heavy tests. `None`, said once, when Docker is not
-/// available.
-fn exclusive_docker() -> Option<MutexGuard<'static, ()>> {
+/// cluster), apart from the other heavy tests. Without Docker and Compose the tests fail,
+/// saying so: they are never skipped in silence.
+fn exclusive_docker() -> MutexGuard<'static, ()> {
     static AVAILABLE: OnceLock<bool> = OnceLock::new();
     let guard = exclusive();
     let available = *AVAILABLE.get_or_init(|| {
         let engine = Command::new("docker").arg("info").output();
         if !engine.is_ok_and(|o| o.status.success()) || compose_program().is_none() {
-            eprintln!(
-                "Docker or Compose is not available here: the docker-compose tests are skipped"
-            );
             return false;
         }
         let build = run(Command::new("bash").arg(repository().join("deploy/build-images.sh")));
@@ -58,7 +55,12 @@ fn exclusive_docker() -> Option<MutexGuard<'static, ()>> {
         eprintln!("{}", String::from_utf8_lossy(&build.stdout).trim());
         true
     });
-    available.then_some(guard)
+    assert!(
+        available,
+        "the docker-compose tests need a running Docker engine and docker-compose (or the \
+         `docker compose` plugin): apt-get install docker.io docker-compose"
+    );
+    guard
 }
 
 /// One compose project of `deploy/docker-compose.yml`, taken down with its volumes on drop.
@@ -374,9 +376,7 @@ fn assert_equals_failure_free(compose: &Compose, name: &str) {
 
 #[test]
 fn a_killed_taskmanager_container_loses_and_duplicates_nothing() {
-    let Some(_docker) = exclusive_docker() else {
-        return;
-    };
+    let _docker = exclusive_docker();
     let compose = Compose::up("kill", 3);
     let (_, job) = compose.running_job("killed", 10_000);
     let victim = compose.busy_taskmanager(&job);
@@ -393,9 +393,7 @@ fn a_killed_taskmanager_container_loses_and_duplicates_nothing() {
 
 #[test]
 fn the_jobmanager_container_restarts_and_the_job_resumes() {
-    let Some(_docker) = exclusive_docker() else {
-        return;
-    };
+    let _docker = exclusive_docker();
     let compose = Compose::up("jm", 3);
     let (_, job) = compose.running_job("resumed", 8_000);
     let jobmanager = &compose.containers("jobmanager")[0];
@@ -409,9 +407,7 @@ fn the_jobmanager_container_restarts_and_the_job_resumes() {
 
 #[test]
 fn a_partitioned_taskmanager_is_fenced_when_it_comes_back() {
-    let Some(_docker) = exclusive_docker() else {
-        return;
-    };
+    let _docker = exclusive_docker();
     let compose = Compose::up("partition", 3);
     let (_, job) = compose.running_job("partitioned", 8_000);
     let victim = compose.busy_taskmanager(&job);
@@ -440,9 +436,7 @@ fn a_partitioned_taskmanager_is_fenced_when_it_comes_back() {
 
 #[test]
 fn scale_out_and_resume_from_a_savepoint_at_higher_parallelism() {
-    let Some(_docker) = exclusive_docker() else {
-        return;
-    };
+    let _docker = exclusive_docker();
     let compose = Compose::up("scale", 5);
     let (script, job) = compose.running_job("rescaled", 8_000);
     let output = client_at(&compose.jobmanager, &["stop", "--savepoint", &job]);
