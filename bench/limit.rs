@@ -11,9 +11,9 @@ use std::time::Instant;
 
 use arrow::array::Int64Array;
 use arrow::datatypes::{DataType, Field, Schema};
-use eddy_common::connectors::nexmark::NexmarkConnector;
-use eddy_common::connectors::{SourceContext, SourceEvent, TableConnector};
 use eddy_common::metrics::OperatorMetrics;
+use eddy_connectors::nexmark::NexmarkConnector;
+use eddy_connectors::{SourceContext, SourceEvent, TableConnector};
 
 fn main() -> anyhow::Result<()> {
     let events: u64 = std::env::args()

@@ -246,7 +246,7 @@ fn bad_requests_are_rejected_and_the_jobmanager_keeps_serving() {
             .report_task_state(pb::TaskStateReport {
                 taskmanager_id: "intruder".into(),
                 task: Some(pb::TaskId {
-                    job_id: "x".into(),
+                    execution_id: "x".into(),
                     vertex: 0,
                     subtask: 0,
                 }),

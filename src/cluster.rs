@@ -105,8 +105,8 @@ pub async fn jobmanager(args: JobManagerArgs) -> Result<()> {
         .bind
         .or(file.bind)
         .unwrap_or_else(|| "0.0.0.0:6123".parse().expect("address"));
-    let defaults = eddy_jobmanager::cluster::ClusterConfig::default();
-    let config = eddy_jobmanager::cluster::ClusterConfig {
+    let defaults = eddy_jobmanager::JobManagerConfig::default();
+    let config = eddy_jobmanager::JobManagerConfig {
         heartbeat_interval: args
             .heartbeat_interval_ms
             .or(file.heartbeat_interval_ms)

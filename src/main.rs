@@ -1,8 +1,7 @@
 //! `eddy`: the command line of the Eddy stream processor.
 
-mod checkpointed;
 mod cluster;
-mod local;
+mod embedded;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,7 +37,8 @@ enum LogFormat {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a SQL script on an embedded cluster (a JobManager and TaskManagers in this
-    /// process) until every source has ended, or until Ctrl-C stops it cleanly.
+    /// process) until every source has ended, or until Ctrl-C stops it: with a savepoint
+    /// when the job checkpoints, otherwise by draining (sources stop, sinks flush).
     Run {
         #[command(flatten)]
         job: JobArgs,
@@ -234,7 +234,7 @@ fn execute(command: Command) -> Result<()> {
         Command::Cancel { job_id, target } => runtime()?.block_on(cluster::cancel(&target, job_id)),
         Command::Explain { job } => {
             let (sql, overrides) = job.read()?;
-            let graph = eddy_jobmanager::plan(&sql, &overrides)
+            let graph = eddy_planner::plan(&sql, &overrides)
                 .with_context(|| format!("in {}", job.file.display()))?;
             print!("{}", graph.explain());
             Ok(())
@@ -243,41 +243,34 @@ fn execute(command: Command) -> Result<()> {
             job,
             taskmanagers,
             metrics,
-        } => {
-            let (sql, overrides) = job.read()?;
-            let graph = eddy_jobmanager::plan(&sql, &overrides)
-                .with_context(|| format!("in {}", job.file.display()))?;
-            if graph.config.checkpoints.interval.is_some() {
-                // A job that checkpoints runs on the cluster's components, in this process.
-                if metrics {
-                    eprintln!(
-                        "--metrics is not available for a job that checkpoints; see eddy status"
-                    );
-                }
-                let slots = graph.slots_needed().div_ceil(taskmanagers as usize);
-                return runtime()?.block_on(checkpointed::run(
-                    sql,
-                    overrides,
-                    taskmanagers as usize,
-                    slots,
-                ));
-            }
-            let outcome = runtime()?.block_on(local::run(graph, taskmanagers as usize))?;
-            tracing::info!(
-                status = ?outcome.status,
-                time_to_running_ms = outcome.time_to_running.as_secs_f64() * 1e3,
-                duration_ms = outcome.duration.as_secs_f64() * 1e3,
-                "job ended"
-            );
-            if metrics {
-                eprint!("{}", outcome.metrics.render());
-                eprintln!(
-                    "time to running: {:.1} ms, duration: {:.3} s",
-                    outcome.time_to_running.as_secs_f64() * 1e3,
-                    outcome.duration.as_secs_f64()
-                );
-            }
-            Ok(())
-        }
+        } => run(&job, taskmanagers as usize, metrics),
     }
+}
+
+/// `eddy run`: the job on the embedded cluster, planned once.
+fn run(job: &JobArgs, taskmanagers: usize, metrics: bool) -> Result<()> {
+    let (sql, overrides) = job.read()?;
+    let graph = eddy_planner::plan(&sql, &overrides)
+        .with_context(|| format!("in {}", job.file.display()))?;
+    let name = graph.config.name.clone();
+    let options = overrides.into_iter().collect();
+    let outcome = runtime()?
+        .block_on(embedded::run(sql, options, graph, taskmanagers))
+        .with_context(|| format!("job '{name}' failed"))?;
+    let time_to_running_ms = outcome.time_to_running.map(|t| t.as_secs_f64() * 1e3);
+    tracing::info!(
+        state = %outcome.state,
+        time_to_running_ms,
+        duration_ms = outcome.duration.as_secs_f64() * 1e3,
+        "job ended"
+    );
+    if metrics {
+        eprint!("{}", outcome.metrics.render());
+        eprintln!(
+            "time to running: {:.1} ms, duration: {:.3} s",
+            time_to_running_ms.unwrap_or(f64::NAN),
+            outcome.duration.as_secs_f64()
+        );
+    }
+    Ok(())
 }

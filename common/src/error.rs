@@ -58,9 +58,10 @@ pub enum EddyError {
     /// An error computing on Arrow arrays.
     #[error("arrow: {0}")]
     Arrow(#[from] arrow::error::ArrowError),
-    /// An error from DataFusion (planning or expression evaluation).
-    #[error("{0}")]
-    DataFusion(Box<datafusion_common::DataFusionError>),
+    /// An error from DataFusion (planning or expression evaluation), kept whole: its
+    /// message and its own sources.
+    #[error(transparent)]
+    DataFusion(Box<dyn std::error::Error + Send + Sync>),
     /// An error from object storage.
     #[error("object store: {0}")]
     ObjectStore(#[from] object_store::Error),
@@ -70,6 +71,15 @@ pub enum EddyError {
     /// A task failed while running.
     #[error("{0}")]
     Runtime(String),
+    /// A daemon's server failed.
+    #[error("{component} server: {source}")]
+    Server {
+        /// `jobmanager` or `taskmanager`.
+        component: &'static str,
+        /// What failed.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// The newest complete checkpoint cannot be read, and restoring an older one would
     /// write again what sinks committed for it.
     #[error(
@@ -86,11 +96,21 @@ pub enum EddyError {
     },
 }
 
-impl From<datafusion_common::DataFusionError> for EddyError {
-    fn from(e: datafusion_common::DataFusionError) -> Self {
-        EddyError::DataFusion(Box::new(e))
-    }
-}
-
 /// The engine's result type.
 pub type Result<T, E = EddyError> = std::result::Result<T, E>;
+
+/// A call from one component to another (the JobManager and a TaskManager, in-process or
+/// over gRPC) failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// The other side cannot be reached: gone, or not up yet.
+    #[error("unreachable: {0}")]
+    Unavailable(String),
+    /// The other side does not know what the call names (e.g. a TaskManager that has not
+    /// registered, or a job not deployed there).
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The other side refused the call as invalid.
+    #[error("refused: {0}")]
+    Refused(String),
+}

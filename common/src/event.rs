@@ -54,3 +54,24 @@ pub struct Barrier {
     /// Unaligned: the barrier overtakes queued data, which goes into the snapshot.
     pub unaligned: bool,
 }
+
+/// What running tasks are asked to do instead of running on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopRequest {
+    /// Sources stop reading; what they read flows through and is written, and the tasks
+    /// end [`StreamEnd::Stopped`].
+    Drain,
+    /// Every task ends at its next step, [`StreamEnd::Cancelled`]: what is in flight is
+    /// dropped, sinks roll back what no completed checkpoint covers.
+    Cancel,
+}
+
+impl StopRequest {
+    /// How a task told this ends.
+    pub fn end(self) -> StreamEnd {
+        match self {
+            StopRequest::Drain => StreamEnd::Stopped,
+            StopRequest::Cancel => StreamEnd::Cancelled,
+        }
+    }
+}

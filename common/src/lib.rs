@@ -1,22 +1,19 @@
-//! Eddy's engine: the data model, SQL planning, streaming operators, connectors and
-//! configuration shared by the JobManager and the TaskManagers.
+//! Eddy's core: the data model (chunks, events), their wire and state encodings, typed
+//! errors, job configuration, object storage, checkpoint storage and metrics, shared by
+//! every other crate. Nothing here plans SQL or runs operators.
 
 pub mod checkpoint;
-pub mod checkpointing;
 pub mod chunk;
-pub mod codec;
 pub mod config;
-pub mod connectors;
 pub mod error;
 pub mod event;
 pub mod failpoint;
+pub mod ids;
 pub mod metrics;
-pub mod operators;
-pub mod partition;
-pub mod plan;
-pub mod sql;
+pub mod object_storage;
+pub mod schema;
 pub mod state;
-pub mod storage;
+pub mod wire;
 
 pub use chunk::{Chunk, Op};
 pub use error::{EddyError, Result};

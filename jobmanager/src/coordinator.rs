@@ -6,15 +6,13 @@ use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use eddy_common::checkpoint::{CheckpointMetadata, StateHandle};
-use eddy_common::checkpointing::CheckpointConfig;
+use eddy_common::config::checkpointing::CheckpointConfig;
 use eddy_common::event::Barrier;
+use eddy_common::ids::TaskKey;
 use eddy_proto::v1 as pb;
 
 /// Checkpoints kept in the job's history for `eddy status --checkpoints`.
 const HISTORY: usize = 32;
-
-/// A task, as (vertex, subtask).
-pub type TaskKey = (usize, usize);
 
 /// What a task reported for a checkpoint.
 #[derive(Debug, Clone)]
@@ -164,13 +162,13 @@ impl CheckpointCoordinator {
         let handle = match ack.result {
             Ok(handle) => handle,
             Err(reason) => {
-                let reason = format!("task v{}[{}] declined: {reason}", task.0, task.1);
+                let reason = format!("task {task} declined: {reason}");
                 return AckOutcome::Aborted(self.abort(&reason));
             }
         };
         pending.info.acks.push(pb::TaskAckTime {
-            vertex: task.0 as u32,
-            subtask: task.1 as u32,
+            vertex: task.vertex as u32,
+            subtask: task.subtask as u32,
             ack_ms: pending.started.elapsed().as_millis() as u64,
             alignment_ms: ack.alignment.as_millis() as u64,
             size_bytes: handle.size,
@@ -323,7 +321,13 @@ mod tests {
             timeout: Duration::from_millis(50),
             ..Default::default()
         };
-        CheckpointCoordinator::new(&config, [(0, 0), (1, 0)].into(), vec![1, 1], 1).unwrap()
+        CheckpointCoordinator::new(
+            &config,
+            [TaskKey::new(0, 0), TaskKey::new(1, 0)].into(),
+            vec![1, 1],
+            1,
+        )
+        .unwrap()
     }
 
     fn ack(checkpoint: u64, vertex: usize) -> Acknowledgement {
@@ -346,19 +350,21 @@ mod tests {
     fn a_checkpoint_is_final_once_every_source_had_ended() {
         let mut c = coordinator(0);
         let first = c.due(Instant::now() + Duration::from_secs(1)).unwrap();
-        c.acknowledge((1, 0), ack(first.checkpoint, 1));
-        let AckOutcome::Complete(metadata) = c.acknowledge((0, 0), ack(first.checkpoint, 0)) else {
+        c.acknowledge(TaskKey::new(1, 0), ack(first.checkpoint, 1));
+        let AckOutcome::Complete(metadata) =
+            c.acknowledge(TaskKey::new(0, 0), ack(first.checkpoint, 0))
+        else {
             panic!("not complete");
         };
         assert!(!metadata.end_of_input);
         c.committed(first.checkpoint);
         let second = c.due(Instant::now() + Duration::from_secs(2)).unwrap();
-        c.acknowledge((1, 0), ack(second.checkpoint, 1));
+        c.acknowledge(TaskKey::new(1, 0), ack(second.checkpoint, 1));
         let ended = Acknowledgement {
             input_ended: true,
             ..ack(second.checkpoint, 0)
         };
-        let AckOutcome::Complete(metadata) = c.acknowledge((0, 0), ended) else {
+        let AckOutcome::Complete(metadata) = c.acknowledge(TaskKey::new(0, 0), ended) else {
             panic!("not complete");
         };
         assert!(metadata.end_of_input);
@@ -375,13 +381,16 @@ mod tests {
             c.due(start + Duration::from_millis(40)).is_none(),
             "one at a time"
         );
-        assert_eq!(c.acknowledge((0, 0), ack(1, 0)), AckOutcome::Waiting);
         assert_eq!(
-            c.acknowledge((0, 0), ack(1, 0)),
+            c.acknowledge(TaskKey::new(0, 0), ack(1, 0)),
+            AckOutcome::Waiting
+        );
+        assert_eq!(
+            c.acknowledge(TaskKey::new(0, 0), ack(1, 0)),
             AckOutcome::Ignored,
             "a duplicate"
         );
-        let AckOutcome::Complete(metadata) = c.acknowledge((1, 0), ack(1, 1)) else {
+        let AckOutcome::Complete(metadata) = c.acknowledge(TaskKey::new(1, 0), ack(1, 1)) else {
             panic!("expected completion");
         };
         assert_eq!(metadata.tasks.len(), 2);
@@ -402,13 +411,13 @@ mod tests {
             "another checkpoint"
         );
         assert_eq!(
-            c.acknowledge((0, 0), ack(first.checkpoint, 0)),
+            c.acknowledge(TaskKey::new(0, 0), ack(first.checkpoint, 0)),
             AckOutcome::Waiting,
             "still pending"
         );
         assert!(!c.trigger_failed(first.checkpoint, "job does not run here"));
         assert_eq!(
-            c.acknowledge((1, 0), ack(first.checkpoint, 1)),
+            c.acknowledge(TaskKey::new(1, 0), ack(first.checkpoint, 1)),
             AckOutcome::Ignored,
             "aborted"
         );
@@ -428,9 +437,12 @@ mod tests {
             result: Err("disk full".into()),
             ..ack(first.checkpoint, 0)
         };
-        assert_eq!(c.acknowledge((0, 0), declined), AckOutcome::Aborted(false));
         assert_eq!(
-            c.acknowledge((1, 0), ack(first.checkpoint, 1)),
+            c.acknowledge(TaskKey::new(0, 0), declined),
+            AckOutcome::Aborted(false)
+        );
+        assert_eq!(
+            c.acknowledge(TaskKey::new(1, 0), ack(first.checkpoint, 1)),
             AckOutcome::Ignored
         );
         let second = c.due(later + Duration::from_secs(1)).unwrap();

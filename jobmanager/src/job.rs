@@ -1,28 +1,259 @@
-//! Job states and outcomes.
+//! What the JobManager keeps of one job: its plan, its lifecycle state, its current run's
+//! tasks, and its checkpointing.
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
 
-use eddy_common::metrics::JobMetrics;
+use eddy_common::checkpoint::CheckpointStorage;
+use eddy_common::ids::{ExecutionId, TaskKey};
+use eddy_planner::plan::JobGraph;
+use eddy_proto::v1 as pb;
+use tokio::sync::{oneshot, watch};
 
-/// How an embedded run ended (failures are errors).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JobStatus {
-    /// Every source ended and every task finished.
-    Finished,
-    /// Stopped on request (Ctrl-C).
-    Cancelled,
+use crate::coordinator::CheckpointCoordinator;
+use crate::error::JobManagerError;
+use crate::job_store::StoredJob;
+use crate::lifecycle::{JobState, Transition};
+
+/// One task of the current run.
+pub struct TaskRecord {
+    /// The TaskManager running it.
+    pub taskmanager: String,
+    /// Its state as last reported.
+    pub state: pb::TaskState,
+    /// Rows in, as last reported.
+    pub records_in: u64,
+    /// Rows out, as last reported.
+    pub records_out: u64,
+    /// A source task that has read all its input.
+    pub input_ended: bool,
 }
 
-/// How a job ended.
-#[derive(Debug)]
-pub struct JobOutcome {
-    /// Finished or cancelled (failures are errors).
-    pub status: JobStatus,
-    /// Its counters.
-    pub metrics: Arc<JobMetrics>,
-    /// From the start of scheduling until every task was deployed.
-    pub time_to_running: Duration,
-    /// From the start of scheduling to the end.
-    pub duration: Duration,
+/// A savepoint asked for: the checkpoint that serves it once triggered, whether to stop the
+/// job after, and who waits for its path.
+pub struct SavepointRequest {
+    /// The checkpoint taken for it, once triggered.
+    pub checkpoint: Option<u64>,
+    /// Stop the job once it is complete.
+    pub stop: bool,
+    /// Who waits for its path.
+    pub replies: Vec<oneshot::Sender<Result<String, JobManagerError>>>,
+}
+
+/// A job the JobManager follows.
+pub struct JobRecord {
+    /// Its name (`pipeline.name`).
+    pub name: String,
+    /// Its script.
+    pub sql: String,
+    /// Options given with the submission.
+    pub options: HashMap<String, String>,
+    /// Its plan.
+    pub graph: Arc<JobGraph>,
+    /// Where it is in its lifecycle (change it with [`JobRecord::transition`]).
+    state: JobState,
+    /// Watchers of its state.
+    watchers: watch::Sender<JobState>,
+    /// Why it is in its state.
+    pub reason: String,
+    /// When it was submitted, in milliseconds since the epoch.
+    pub submitted_at_ms: i64,
+    /// When its current run was deployed.
+    pub started_at_ms: i64,
+    /// The current run's number.
+    pub attempt: u32,
+    /// Restarts so far.
+    pub restarts: u32,
+    /// The current run's tasks.
+    pub tasks: BTreeMap<TaskKey, TaskRecord>,
+    /// The slots the current run holds: slot `k` (on that TaskManager) runs subtask `k`
+    /// of every vertex.
+    pub slots: Vec<String>,
+    /// Where the job's checkpoints go (the root as configured, and the storage), if it
+    /// checkpoints.
+    pub storage: Option<(String, CheckpointStorage)>,
+    /// The current run's checkpoint coordinator, if it checkpoints.
+    pub coordinator: Option<CheckpointCoordinator>,
+    /// Checkpoints of earlier runs, for the history.
+    pub history: Vec<pb::CheckpointInfo>,
+    /// The id the next checkpoint takes.
+    pub next_checkpoint: u64,
+    /// The checkpoint the current run restored (0: none).
+    pub restore_from: u64,
+    /// A savepoint or checkpoint directory the job started from.
+    pub restore_path: Option<String>,
+    /// A savepoint asked for.
+    pub savepoint: Option<SavepointRequest>,
+    /// A stop-with-savepoint's checkpoint completed: no later checkpoint may be taken
+    /// (its sinks would commit rows that resuming from the savepoint writes again).
+    pub stopping: bool,
+    /// Its sources were told to stop: tasks ending stopped end the job, not fail it.
+    pub draining: bool,
+}
+
+impl JobRecord {
+    /// A new job, waiting for slots.
+    pub fn new(
+        sql: String,
+        options: HashMap<String, String>,
+        graph: Arc<JobGraph>,
+        storage: Option<(String, CheckpointStorage)>,
+        restore_path: Option<String>,
+        submitted_at_ms: i64,
+    ) -> Self {
+        JobRecord {
+            name: graph.config.name.clone(),
+            sql,
+            options,
+            graph,
+            state: JobState::Created,
+            watchers: watch::Sender::new(JobState::Created),
+            reason: "waiting for slots".into(),
+            submitted_at_ms,
+            started_at_ms: 0,
+            attempt: 1,
+            restarts: 0,
+            tasks: BTreeMap::new(),
+            slots: Vec::new(),
+            storage,
+            coordinator: None,
+            history: Vec::new(),
+            next_checkpoint: 1,
+            restore_from: 0,
+            restore_path,
+            savepoint: None,
+            stopping: false,
+            draining: false,
+        }
+    }
+
+    /// Its lifecycle state.
+    pub fn state(&self) -> JobState {
+        self.state
+    }
+
+    /// Moves the job on `transition`; false (and no change) if its state does not allow
+    /// it: the event is stale.
+    pub fn transition(&mut self, job_id: &str, transition: Transition) -> bool {
+        match self.state.apply(transition) {
+            Ok(next) => {
+                tracing::debug!(job = %job_id, from = %self.state, to = %next, ?transition, "job state");
+                self.state = next;
+                self.watchers.send_replace(next);
+                true
+            }
+            Err(stale) => {
+                tracing::debug!(job = %job_id, %stale, "stale event ignored");
+                false
+            }
+        }
+    }
+
+    /// Follows its state.
+    pub fn watch(&self) -> watch::Receiver<JobState> {
+        self.watchers.subscribe()
+    }
+
+    /// The id of its current run.
+    pub fn execution(&self, job_id: &str) -> ExecutionId {
+        ExecutionId::new(job_id, self.attempt)
+    }
+
+    /// The TaskManagers running its current run's tasks.
+    pub fn taskmanagers(&self) -> BTreeSet<String> {
+        self.tasks.values().map(|t| t.taskmanager.clone()).collect()
+    }
+
+    /// The TaskManagers running its current run's source tasks.
+    pub fn source_taskmanagers(&self) -> BTreeSet<String> {
+        self.tasks
+            .iter()
+            .filter(|(key, _)| self.graph.vertices[key.vertex].source.is_some())
+            .map(|(_, t)| t.taskmanager.clone())
+            .collect()
+    }
+
+    /// Whether every source task of the current run has read all its input.
+    pub fn sources_ended(&self) -> bool {
+        self.tasks
+            .iter()
+            .filter(|(key, _)| self.graph.vertices[key.vertex].source.is_some())
+            .all(|(_, t)| t.input_ended)
+    }
+
+    /// Its record for the job store (`revision`: see [`StoredJob::revision`]).
+    pub fn stored(&self, job_id: &str, revision: u64) -> StoredJob {
+        StoredJob {
+            job_id: job_id.to_string(),
+            sql: self.sql.clone(),
+            options: self.options.clone(),
+            state: self.state,
+            attempt: self.attempt,
+            restarts: self.restarts,
+            submitted_at_ms: self.submitted_at_ms,
+            restore_path: self.restore_path.clone(),
+            revision,
+        }
+    }
+
+    /// Its checkpoints, earlier runs' first.
+    fn history_all(&self) -> Vec<pb::CheckpointInfo> {
+        let mut all = self.history.clone();
+        if let Some(c) = &self.coordinator {
+            all.extend(c.history());
+        }
+        all
+    }
+
+    /// As `eddy list` shows it.
+    pub fn summary(&self, job_id: &str) -> pb::JobSummary {
+        pb::JobSummary {
+            job_id: job_id.to_string(),
+            name: self.name.clone(),
+            state: self.state.to_proto() as i32,
+            submitted_at_ms: self.submitted_at_ms,
+            slots: self.graph.slots_needed() as u32,
+        }
+    }
+
+    /// As `eddy status` shows it.
+    pub fn info(&self, job_id: &str) -> pb::JobInfo {
+        let vertices = self
+            .graph
+            .vertices
+            .iter()
+            .map(|vertex| pb::VertexInfo {
+                id: vertex.id as u32,
+                name: vertex.name(),
+                parallelism: vertex.parallelism as u32,
+                subtasks: (0..vertex.parallelism)
+                    .map(|subtask| {
+                        let record = self.tasks.get(&TaskKey::new(vertex.id, subtask));
+                        pb::SubtaskInfo {
+                            index: subtask as u32,
+                            taskmanager_id: record
+                                .map(|r| r.taskmanager.clone())
+                                .unwrap_or_default(),
+                            state: record.map_or(pb::TaskState::Unspecified, |r| r.state) as i32,
+                            records_in: record.map_or(0, |r| r.records_in),
+                            records_out: record.map_or(0, |r| r.records_out),
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        pb::JobInfo {
+            job_id: job_id.to_string(),
+            name: self.name.clone(),
+            state: self.state.to_proto() as i32,
+            reason: self.reason.clone(),
+            submitted_at_ms: self.submitted_at_ms,
+            started_at_ms: self.started_at_ms,
+            restarts: self.restarts,
+            vertices,
+            plan: self.graph.explain(),
+            restored_from: self.restore_from,
+            checkpoints: self.history_all(),
+        }
+    }
 }

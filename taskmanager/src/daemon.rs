@@ -1,20 +1,19 @@
-//! The TaskManager daemon: serves `TaskExecutor` and `DataExchange`, registers with the
-//! JobManager (again whenever the JobManager forgets it) and heartbeats it.
+//! The TaskManager daemon: serves `TaskExecutor` and `DataExchange`, and stays registered
+//! with the JobManager over gRPC.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use eddy_common::{EddyError, Result};
-use eddy_proto::v1 as pb;
 use eddy_proto::v1::data_exchange_server::DataExchangeServer;
 use eddy_proto::v1::task_executor_server::TaskExecutorServer;
-use tonic::Code;
 use tonic::transport::Server;
 
-use crate::network::DataExchangeService;
-use crate::service::{TaskExecutorService, TaskManagerNode};
+use crate::grpc::{GrpcResourceManager, TaskExecutorService};
+use crate::membership::stay_registered;
+use crate::network::{Channels, DataExchangeService};
+use crate::node::{CHANNEL_CAPACITY, TaskManager};
 
 /// How a TaskManager daemon is configured.
 #[derive(Debug, Clone)]
@@ -44,13 +43,16 @@ pub async fn run(config: TaskManagerConfig, shutdown: impl Future<Output = ()>) 
         };
         format!("http://{ip}:{}", local.port())
     });
-    let node = TaskManagerNode::new(
+    let jobmanager = GrpcResourceManager::new(&config.jobmanager)
+        .map_err(|e| EddyError::Config(e.to_string()))?;
+    let node = TaskManager::new(
         config.id.clone(),
         address.clone(),
         config.slots,
-        &config.jobmanager,
-    )
-    .map_err(EddyError::Config)?;
+        Arc::new(jobmanager),
+        Arc::new(Channels::new(CHANNEL_CAPACITY)),
+        None,
+    );
     tracing::info!(id = %config.id, %address, slots = config.slots, jobmanager = %config.jobmanager, "taskmanager starting");
     let membership = tokio::spawn(stay_registered(node.clone()));
     let server = Server::builder()
@@ -65,53 +67,8 @@ pub async fn run(config: TaskManagerConfig, shutdown: impl Future<Output = ()>) 
     membership.abort();
     node.cancel_all().await;
     tracing::info!(id = %config.id, "taskmanager stopped");
-    result.map_err(|e| EddyError::Runtime(format!("taskmanager server: {e}")))
-}
-
-/// Registers, then heartbeats; registers again when the JobManager says it does not know
-/// this TaskManager (e.g. after a JobManager restart).
-async fn stay_registered(node: Arc<TaskManagerNode>) {
-    loop {
-        let mut client = node.jobmanager();
-        let request = pb::RegisterTaskManagerRequest {
-            taskmanager_id: node.id().to_string(),
-            address: node.address().to_string(),
-            slots: node.slots() as u32,
-        };
-        let interval = match client.register_task_manager(request).await {
-            Ok(response) => {
-                tracing::info!(id = %node.id(), "registered with the jobmanager");
-                Duration::from_millis(response.into_inner().heartbeat_interval_ms.max(50))
-            }
-            Err(status) => {
-                tracing::warn!(%status, "cannot register with the jobmanager, retrying");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
-        };
-        loop {
-            tokio::time::sleep(interval).await;
-            let heartbeat = pb::HeartbeatRequest {
-                taskmanager_id: node.id().to_string(),
-                tasks: node.counters(),
-            };
-            match client.heartbeat(heartbeat).await {
-                Ok(_) => {}
-                Err(status) if status.code() == Code::NotFound => {
-                    // A new JobManager, or one that gave this TaskManager up: what runs
-                    // here belongs to runs it no longer follows. Stop it (fencing), then
-                    // register afresh.
-                    tracing::warn!(
-                        "the jobmanager does not know this taskmanager; cancelling its tasks and registering again"
-                    );
-                    node.cancel_all().await;
-                    break;
-                }
-                Err(status) => {
-                    tracing::warn!(%status, "heartbeat failed");
-                    client = node.jobmanager();
-                }
-            }
-        }
-    }
+    result.map_err(|e| EddyError::Server {
+        component: "taskmanager",
+        source: Box::new(e),
+    })
 }

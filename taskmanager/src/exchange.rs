@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use eddy_common::event::Barrier;
 use eddy_common::event::Event;
-use eddy_common::plan::{JobGraph, Partitioning, VertexOutput};
+use eddy_planner::plan::{JobGraph, Partitioning, VertexOutput};
 use tokio::sync::mpsc::{
     Receiver, Sender, UnboundedReceiver, UnboundedSender, channel, unbounded_channel,
 };

@@ -18,8 +18,8 @@ use std::future::poll_fn;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use eddy_common::checkpointing::CheckpointingMode;
 use eddy_common::chunk::Chunk;
+use eddy_common::config::checkpointing::CheckpointingMode;
 use eddy_common::event::{Barrier, Event, StreamEnd, Timestamp};
 use eddy_common::{EddyError, Result};
 use tokio::sync::mpsc::{Receiver, UnboundedReceiver};

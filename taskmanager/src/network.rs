@@ -4,9 +4,9 @@
 //! frame only when the queue has room, so HTTP/2 flow control carries backpressure back to
 //! the sender. Events of a channel keep their order.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use eddy_common::event::{Barrier, Event, StreamEnd};
 use eddy_proto::v1 as pb;
@@ -14,20 +14,21 @@ use eddy_proto::v1::data_exchange_client::DataExchangeClient;
 use tokio::sync::mpsc::{
     Receiver, Sender, UnboundedReceiver, UnboundedSender, channel, unbounded_channel,
 };
+use tokio::sync::watch;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::exchange::{ChannelEnds, InputChannel, OutputChannel, PriorityBarrier};
-use eddy_common::codec::{decode_chunk, encode_chunk};
+use eddy_common::wire::{decode_chunk, encode_chunk};
 
 /// How long a transfer for a job not (yet) deployed here waits for its deployment: the
 /// JobManager deploys to all TaskManagers at once, so senders may connect first.
 const DEPLOY_WAIT: Duration = Duration::from_secs(10);
 
-/// A channel of a job.
+/// A channel of a job's execution.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ChannelKey {
-    /// The job.
-    pub job_id: String,
+    /// The execution (`{job}.{attempt}`).
+    pub execution_id: String,
     /// The subtasks it connects.
     pub ends: ChannelEnds,
 }
@@ -35,7 +36,7 @@ pub struct ChannelKey {
 impl ChannelKey {
     fn to_proto(&self) -> pb::ChannelId {
         pb::ChannelId {
-            job_id: self.job_id.clone(),
+            execution_id: self.execution_id.clone(),
             from_vertex: self.ends.from_vertex as u32,
             from_subtask: self.ends.from_subtask as u32,
             to_vertex: self.ends.to_vertex as u32,
@@ -45,7 +46,7 @@ impl ChannelKey {
 
     fn from_proto(id: &pb::ChannelId) -> Self {
         ChannelKey {
-            job_id: id.job_id.clone(),
+            execution_id: id.execution_id.clone(),
             ends: ChannelEnds {
                 from_vertex: id.from_vertex as usize,
                 from_subtask: id.from_subtask as usize,
@@ -65,11 +66,14 @@ struct Slot {
     priority_receiver: Option<UnboundedReceiver<PriorityBarrier>>,
 }
 
-/// The input queues of this TaskManager's tasks, by channel.
+/// The input queues of this TaskManager's tasks (or of the in-process TaskManagers that
+/// share them), by channel.
 pub struct Channels {
     capacity: usize,
     slots: Mutex<HashMap<ChannelKey, Slot>>,
-    jobs: Mutex<HashSet<String>>,
+    /// The executions deployed here, each with the number of deployments of it that have
+    /// not ended (in-process TaskManagers share the queues).
+    jobs: watch::Sender<HashMap<String, usize>>,
 }
 
 impl Channels {
@@ -78,7 +82,7 @@ impl Channels {
         Channels {
             capacity,
             slots: Mutex::new(HashMap::new()),
-            jobs: Mutex::new(HashSet::new()),
+            jobs: watch::Sender::new(HashMap::new()),
         }
     }
 
@@ -97,25 +101,46 @@ impl Channels {
         take(slot)
     }
 
-    /// Marks a job as deployed here: transfers for it are accepted.
-    pub fn open_job(&self, job_id: &str) {
+    /// Marks an execution as deployed here: transfers for it are accepted.
+    pub fn open_job(&self, execution_id: &str) {
+        self.jobs.send_modify(|jobs| {
+            *jobs.entry(execution_id.to_string()).or_default() += 1;
+        });
+    }
+
+    /// A deployment of an execution ended; once the last has, its channels are forgotten.
+    pub fn close_job(&self, execution_id: &str) {
+        let mut last = false;
         self.jobs
-            .lock()
-            .expect("jobs lock")
-            .insert(job_id.to_string());
+            .send_if_modified(|jobs| match jobs.get_mut(execution_id) {
+                Some(open) if *open > 1 => {
+                    *open -= 1;
+                    false
+                }
+                Some(_) => {
+                    jobs.remove(execution_id);
+                    last = true;
+                    true
+                }
+                None => false,
+            });
+        if last {
+            self.slots
+                .lock()
+                .expect("channels lock")
+                .retain(|k, _| k.execution_id != execution_id);
+        }
     }
 
-    /// Forgets a job's channels.
-    pub fn close_job(&self, job_id: &str) {
-        self.jobs.lock().expect("jobs lock").remove(job_id);
-        self.slots
-            .lock()
-            .expect("channels lock")
-            .retain(|k, _| k.job_id != job_id);
+    fn is_open(&self, execution_id: &str) -> bool {
+        self.jobs.borrow().contains_key(execution_id)
     }
 
-    fn is_open(&self, job_id: &str) -> bool {
-        self.jobs.lock().expect("jobs lock").contains(job_id)
+    /// Waits up to `limit` for an execution to be deployed here; false if it was not.
+    async fn wait_open(&self, execution_id: &str, limit: Duration) -> bool {
+        let mut jobs = self.jobs.subscribe();
+        let opened = jobs.wait_for(|jobs| jobs.contains_key(execution_id));
+        matches!(tokio::time::timeout(limit, opened).await, Ok(Ok(_)))
     }
 
     /// The receiving end, for the task that reads the channel.
@@ -227,15 +252,15 @@ impl pb::data_exchange_server::DataExchange for DataExchangeService {
             .as_ref()
             .ok_or_else(|| Status::invalid_argument("the first frame names no channel"))?;
         let key = ChannelKey::from_proto(id);
-        let deadline = Instant::now() + DEPLOY_WAIT;
-        while !self.channels.is_open(&key.job_id) {
-            if Instant::now() > deadline {
-                return Err(Status::not_found(format!(
-                    "job {} is not deployed here",
-                    key.job_id
-                )));
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        if !self
+            .channels
+            .wait_open(&key.execution_id, DEPLOY_WAIT)
+            .await
+        {
+            return Err(Status::not_found(format!(
+                "job {} is not deployed here",
+                key.execution_id
+            )));
         }
         let sender = self
             .channels
@@ -282,10 +307,10 @@ impl pb::data_exchange_server::DataExchange for DataExchangeService {
             ));
         };
         let key = ChannelKey::from_proto(id);
-        if !self.channels.is_open(&key.job_id) {
+        if !self.channels.is_open(&key.execution_id) {
             return Err(Status::not_found(format!(
                 "job {} is not deployed here",
-                key.job_id
+                key.execution_id
             )));
         }
         let priority = PriorityBarrier {

@@ -16,12 +16,12 @@ use std::time::Instant;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use eddy_common::chunk::Chunk;
-use eddy_common::connectors::SinkWriter;
 use eddy_common::event::{Barrier, Event, StreamEnd, Timestamp};
 use eddy_common::metrics::OperatorMetrics;
-use eddy_common::partition::HashPartitioner;
-use eddy_common::plan::Partitioning;
 use eddy_common::{EddyError, Result};
+use eddy_connectors::SinkWriter;
+use eddy_operators::partition::HashPartitioner;
+use eddy_planner::plan::Partitioning;
 
 use crate::exchange::{OutputChannel, PriorityBarrier};
 

@@ -13,26 +13,27 @@ use eddy_common::Result;
 use eddy_common::checkpoint::{
     CheckpointStorage, CompletedCheckpoint, StateFile, StateHandle, TaskSnapshot,
 };
-use eddy_common::checkpointing::CheckpointingMode;
 use eddy_common::chunk::Chunk;
-use eddy_common::connectors::{SinkContext, SourceContext, SourceEvent, SourceReader};
+use eddy_common::config::checkpointing::CheckpointingMode;
 use eddy_common::event::{Barrier, StreamEnd, Timestamp};
+use eddy_common::ids::ExecutionId;
 use eddy_common::metrics::{JobMetrics, OperatorMetrics};
-use eddy_common::operators::watermark::SplitWatermarks;
-use eddy_common::partition::KeyScope;
-use eddy_common::plan::{JobGraph, SourceSpec, VertexOutput};
 use eddy_common::state::{OperatorState, SnapshotRequest, StateKind};
+use eddy_connectors::{SinkContext, SourceContext, SourceEvent, SourceReader};
+use eddy_operators::partition::KeyScope;
+use eddy_operators::watermark::SplitWatermarks;
+use eddy_planner::plan::{JobGraph, SourceSpec, VertexOutput};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::sync::watch;
 use tracing::Instrument;
 
-use crate::chain::OperatorChain;
-use crate::chains::SnapshotChains;
 use crate::exchange::{InputChannel, OutputChannel};
 use crate::input::{Input, InputGate};
+use crate::operator_chain::OperatorChain;
 use crate::output::{ExchangeOutput, PriorityLanes, TaskOutput};
 pub use crate::restore::{TaskRestore, VertexRestore};
-use eddy_common::codec::{decode_chunk, encode_chunk};
+use crate::snapshot_chain::SnapshotChains;
+use eddy_common::wire::{decode_chunk, encode_chunk};
 
 /// Everything a subtask needs to run.
 pub struct TaskDeployment {
@@ -54,10 +55,8 @@ pub struct TaskDeployment {
     pub checkpointing: Option<TaskCheckpointing>,
     /// State to start from.
     pub restore: Option<TaskRestore>,
-    /// The job's id, the same in every attempt.
-    pub job: String,
-    /// This attempt's id among the job's attempts.
-    pub attempt: String,
+    /// The run of the job it belongs to.
+    pub execution: ExecutionId,
 }
 
 /// A task's part in checkpointing.
@@ -135,26 +134,7 @@ impl TaskDeployment {
 /// it or an upstream task was cancelled.
 pub type TaskEnd = StreamEnd;
 
-/// What a running task is asked to do instead of running on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopRequest {
-    /// Sources stop reading; what they read flows through and is written, and the tasks
-    /// end [`StreamEnd::Stopped`].
-    Drain,
-    /// Every task ends at its next step, [`StreamEnd::Cancelled`]: what is in flight is
-    /// dropped, sinks roll back what no completed checkpoint covers.
-    Cancel,
-}
-
-impl StopRequest {
-    /// How a task told this ends.
-    pub fn end(self) -> TaskEnd {
-        match self {
-            StopRequest::Drain => StreamEnd::Stopped,
-            StopRequest::Cancel => StreamEnd::Cancelled,
-        }
-    }
-}
+pub use eddy_common::event::StopRequest;
 
 /// Tells tasks to stop; `None` until one is asked.
 pub type StopSignal = watch::Receiver<Option<StopRequest>>;
@@ -184,7 +164,7 @@ async fn cancelled(mut stop: StopSignal) {
 pub async fn run_task(deployment: TaskDeployment, stop: StopSignal) -> Result<TaskEnd> {
     let span = tracing::info_span!(
         "task",
-        job = %format!("{}.{}", deployment.job, deployment.attempt),
+        job = %deployment.execution,
         task = %deployment.name()
     );
     run_subtask(deployment, stop).instrument(span).await
@@ -225,8 +205,8 @@ async fn run_subtask(mut deployment: TaskDeployment, mut stop: StopSignal) -> Re
                 schema: sink.schema.clone(),
                 subtask: deployment.subtask,
                 parallelism: vertex.parallelism,
-                job: deployment.job.clone(),
-                attempt: deployment.attempt.clone(),
+                job: deployment.execution.job.clone(),
+                attempt: deployment.execution.attempt.to_string(),
                 metrics: deployment
                     .metrics
                     .operator(&format!("{prefix}/Sink:{}", sink.table)),

@@ -8,17 +8,18 @@ use std::time::{Duration, Instant};
 
 use eddy_common::checkpoint::{CheckpointStorage, CompletedCheckpoint};
 use eddy_common::event::{Barrier, StreamEnd};
+use eddy_common::ids::ExecutionId;
 use eddy_common::metrics::JobMetrics;
-use eddy_common::plan::{JobGraph, plan_job};
-use eddy_common::sql::compile;
-use eddy_common::storage::resolve;
+use eddy_common::object_storage::resolve;
+use eddy_planner::plan::{JobGraph, plan_job};
+use eddy_planner::sql::compile;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::*;
-use crate::chains::SnapshotChains;
 use crate::exchange::LocalChannels;
+use crate::snapshot_chain::SnapshotChains;
 
 /// Two scans of one bounded, paced Nexmark table into one exactly-once file sink: the
 /// union is a vertex of its own, so rows reach the sink through channels.
@@ -91,8 +92,7 @@ impl Job {
                     chains: SnapshotChains::new(false),
                 }),
                 restore: None,
-                job: "job".into(),
-                attempt: "1".into(),
+                execution: ExecutionId::new("job", 1),
             };
             tasks.push(tokio::spawn(run_task(deployment, stop_rx.clone())));
         }

@@ -16,8 +16,8 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
+use crate::object_storage::StorageLocation;
 use crate::state::crc32;
-use crate::storage::StorageLocation;
 use crate::{EddyError, Result};
 
 const METADATA: &str = "_metadata";
@@ -523,7 +523,7 @@ impl CheckpointStorage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::resolve;
+    use crate::object_storage::resolve;
 
     async fn newest_id(storage: &CheckpointStorage) -> u64 {
         let point = storage.restart_point(Unreadable::FallBack).await.unwrap();

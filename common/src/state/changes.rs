@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
-use super::codec::{StateReader, StateWriter};
+use super::encoding::{StateReader, StateWriter};
 use crate::Result;
 
 /// What an operator's snapshot holds.

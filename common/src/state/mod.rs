@@ -2,7 +2,7 @@
 //! bookkeeping of incremental snapshots.
 
 pub mod changes;
-pub mod codec;
+pub mod encoding;
 
 pub use changes::{Epochs, OperatorState, Removals, SnapshotRequest, SnapshotScope, StateKind};
-pub use codec::{StateReader, StateWriter, crc32};
+pub use encoding::{StateReader, StateWriter, crc32};

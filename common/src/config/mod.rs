@@ -1,0 +1,231 @@
+//! Job options, set in a script with `SET 'key' = 'value'` or from the command line.
+
+use std::collections::BTreeMap;
+
+pub mod checkpointing;
+
+use crate::{EddyError, Result};
+use checkpointing::{CheckpointConfig, CheckpointingMode, RestartStrategy, parse_duration};
+
+/// Default parallelism of every operator (`parallelism.default`).
+pub const PARALLELISM: &str = "parallelism.default";
+/// Number of key groups keyed state is split into (`pipeline.max-parallelism`).
+pub const MAX_PARALLELISM: &str = "pipeline.max-parallelism";
+/// Most rows a source puts into one chunk, and so the most rows an aggregate takes in
+/// before it emits its changes (`table.exec.mini-batch.size`).
+pub const BATCH_SIZE: &str = "table.exec.mini-batch.size";
+/// A name for the job, shown in logs (`pipeline.name`).
+pub const PIPELINE_NAME: &str = "pipeline.name";
+
+const KNOWN_KEYS: &[&str] = &[
+    PARALLELISM,
+    MAX_PARALLELISM,
+    BATCH_SIZE,
+    PIPELINE_NAME,
+    "execution.checkpointing.interval",
+    "execution.checkpointing.mode",
+    "execution.checkpointing.timeout",
+    "execution.checkpointing.min-pause",
+    "execution.checkpointing.tolerable-failed-checkpoints",
+    "execution.checkpointing.num-retained",
+    "execution.checkpointing.unaligned",
+    "execution.checkpointing.incremental",
+    "state.backend.incremental",
+    "execution.checkpointing.dir",
+    "state.checkpoints.dir",
+    "restart-strategy.type",
+    "restart-strategy.exponential-delay.initial-backoff",
+    "restart-strategy.exponential-delay.max-backoff",
+    "restart-strategy.exponential-delay.backoff-multiplier",
+    "restart-strategy.exponential-delay.attempts-before-reset-backoff",
+];
+
+/// The options of one job, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobConfig {
+    /// Parallelism of every operator that has no reason to run with less.
+    pub parallelism: usize,
+    /// Number of key groups (the most a keyed operator can ever be scaled to).
+    pub max_parallelism: usize,
+    /// Most rows in a chunk a source emits.
+    pub batch_size: usize,
+    /// The job's name.
+    pub name: String,
+    /// Checkpointing.
+    pub checkpoints: CheckpointConfig,
+    /// Restarts after failures.
+    pub restart: RestartStrategy,
+    raw: BTreeMap<String, String>,
+}
+
+impl Default for JobConfig {
+    fn default() -> Self {
+        JobConfig {
+            parallelism: 1,
+            max_parallelism: 128,
+            batch_size: 4096,
+            name: "eddy-job".to_string(),
+            checkpoints: CheckpointConfig::default(),
+            restart: RestartStrategy::default(),
+            raw: BTreeMap::new(),
+        }
+    }
+}
+
+impl JobConfig {
+    /// Applies one `SET 'key' = 'value'`.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        match key {
+            PARALLELISM => self.parallelism = parse_positive(key, value)?,
+            MAX_PARALLELISM => {
+                let max = parse_positive(key, value)?;
+                if max > 32768 {
+                    return Err(EddyError::Config(format!(
+                        "'{key}' = '{value}': at most 32768"
+                    )));
+                }
+                self.max_parallelism = max;
+            }
+            BATCH_SIZE => self.batch_size = parse_positive(key, value)?,
+            PIPELINE_NAME => self.name = value.to_string(),
+            "execution.checkpointing.interval" => {
+                let interval = parse_duration(key, value)?;
+                self.checkpoints.interval = (!interval.is_zero()).then_some(interval);
+            }
+            "execution.checkpointing.mode" => {
+                self.checkpoints.mode = match value.trim().to_ascii_uppercase().as_str() {
+                    "EXACTLY_ONCE" => CheckpointingMode::ExactlyOnce,
+                    "AT_LEAST_ONCE" => CheckpointingMode::AtLeastOnce,
+                    _ => {
+                        return Err(EddyError::Config(format!(
+                            "'{key}' = '{value}': expected EXACTLY_ONCE or AT_LEAST_ONCE"
+                        )));
+                    }
+                }
+            }
+            "execution.checkpointing.timeout" => {
+                self.checkpoints.timeout = parse_duration(key, value)?
+            }
+            "execution.checkpointing.min-pause" => {
+                self.checkpoints.min_pause = parse_duration(key, value)?
+            }
+            "execution.checkpointing.tolerable-failed-checkpoints" => {
+                self.checkpoints.tolerable_failures = parse_count(key, value)? as u32
+            }
+            "execution.checkpointing.num-retained" => {
+                self.checkpoints.retained = parse_positive(key, value)?
+            }
+            "execution.checkpointing.unaligned" => {
+                self.checkpoints.unaligned = parse_bool(key, value)?
+            }
+            "execution.checkpointing.incremental" | "state.backend.incremental" => {
+                self.checkpoints.incremental = parse_bool(key, value)?
+            }
+            "execution.checkpointing.dir" | "state.checkpoints.dir" => {
+                self.checkpoints.directory = Some(value.trim().to_string())
+            }
+            "restart-strategy.type" => {
+                self.restart.enabled = match value.trim().to_ascii_lowercase().as_str() {
+                    "none" | "disable" | "off" => false,
+                    "exponential-delay" | "exponentialdelay" | "exponential" => true,
+                    _ => {
+                        return Err(EddyError::Config(format!(
+                            "'{key}' = '{value}': expected exponential-delay or none"
+                        )));
+                    }
+                }
+            }
+            "restart-strategy.exponential-delay.initial-backoff" => {
+                self.restart.initial_backoff = parse_duration(key, value)?
+            }
+            "restart-strategy.exponential-delay.max-backoff" => {
+                self.restart.max_backoff = parse_duration(key, value)?
+            }
+            "restart-strategy.exponential-delay.backoff-multiplier" => {
+                self.restart.multiplier = match value.trim().parse::<f64>() {
+                    Ok(m) if m >= 1.0 => m,
+                    _ => {
+                        return Err(EddyError::Config(format!(
+                            "'{key}' = '{value}': expected a number of at least 1"
+                        )));
+                    }
+                }
+            }
+            "restart-strategy.exponential-delay.attempts-before-reset-backoff" => {
+                self.restart.max_attempts = parse_count(key, value)? as u32
+            }
+            _ => {
+                return Err(EddyError::Config(format!(
+                    "unknown option '{key}'; valid options are: {}",
+                    KNOWN_KEYS.join(", ")
+                )));
+            }
+        }
+        self.raw.insert(key.to_string(), value.to_string());
+        Ok(())
+    }
+
+    /// Checks the options fit together.
+    pub fn validate(&self) -> Result<()> {
+        if self.checkpoints.unaligned && self.checkpoints.mode == CheckpointingMode::AtLeastOnce {
+            return Err(EddyError::Config(
+                "unaligned checkpoints need execution.checkpointing.mode = EXACTLY_ONCE".into(),
+            ));
+        }
+        if self.parallelism > self.max_parallelism {
+            return Err(EddyError::Config(format!(
+                "'{PARALLELISM}' ({}) exceeds '{MAX_PARALLELISM}' ({})",
+                self.parallelism, self.max_parallelism
+            )));
+        }
+        Ok(())
+    }
+
+    /// The options as they were set, for display.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.raw.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+}
+
+fn parse_count(key: &str, value: &str) -> Result<usize> {
+    value
+        .trim()
+        .parse::<usize>()
+        .map_err(|_| EddyError::Config(format!("'{key}' = '{value}': expected a whole number")))
+}
+
+fn parse_bool(key: &str, value: &str) -> Result<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(EddyError::Config(format!(
+            "'{key}' = '{value}': expected true or false"
+        ))),
+    }
+}
+
+fn parse_positive(key: &str, value: &str) -> Result<usize> {
+    match value.trim().parse::<usize>() {
+        Ok(v) if v > 0 => Ok(v),
+        _ => Err(EddyError::Config(format!(
+            "'{key}' = '{value}': expected a whole number greater than 0"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_parses_and_validates() {
+        let mut config = JobConfig::default();
+        config.set(PARALLELISM, "4").unwrap();
+        assert_eq!(config.parallelism, 4);
+        assert!(config.set(PARALLELISM, "zero").is_err());
+        let err = config.set("no.such.key", "1").unwrap_err().to_string();
+        assert!(err.contains("parallelism.default"), "{err}");
+        config.set(MAX_PARALLELISM, "2").unwrap();
+        assert!(config.validate().is_err());
+    }
+}

@@ -1,0 +1,106 @@
+//! SQL column types (Flink's names) and the Arrow types they map to.
+
+use arrow::datatypes::{DataType, TimeUnit};
+
+/// Maps a column type as written in `CREATE TABLE` (`BIGINT`, `DECIMAL(10, 2)`,
+/// `TIMESTAMP(3)`, `STRING`, ...) to its Arrow type; `None` for a type Eddy lacks.
+pub fn arrow_type(sql_type: &str) -> Option<DataType> {
+    let normalized = sql_type.trim().to_ascii_uppercase();
+    let (name, args) = match normalized.find('(') {
+        Some(open) => {
+            let close = normalized.rfind(')')?;
+            let args: Vec<&str> = normalized[open + 1..close]
+                .split(',')
+                .map(str::trim)
+                .collect();
+            (normalized[..open].trim().to_string(), args)
+        }
+        None => (normalized.clone(), Vec::new()),
+    };
+    let arg = |i: usize| args.get(i).and_then(|a| a.parse::<u8>().ok());
+    let data_type = match name.as_str() {
+        "BOOLEAN" | "BOOL" => DataType::Boolean,
+        "TINYINT" => DataType::Int8,
+        "SMALLINT" => DataType::Int16,
+        "INT" | "INTEGER" => DataType::Int32,
+        "BIGINT" => DataType::Int64,
+        "FLOAT" | "REAL" => DataType::Float32,
+        "DOUBLE" | "DOUBLE PRECISION" => DataType::Float64,
+        "DECIMAL" | "DEC" | "NUMERIC" => {
+            DataType::Decimal128(arg(0).unwrap_or(10), arg(1).unwrap_or(0) as i8)
+        }
+        "STRING" | "VARCHAR" | "CHAR" | "TEXT" | "CHARACTER VARYING" | "CHARACTER" => {
+            DataType::Utf8
+        }
+        "BYTES" | "VARBINARY" | "BINARY" => DataType::Binary,
+        "DATE" => DataType::Date32,
+        "TIMESTAMP" | "TIMESTAMP WITHOUT TIME ZONE" => {
+            DataType::Timestamp(time_unit(arg(0).unwrap_or(6)), None)
+        }
+        "TIMESTAMP_LTZ" | "TIMESTAMP WITH LOCAL TIME ZONE" | "TIMESTAMP WITH TIME ZONE" => {
+            DataType::Timestamp(time_unit(arg(0).unwrap_or(6)), Some("UTC".into()))
+        }
+        _ => return None,
+    };
+    Some(data_type)
+}
+
+fn time_unit(precision: u8) -> TimeUnit {
+    match precision {
+        0 => TimeUnit::Second,
+        1..=3 => TimeUnit::Millisecond,
+        4..=6 => TimeUnit::Microsecond,
+        _ => TimeUnit::Nanosecond,
+    }
+}
+
+/// How a type is written in SQL, for messages and `EXPLAIN`.
+pub fn sql_name(data_type: &DataType) -> String {
+    match data_type {
+        DataType::Boolean => "BOOLEAN".into(),
+        DataType::Int8 => "TINYINT".into(),
+        DataType::Int16 => "SMALLINT".into(),
+        DataType::Int32 => "INT".into(),
+        DataType::Int64 => "BIGINT".into(),
+        DataType::Float32 => "FLOAT".into(),
+        DataType::Float64 => "DOUBLE".into(),
+        DataType::Decimal128(p, s) => format!("DECIMAL({p}, {s})"),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "STRING".into(),
+        DataType::Binary => "BYTES".into(),
+        DataType::Date32 => "DATE".into(),
+        DataType::Timestamp(unit, tz) => {
+            let precision = match unit {
+                TimeUnit::Second => 0,
+                TimeUnit::Millisecond => 3,
+                TimeUnit::Microsecond => 6,
+                TimeUnit::Nanosecond => 9,
+            };
+            match tz {
+                None => format!("TIMESTAMP({precision})"),
+                Some(_) => format!("TIMESTAMP_LTZ({precision})"),
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_flink_types() {
+        assert_eq!(arrow_type("bigint"), Some(DataType::Int64));
+        assert_eq!(
+            arrow_type("DECIMAL(10, 2)"),
+            Some(DataType::Decimal128(10, 2))
+        );
+        assert_eq!(
+            arrow_type("TIMESTAMP(3)"),
+            Some(DataType::Timestamp(TimeUnit::Millisecond, None))
+        );
+        assert_eq!(arrow_type("VARCHAR(20)"), Some(DataType::Utf8));
+        assert_eq!(arrow_type("GEOMETRY"), None);
+        assert_eq!(sql_name(&DataType::Int64), "BIGINT");
+    }
+}

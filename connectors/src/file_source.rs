@@ -1,0 +1,720 @@
+//! Reading CSV or JSON-lines files. Every file is cut into byte-range splits of at most
+//! `source.split-size` bytes, and the splits are dealt round-robin over the subtasks, so
+//! one large file is read by all of them. A split owns the lines that start inside its
+//! range: it skips the partial line it starts in and finishes the line it ends in.
+//!
+//! A subtask reads its splits of one file one after another, in file order, as one lane
+//! with one watermark (as a single reader of the file would); it reads the lanes of
+//! different files interleaved, each keeping its own watermark, so reading one file after
+//! another never turns rows late. Memory grows with the files read at once, not with the
+//! size of a file.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{Read, Seek, SeekFrom};
+use std::ops::Range;
+
+use arrow::datatypes::SchemaRef;
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{
+    GetOptions, GetRange, GetResult, GetResultPayload, ObjectStore, ObjectStoreExt,
+};
+
+use super::format::{Format, LinePosition};
+use super::{SourceContext, SourceEvent, SourceReader};
+use eddy_common::object_storage::StorageLocation;
+use eddy_common::state::{StateReader, StateWriter};
+use eddy_common::{EddyError, Result};
+
+/// Marks a position written by this reader (byte offsets per split); earlier readers kept
+/// a line number per whole file.
+const POSITION_FORMAT: u64 = 0xEDD7_5917_0000_0002;
+
+/// What a filesystem source reads, and how.
+#[derive(Debug, Clone)]
+pub struct FileSourceConfig {
+    /// The file or directory.
+    pub location: StorageLocation,
+    /// How lines are decoded.
+    pub format: Format,
+    /// Skip (and count) malformed records instead of failing.
+    pub ignore_parse_errors: bool,
+    /// The largest byte range one split covers.
+    pub split_size: u64,
+    /// The table's columns.
+    pub schema: SchemaRef,
+}
+
+/// A byte range of one file: it owns the lines that start in `start..end`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileSplit {
+    path: Path,
+    start: u64,
+    end: u64,
+}
+
+/// How far a split has been read: `next` is the offset of the first line not yet
+/// returned (`>= end` once the split is done); `lines` counts the lines returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SplitProgress {
+    end: u64,
+    next: u64,
+    lines: u64,
+}
+
+/// Creates the reader of one subtask.
+pub fn create(config: &FileSourceConfig, context: &SourceContext) -> Box<dyn SourceReader> {
+    Box::new(FileReader {
+        config: config.clone(),
+        context: context.clone(),
+        lanes: None,
+        cursor: 0,
+        finished: Vec::new(),
+        restored: HashMap::new(),
+    })
+}
+
+/// The bytes of an object, as they arrive.
+type ByteStream = BoxStream<'static, object_store::Result<Bytes>>;
+
+/// How many bytes one read of a local file takes. (`object_store` reads 8 KiB at a time,
+/// each on a blocking thread: handing the reads over cost more than making them.)
+const LOCAL_READ_SIZE: u64 = 1 << 20;
+
+/// The bytes of a `get`: a local file in large reads, anything else as it streams.
+fn byte_stream(result: GetResult) -> ByteStream {
+    match result.payload {
+        GetResultPayload::File(file, _) => local_reads(file, result.range),
+        GetResultPayload::Stream(stream) => stream,
+    }
+}
+
+/// Reads `range` of a local file, [`LOCAL_READ_SIZE`] bytes per blocking call.
+fn local_reads(file: std::fs::File, range: Range<u64>) -> ByteStream {
+    futures::stream::try_unfold((file, range.start), move |(mut file, offset)| async move {
+        if offset >= range.end {
+            return Ok(None);
+        }
+        let len = (range.end - offset).min(LOCAL_READ_SIZE);
+        let read = tokio::task::spawn_blocking(move || {
+            file.seek(SeekFrom::Start(offset))?;
+            let mut buffer = Vec::with_capacity(len as usize);
+            (&mut file).take(len).read_to_end(&mut buffer)?;
+            Ok::<_, std::io::Error>((file, buffer))
+        })
+        .await
+        .map_err(std::io::Error::other)
+        .and_then(|read| read);
+        match read {
+            Ok((_, buffer)) if buffer.is_empty() => Ok(None),
+            Ok((file, buffer)) => {
+                let next = offset + buffer.len() as u64;
+                Ok(Some((Bytes::from(buffer), (file, next))))
+            }
+            Err(error) => Err(object_store::Error::Generic {
+                store: "LocalFileSystem",
+                source: Box::new(error),
+            }),
+        }
+    })
+    .boxed()
+}
+
+/// One split being read.
+struct OpenSplit {
+    /// The file's name as shown to users.
+    name: String,
+    split: FileSplit,
+    stream: Option<ByteStream>,
+    /// Bytes read and not yet returned; they start at `progress.next` (or, while
+    /// `skip_partial` is set, somewhere before the first line this split owns).
+    pending: Vec<u8>,
+    /// How many line ends `pending` holds (kept as bytes come and go, so that no read
+    /// scans the whole buffer again).
+    pending_lines: usize,
+    /// The split starts inside a line that the previous split owns: drop it first.
+    skip_partial: bool,
+    /// While skipping, the file offset of `pending`'s first byte.
+    skipped_to: u64,
+    progress: SplitProgress,
+}
+
+/// This subtask's splits of one file, read one after another.
+struct Lane {
+    /// Its index among the reader's lanes (its watermark's).
+    index: usize,
+    /// The split being read.
+    current: OpenSplit,
+    /// The splits after it, and how far each has been read (restored mid-way or not yet).
+    queued: VecDeque<(FileSplit, SplitProgress)>,
+}
+
+struct FileReader {
+    config: FileSourceConfig,
+    context: SourceContext,
+    lanes: Option<Vec<Lane>>,
+    cursor: usize,
+    /// This subtask's splits read to their end.
+    finished: Vec<(String, u64, SplitProgress)>,
+    /// Progress of the previous run, by file name and split start.
+    restored: HashMap<(String, u64), SplitProgress>,
+}
+
+/// Every split of the source, in the same order in every subtask: each visible file under
+/// the path, sorted, cut into ranges of at most `split_size` bytes. A file the `restored`
+/// positions know is cut as it was then, so a changed split size never reads a line twice.
+async fn all_splits(
+    config: &FileSourceConfig,
+    table: &str,
+    restored: &HashMap<(String, u64), SplitProgress>,
+) -> Result<Vec<FileSplit>> {
+    let location = &config.location;
+    let files: Vec<(Path, u64)> = match location.store.head(&location.path).await {
+        Ok(meta) => vec![(meta.location, meta.size)],
+        Err(_) => {
+            let mut files: Vec<(Path, u64)> = location
+                .store
+                .list(Some(&location.path))
+                .map_ok(|meta| (meta.location, meta.size))
+                .try_collect()
+                .await?;
+            files.retain(|(p, _)| {
+                p.filename()
+                    .is_some_and(|name| !name.starts_with('.') && !name.starts_with('_'))
+            });
+            files.sort();
+            files
+        }
+    };
+    if files.is_empty() {
+        return Err(EddyError::Connector {
+            table: table.to_string(),
+            message: format!("no files at '{}'", location.display),
+        });
+    }
+    let mut splits = Vec::new();
+    for (path, size) in files {
+        let name = location.show(&path);
+        let mut known: Vec<(u64, u64)> = restored
+            .iter()
+            .filter(|((file, _), _)| *file == name)
+            .map(|((_, start), progress)| (*start, progress.end))
+            .collect();
+        if known.is_empty() {
+            known = cut(size, config.split_size);
+        }
+        known.sort_unstable();
+        splits.extend(known.into_iter().map(|(start, end)| FileSplit {
+            path: path.clone(),
+            start,
+            end,
+        }));
+    }
+    Ok(splits)
+}
+
+/// Opens `split` to read from where `progress` says.
+async fn open_split(
+    location: &StorageLocation,
+    split: FileSplit,
+    progress: SplitProgress,
+) -> Result<OpenSplit> {
+    // A fresh split that does not start a file begins one byte early: if that byte ends a
+    // line, the split's first line starts exactly at `start`.
+    let skip_partial = progress.next == split.start && split.start > 0;
+    let from = if skip_partial {
+        split.start - 1
+    } else {
+        progress.next
+    };
+    let options = GetOptions {
+        range: Some(GetRange::Offset(from)),
+        ..GetOptions::default()
+    };
+    let stream = byte_stream(location.store.get_opts(&split.path, options).await?);
+    Ok(OpenSplit {
+        name: location.show(&split.path),
+        split,
+        stream: Some(stream),
+        pending: Vec::new(),
+        pending_lines: 0,
+        skip_partial,
+        skipped_to: from,
+        progress,
+    })
+}
+
+/// A lane over `splits` (of one file, in order), its first split opened.
+async fn lane(
+    location: &StorageLocation,
+    index: usize,
+    mut splits: VecDeque<(FileSplit, SplitProgress)>,
+) -> Result<Lane> {
+    let (split, progress) = splits.pop_front().expect("a lane has a split");
+    Ok(Lane {
+        index,
+        current: open_split(location, split, progress).await?,
+        queued: splits,
+    })
+}
+
+impl FileReader {
+    async fn open_lanes(&mut self) -> Result<usize> {
+        let subtask = self.context.subtask;
+        let parallelism = self.context.parallelism;
+        let mut lanes: Vec<Lane> = Vec::new();
+        let mut queued: VecDeque<(FileSplit, SplitProgress)> = VecDeque::new();
+        let splits = all_splits(&self.config, &self.context.table, &self.restored).await?;
+        for (i, split) in splits.into_iter().enumerate() {
+            if i % parallelism != subtask {
+                continue;
+            }
+            let name = self.config.location.show(&split.path);
+            let progress = self
+                .restored
+                .get(&(name.clone(), split.start))
+                .copied()
+                .unwrap_or(SplitProgress {
+                    end: split.end,
+                    next: split.start,
+                    lines: 0,
+                });
+            if progress.next >= split.end {
+                self.finished.push((name, split.start, progress));
+                continue;
+            }
+            if queued
+                .front()
+                .is_some_and(|(first, _)| first.path != split.path)
+            {
+                lanes.push(
+                    lane(
+                        &self.config.location,
+                        lanes.len(),
+                        std::mem::take(&mut queued),
+                    )
+                    .await?,
+                );
+            }
+            queued.push_back((split, progress));
+        }
+        if !queued.is_empty() {
+            lanes.push(lane(&self.config.location, lanes.len(), queued).await?);
+        }
+        let count = lanes.len();
+        self.lanes = Some(lanes);
+        Ok(count)
+    }
+
+    async fn next_rows(&mut self) -> Result<Option<SourceEvent>> {
+        let Some(lanes) = self.lanes.as_mut() else {
+            return Err(EddyError::Runtime(
+                "filesystem reader used before open".into(),
+            ));
+        };
+        loop {
+            if lanes.is_empty() {
+                return Ok(None);
+            }
+            self.cursor %= lanes.len();
+            let lane = &mut lanes[self.cursor];
+            let Some((lines, count)) =
+                fill_lines(&mut lane.current, self.context.batch_size).await?
+            else {
+                let done = &lane.current;
+                let mut progress = done.progress;
+                progress.next = progress.next.max(done.split.end);
+                self.finished
+                    .push((done.name.clone(), done.split.start, progress));
+                if let Some((split, progress)) = lane.queued.pop_front() {
+                    lane.current = open_split(&self.config.location, split, progress).await?;
+                    continue;
+                }
+                let done = lanes.remove(self.cursor);
+                return Ok(Some(SourceEvent::SplitEnd(done.index)));
+            };
+            self.cursor += 1;
+            let split = &mut lane.current;
+            let shown = match split.split.start {
+                0 => split.name.clone(),
+                start => format!("{} (the split from byte {start})", split.name),
+            };
+            let position = LinePosition {
+                file: &shown,
+                first_line: split.progress.lines + 1,
+            };
+            split.progress.lines += count as u64;
+            let decoded = self.config.format.decode(
+                &self.config.schema,
+                &lines,
+                position,
+                self.config.ignore_parse_errors,
+                &self.context.metrics,
+            )?;
+            if let Some(rows) = decoded {
+                return Ok(Some(SourceEvent::Rows {
+                    split: lane.index,
+                    rows,
+                }));
+            }
+        }
+    }
+}
+
+/// Cuts `size` bytes into ranges of at most `split_size` (one empty range for an empty
+/// file).
+fn cut(size: u64, split_size: u64) -> Vec<(u64, u64)> {
+    let split_size = split_size.max(1);
+    let mut ranges: Vec<(u64, u64)> = (0..size.div_ceil(split_size))
+        .map(|i| (i * split_size, ((i + 1) * split_size).min(size)))
+        .collect();
+    if ranges.is_empty() {
+        ranges.push((0, 0));
+    }
+    ranges
+}
+
+/// Reads until the split holds `max_lines` complete lines it owns (or it ends), and takes
+/// those lines out with their count; `None` when the split is exhausted.
+async fn fill_lines(split: &mut OpenSplit, max_lines: usize) -> Result<Option<(Vec<u8>, usize)>> {
+    loop {
+        if split.skip_partial {
+            if let Some(i) = memchr::memchr(b'\n', &split.pending) {
+                split.pending.drain(..=i);
+                split.pending_lines -= 1;
+                split.skip_partial = false;
+                split.progress.next = split.skipped_to + i as u64 + 1;
+                continue;
+            }
+            split.skipped_to += split.pending.len() as u64;
+            split.pending.clear();
+        } else {
+            // Every line the split owns is complete once a line end at or past
+            // `end - 1` has been read.
+            let owns_no_more = || {
+                memchr::memrchr(b'\n', &split.pending)
+                    .is_some_and(|i| split.progress.next + i as u64 + 1 >= split.split.end)
+            };
+            if split.pending_lines >= max_lines || split.stream.is_none() || owns_no_more() {
+                break;
+            }
+        }
+        let Some(stream) = split.stream.as_mut() else {
+            // The file ended inside the partial line: this split owns nothing.
+            break;
+        };
+        match stream.next().await {
+            Some(bytes) => {
+                let bytes = bytes?;
+                split.pending_lines += memchr::memchr_iter(b'\n', &bytes).count();
+                split.pending.extend_from_slice(&bytes);
+            }
+            None => split.stream = None,
+        }
+    }
+    if split.skip_partial || split.progress.next >= split.split.end || split.pending.is_empty() {
+        return Ok(None);
+    }
+    let (cut, count, done) = owned_lines(
+        &split.pending,
+        split.progress.next,
+        split.split.end,
+        max_lines,
+        split.stream.is_none(),
+    );
+    let rest = split.pending.split_off(cut);
+    let mut lines = std::mem::replace(&mut split.pending, rest);
+    split.pending_lines -= count.min(split.pending_lines);
+    split.progress.next += cut as u64;
+    if done {
+        split.progress.next = split.progress.next.max(split.split.end);
+        split.stream = None;
+        split.pending.clear();
+        split.pending_lines = 0;
+    }
+    if lines.last() != Some(&b'\n') {
+        lines.push(b'\n');
+    }
+    Ok(Some((lines, count)))
+}
+
+/// Of `pending` (which starts at file offset `offset`), the lines to take: at most
+/// `max_lines`, only those starting before `end`, and — once the file has ended — the
+/// last line even without its line end. Returns the byte count to take, the line count,
+/// and whether the split has no more lines after them.
+fn owned_lines(
+    pending: &[u8],
+    offset: u64,
+    end: u64,
+    max_lines: usize,
+    file_ended: bool,
+) -> (usize, usize, bool) {
+    let mut cut = 0usize;
+    let mut count = 0usize;
+    for newline in memchr::memchr_iter(b'\n', pending) {
+        if count == max_lines || offset + cut as u64 >= end {
+            break;
+        }
+        cut = newline + 1;
+        count += 1;
+    }
+    let next_start = offset + cut as u64;
+    if next_start >= end {
+        return (cut, count, true);
+    }
+    if file_ended && count < max_lines && cut < pending.len() {
+        // The file's last line, without a line end.
+        return (pending.len(), count + 1, true);
+    }
+    (cut, count, file_ended && cut == pending.len())
+}
+
+impl SourceReader for FileReader {
+    fn open(&mut self) -> BoxFuture<'_, Result<usize>> {
+        self.open_lanes().boxed()
+    }
+
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<SourceEvent>>> {
+        self.next_rows().boxed()
+    }
+
+    fn position(&self) -> Result<Vec<u8>> {
+        let mut entries: Vec<(&str, u64, SplitProgress)> = self
+            .finished
+            .iter()
+            .map(|(name, start, progress)| (name.as_str(), *start, *progress))
+            .collect();
+        match &self.lanes {
+            Some(lanes) => {
+                for lane in lanes {
+                    let current = &lane.current;
+                    entries.push((current.name.as_str(), current.split.start, current.progress));
+                    entries.extend(
+                        lane.queued.iter().map(|(split, progress)| {
+                            (current.name.as_str(), split.start, *progress)
+                        }),
+                    );
+                }
+            }
+            // Not open yet: what was restored still stands.
+            None => entries.extend(
+                self.restored
+                    .iter()
+                    .map(|((name, start), progress)| (name.as_str(), *start, *progress)),
+            ),
+        }
+        let mut out = StateWriter::new();
+        out.u64(POSITION_FORMAT).u64(entries.len() as u64);
+        for (name, start, progress) in entries {
+            out.bytes(name.as_bytes())
+                .u64(start)
+                .u64(progress.end)
+                .u64(progress.next)
+                .u64(progress.lines);
+        }
+        Ok(out.finish())
+    }
+
+    fn restore(&mut self, positions: &[&[u8]]) -> Result<()> {
+        for position in positions {
+            let mut input = StateReader::new(position, "a filesystem source position");
+            if input.u64()? != POSITION_FORMAT {
+                return Err(EddyError::Runtime(format!(
+                    "table '{}': the checkpoint's filesystem source position was written by \
+                     an earlier Eddy (line numbers per file), which this one cannot continue; \
+                     start the job without that checkpoint",
+                    self.context.table
+                )));
+            }
+            for _ in 0..input.count(40)? {
+                let name = String::from_utf8_lossy(input.bytes()?).into_owned();
+                let start = input.u64()?;
+                let progress = SplitProgress {
+                    end: input.u64()?,
+                    next: input.u64()?,
+                    lines: input.u64()?,
+                };
+                self.restored.insert((name, start), progress);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn split(file: &str, start: u64, end: u64, chunk: usize) -> OpenSplit {
+        let from = start.saturating_sub(1) as usize;
+        let chunks: Vec<object_store::Result<Bytes>> = file.as_bytes()[from..]
+            .chunks(chunk)
+            .map(|c| Ok(Bytes::copy_from_slice(c)))
+            .collect();
+        OpenSplit {
+            name: "f".into(),
+            split: FileSplit {
+                path: Path::from("f"),
+                start,
+                end,
+            },
+            stream: Some(futures::stream::iter(chunks).boxed()),
+            pending: Vec::new(),
+            pending_lines: 0,
+            skip_partial: start > 0,
+            skipped_to: from as u64,
+            progress: SplitProgress {
+                end,
+                next: start,
+                lines: 0,
+            },
+        }
+    }
+
+    async fn batches(mut split: OpenSplit, max_lines: usize) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Some((lines, count)) = fill_lines(&mut split, max_lines).await.unwrap() {
+            let text = String::from_utf8(lines).unwrap();
+            assert_eq!(text.matches('\n').count(), count, "{text:?}");
+            out.push(text);
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn lines_come_in_batches_across_chunk_boundaries() {
+        let file = "1\n2\n3\n4\n5\n6";
+        for chunk in [1, 3, 100] {
+            assert_eq!(
+                batches(split(file, 0, 11, chunk), 2).await,
+                vec!["1\n2\n", "3\n4\n", "5\n6\n"]
+            );
+            assert_eq!(
+                batches(split(file, 0, 11, chunk), 10).await,
+                vec!["1\n2\n3\n4\n5\n6\n"]
+            );
+        }
+    }
+
+    /// Every way of cutting a file into splits returns each line exactly once.
+    #[tokio::test]
+    async fn splits_own_each_line_once() {
+        let file = "alpha\nb\n\ncharlie,delta\ne\nfoxtrot";
+        let expected: Vec<&str> = file.split('\n').collect();
+        for split_size in 1..=file.len() as u64 + 1 {
+            for chunk in [1, 2, 7, 100] {
+                let mut lines = Vec::new();
+                for (start, end) in cut(file.len() as u64, split_size) {
+                    for batch in batches(split(file, start, end, chunk), 2).await {
+                        lines.extend(batch.lines().map(str::to_string));
+                    }
+                }
+                assert_eq!(lines, expected, "split size {split_size}, chunk {chunk}");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_split_ending_inside_a_line_finishes_it() {
+        let file = "aaaa\nbbbb\ncccc\n";
+        // 0..7 owns the lines starting at 0 and 5; 7..15 owns the one at 10.
+        assert_eq!(
+            batches(split(file, 0, 7, 3), 10).await,
+            vec!["aaaa\nbbbb\n"]
+        );
+        assert_eq!(batches(split(file, 7, 15, 3), 10).await, vec!["cccc\n"]);
+        // A split starting right after a line end owns the line starting there.
+        assert_eq!(
+            batches(split(file, 5, 15, 4), 1).await,
+            vec!["bbbb\n", "cccc\n"]
+        );
+    }
+
+    /// The ids (first column) of the rows an event carries.
+    fn ids_of(event: SourceEvent) -> Vec<i64> {
+        match event {
+            SourceEvent::Rows { rows, .. } => {
+                let column = rows.column(0).as_any();
+                let column = column.downcast_ref::<arrow::array::Int64Array>().unwrap();
+                column.values().to_vec()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Reads the rest of `reader`; returns the ids read.
+    async fn read_ids(reader: &mut Box<dyn SourceReader>) -> Vec<i64> {
+        let mut ids = Vec::new();
+        while let Some(event) = reader.next().await.unwrap() {
+            ids.extend(ids_of(event));
+        }
+        ids
+    }
+
+    /// Three files in 100-byte splits; two subtasks read part of their splits, checkpoint,
+    /// and three subtasks of a new run continue from those positions: every line once.
+    #[tokio::test]
+    async fn positions_continue_mid_split_at_another_parallelism() {
+        let dir = std::env::temp_dir().join(format!("eddy-file-source-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut all: Vec<i64> = Vec::new();
+        for (file, ids) in [("a.csv", 0..300), ("b.csv", 300..310), ("c.csv", 310..1000)] {
+            let text: String = ids.clone().map(|i| format!("{i},row {i}\n")).collect();
+            std::fs::write(dir.join(file), text).unwrap();
+            all.extend(ids);
+        }
+        let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+            arrow::datatypes::Field::new("id", arrow::datatypes::DataType::Int64, false),
+            arrow::datatypes::Field::new("note", arrow::datatypes::DataType::Utf8, false),
+        ]));
+        let config = FileSourceConfig {
+            location: eddy_common::object_storage::resolve(dir.to_str().unwrap(), &[]).unwrap(),
+            format: Format::Csv { delimiter: b',' },
+            ignore_parse_errors: false,
+            split_size: 100,
+            schema: schema.clone(),
+        };
+        let context = |subtask, parallelism| SourceContext {
+            table: "t".into(),
+            schema: schema.clone(),
+            subtask,
+            parallelism,
+            batch_size: 7,
+            metrics: Default::default(),
+        };
+        let mut seen = Vec::new();
+        let mut positions = Vec::new();
+        for subtask in 0..2 {
+            let mut reader = create(&config, &context(subtask, 2));
+            reader.open().await.unwrap();
+            for _ in 0..(10 + 7 * subtask) {
+                if let Some(event) = reader.next().await.unwrap() {
+                    seen.extend(ids_of(event));
+                }
+            }
+            positions.push(reader.position().unwrap());
+        }
+        let refs: Vec<&[u8]> = positions.iter().map(Vec::as_slice).collect();
+        for subtask in 0..3 {
+            let mut reader = create(&config, &context(subtask, 3));
+            reader.restore(&refs).unwrap();
+            reader.open().await.unwrap();
+            seen.extend(read_ids(&mut reader).await);
+        }
+        seen.sort_unstable();
+        assert_eq!(seen, all);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn files_are_cut_into_ranges() {
+        assert_eq!(cut(10, 4), vec![(0, 4), (4, 8), (8, 10)]);
+        assert_eq!(cut(8, 4), vec![(0, 4), (4, 8)]);
+        assert_eq!(cut(0, 4), vec![(0, 0)]);
+    }
+}

@@ -1,0 +1,198 @@
+//! Record formats of the filesystem connector: CSV and JSON (one object a line).
+
+use arrow::compute::concat_batches;
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+
+use super::Options;
+use eddy_common::metrics::OperatorMetrics;
+use eddy_common::{EddyError, Result};
+
+/// A record format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Comma-separated values (no header line), with a configurable delimiter.
+    Csv {
+        /// The field delimiter.
+        delimiter: u8,
+    },
+    /// One JSON object a line.
+    Json,
+}
+
+/// The option keys formats understand.
+pub const FORMAT_KEYS: &[&str] = &[
+    "format",
+    "format.ignore-parse-errors",
+    "csv.ignore-parse-errors",
+    "json.ignore-parse-errors",
+    "csv.field-delimiter",
+];
+
+impl Format {
+    /// Reads `format` and its options; returns the format and whether malformed records are
+    /// skipped rather than failing the job.
+    pub fn from_options(options: &Options<'_>) -> Result<(Format, bool)> {
+        let format = match options.required("format")? {
+            "csv" => {
+                let delimiter = options.get("csv.field-delimiter").unwrap_or(",");
+                let delimiter = match delimiter.as_bytes() {
+                    [b] => *b,
+                    _ if delimiter == "\\t" => b'\t',
+                    _ => {
+                        return Err(options.error(format!(
+                            "option 'csv.field-delimiter' = '{delimiter}': expected one character"
+                        )));
+                    }
+                };
+                Format::Csv { delimiter }
+            }
+            "json" => Format::Json,
+            other => {
+                return Err(
+                    options.error(format!("option 'format' = '{other}': expected csv or json"))
+                );
+            }
+        };
+        let own_key = match format {
+            Format::Csv { .. } => "csv.ignore-parse-errors",
+            Format::Json => "json.ignore-parse-errors",
+        };
+        let ignore =
+            options.flag("format.ignore-parse-errors", false)? || options.flag(own_key, false)?;
+        Ok((format, ignore))
+    }
+
+    /// The file name extension.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Csv { .. } => "csv",
+            Format::Json => "json",
+        }
+    }
+
+    /// Decodes complete lines. A malformed record fails with its file and line, or is
+    /// skipped and counted when `ignore_errors` is set.
+    pub fn decode(
+        self,
+        schema: &SchemaRef,
+        lines: &[u8],
+        location: LinePosition<'_>,
+        ignore_errors: bool,
+        metrics: &OperatorMetrics,
+    ) -> Result<Option<RecordBatch>> {
+        if let Ok(batch) = self.decode_all(schema, lines) {
+            return Ok(batch);
+        }
+        // Find the bad records one line at a time.
+        let mut good = Vec::new();
+        for (i, line) in lines.split(|b| *b == b'\n').enumerate() {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            match self.decode_all(schema, line) {
+                Ok(Some(batch)) => good.push(batch),
+                Ok(None) => {}
+                Err(e) if ignore_errors => {
+                    tracing::debug!(file = location.file, line = location.first_line + i as u64, error = %e, "skipping malformed record");
+                    OperatorMetrics::add(&metrics.parse_errors_skipped, 1);
+                }
+                Err(e) => {
+                    return Err(EddyError::Format {
+                        file: location.file.to_string(),
+                        line: location.first_line + i as u64,
+                        message: clean_arrow_message(&e.to_string()),
+                    });
+                }
+            }
+        }
+        if good.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(concat_batches(schema, &good)?))
+    }
+
+    fn decode_all(
+        self,
+        schema: &SchemaRef,
+        bytes: &[u8],
+    ) -> Result<Option<RecordBatch>, arrow::error::ArrowError> {
+        let rows = bytes.iter().filter(|b| **b == b'\n').count() + 1;
+        match self {
+            Format::Csv { delimiter } => {
+                let mut decoder = arrow::csv::ReaderBuilder::new(schema.clone())
+                    .with_header(false)
+                    .with_delimiter(delimiter)
+                    .with_batch_size(rows)
+                    .build_decoder();
+                let mut rest = bytes;
+                while !rest.is_empty() {
+                    let used = decoder.decode(rest)?;
+                    if used == 0 {
+                        break;
+                    }
+                    rest = &rest[used..];
+                }
+                decoder.decode(&[])?;
+                decoder.flush()
+            }
+            Format::Json => {
+                let mut decoder = arrow::json::ReaderBuilder::new(schema.clone())
+                    .with_batch_size(rows)
+                    .build_decoder()?;
+                let mut rest = bytes;
+                while !rest.is_empty() {
+                    let used = decoder.decode(rest)?;
+                    if used == 0 {
+                        break;
+                    }
+                    rest = &rest[used..];
+                }
+                decoder.flush()
+            }
+        }
+    }
+
+    /// Appends the rows, encoded, to `out`.
+    pub fn encode(self, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<()> {
+        match self {
+            Format::Csv { delimiter } => {
+                let mut writer = arrow::csv::WriterBuilder::new()
+                    .with_header(false)
+                    .with_delimiter(delimiter)
+                    .build(out);
+                writer.write(batch)?;
+            }
+            Format::Json => {
+                let mut writer = arrow::json::LineDelimitedWriter::new(out);
+                writer.write(batch)?;
+                writer.finish()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Drops Arrow's own position (relative to the block it decoded, so misleading here).
+fn clean_arrow_message(message: &str) -> String {
+    let message = message.strip_prefix("Parser error: ").unwrap_or(message);
+    match message.find(" at line ") {
+        Some(at) => {
+            let rest = &message[at + " at line ".len()..];
+            let after = rest
+                .find(|c: char| !c.is_ascii_digit())
+                .map_or("", |i| &rest[i..]);
+            format!("{}{after}", &message[..at])
+        }
+        None => message.to_string(),
+    }
+}
+
+/// Where a block of lines starts, for error messages.
+#[derive(Debug, Clone, Copy)]
+pub struct LinePosition<'a> {
+    /// The file.
+    pub file: &'a str,
+    /// The number of the block's first line, from 1.
+    pub first_line: u64,
+}

@@ -1,0 +1,168 @@
+//! `'connector' = 'kafka'`: reads and writes a topic of a Kafka-protocol broker, one CSV
+//! line or JSON object per record, through librdkafka (the `rdkafka` crate).
+//!
+//! The source spreads the topic's partitions over its subtasks, reads with
+//! `isolation.level = read_committed`, and keeps each partition's next offset in the
+//! checkpoint, where a restore resumes. The sink writes at least once through an
+//! idempotent producer, flushed at every checkpoint, or exactly once as a write-ahead
+//! two-phase commit: a checkpoint's records are kept in the checkpoint (the prepared
+//! transaction) and produced in one Kafka transaction once the checkpoint completes. The
+//! transaction also commits a marker (the checkpoint id as the offset of a consumer group
+//! named after the writer), so a restored sink knows which of the restored checkpoint's
+//! transactions already reached the topic and commits only the others; a restarted sink's
+//! producer fences every earlier one with the same transactional id.
+
+mod sink;
+mod source;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rdkafka::ClientConfig;
+
+use super::format::{FORMAT_KEYS, Format};
+use super::transaction::DeliveryGuarantee;
+use super::{Options, SinkContext, SinkWriter, SourceContext, SourceReader, TableConnector};
+use eddy_common::{EddyError, Result};
+
+const KEYS: &[&str] = &[
+    "topic",
+    "scan.startup.mode",
+    "scan.bounded.mode",
+    "sink.delivery-guarantee",
+    "sink.transactional-id-prefix",
+];
+const PROPERTIES: &str = "properties.";
+
+/// Where a source starts when the checkpoint has no offset for a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StartupMode {
+    Earliest,
+    Latest,
+}
+
+/// Configuration of a Kafka table.
+#[derive(Debug, Clone)]
+pub struct KafkaConnector {
+    table: String,
+    topic: String,
+    /// `properties.*`, passed to librdkafka.
+    properties: BTreeMap<String, String>,
+    format: Format,
+    ignore_parse_errors: bool,
+    startup: StartupMode,
+    /// Read up to the offsets that are the latest when the source starts, then end.
+    bounded: bool,
+    guarantee: DeliveryGuarantee,
+    transactional_id_prefix: Option<String>,
+}
+
+impl KafkaConnector {
+    /// Validates the options (no connection yet).
+    pub fn new(table: &str, values: &BTreeMap<String, String>) -> Result<Self> {
+        let mut keys = KEYS.to_vec();
+        keys.extend_from_slice(FORMAT_KEYS);
+        let options = Options::validate(table, "kafka", values, &keys, &[PROPERTIES])?;
+        let (format, ignore_parse_errors) = Format::from_options(&options)?;
+        let properties: BTreeMap<String, String> = values
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix(PROPERTIES)?.to_string(), v.clone())))
+            .collect();
+        if !properties.contains_key("bootstrap.servers") {
+            return Err(options.error("missing option 'properties.bootstrap.servers'".into()));
+        }
+        let startup = match options
+            .get("scan.startup.mode")
+            .unwrap_or("earliest-offset")
+        {
+            "earliest-offset" => StartupMode::Earliest,
+            "latest-offset" => StartupMode::Latest,
+            other => {
+                return Err(options.error(format!(
+                    "option 'scan.startup.mode' = '{other}': expected 'earliest-offset' or 'latest-offset'"
+                )));
+            }
+        };
+        let bounded = match options.get("scan.bounded.mode").unwrap_or("unbounded") {
+            "unbounded" => false,
+            "latest-offset" => true,
+            other => {
+                return Err(options.error(format!(
+                    "option 'scan.bounded.mode' = '{other}': expected 'unbounded' or 'latest-offset'"
+                )));
+            }
+        };
+        Ok(KafkaConnector {
+            table: table.to_string(),
+            topic: options.required("topic")?.to_string(),
+            properties,
+            format,
+            ignore_parse_errors,
+            startup,
+            bounded,
+            guarantee: options
+                .delivery_guarantee()?
+                .unwrap_or(DeliveryGuarantee::AtLeastOnce),
+            transactional_id_prefix: options
+                .get("sink.transactional-id-prefix")
+                .map(str::to_string),
+        })
+    }
+
+    /// A librdkafka configuration: the table's `properties.*` over `defaults`.
+    fn client_config(&self, defaults: &[(&str, &str)]) -> ClientConfig {
+        let mut config = ClientConfig::new();
+        for (key, value) in defaults {
+            config.set(*key, *value);
+        }
+        for (key, value) in &self.properties {
+            config.set(key, value);
+        }
+        config
+    }
+
+    fn error(&self, message: String) -> EddyError {
+        EddyError::Connector {
+            table: self.table.clone(),
+            message,
+        }
+    }
+}
+
+impl TableConnector for KafkaConnector {
+    fn name(&self) -> &'static str {
+        "kafka"
+    }
+
+    fn commits_at_checkpoints(&self, _checkpointing: bool) -> bool {
+        self.guarantee == DeliveryGuarantee::ExactlyOnce
+    }
+
+    fn is_source(&self) -> bool {
+        true
+    }
+
+    fn is_sink(&self) -> bool {
+        true
+    }
+
+    fn create_reader(&self, context: &SourceContext) -> Result<Box<dyn SourceReader>> {
+        Ok(Box::new(source::KafkaReader::new(
+            Arc::new(self.clone()),
+            context,
+        )))
+    }
+
+    fn create_writer(&self, context: &SinkContext) -> Result<Box<dyn SinkWriter>> {
+        sink::create(Arc::new(self.clone()), context)
+    }
+}
+
+/// A librdkafka error about this table.
+fn kafka_error(
+    connector: &KafkaConnector,
+    doing: &str,
+    e: rdkafka::error::KafkaError,
+) -> EddyError {
+    connector.error(format!("{doing} (topic '{}'): {e}", connector.topic))
+}

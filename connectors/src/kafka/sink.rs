@@ -1,0 +1,391 @@
+//! Writes one sink subtask's rows to a topic, one record per row: at least once through
+//! an idempotent producer flushed at each checkpoint, or exactly once as a write-ahead
+//! two-phase commit (see the module documentation of `kafka`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{
+    BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer,
+};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+
+use super::{KafkaConnector, kafka_error};
+use crate::transaction::{
+    DeliveryGuarantee, TransactionCommitter, TransactionWriter, TwoPhaseCommitSink,
+};
+use crate::{SinkContext, SinkWriter};
+use eddy_common::chunk::Chunk;
+use eddy_common::event::StreamEnd;
+use eddy_common::metrics::OperatorMetrics;
+use eddy_common::state::{StateReader, StateWriter};
+use eddy_common::{EddyError, Result};
+
+/// How long a flush or a transaction step may take.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The writer of one sink subtask.
+pub(super) fn create(
+    connector: Arc<KafkaConnector>,
+    context: &SinkContext,
+) -> Result<Box<dyn SinkWriter>> {
+    if connector.guarantee != DeliveryGuarantee::ExactlyOnce {
+        return Ok(Box::new(IdempotentProducer::new(connector, context)?));
+    }
+    let prefix = connector
+        .transactional_id_prefix
+        .clone()
+        .unwrap_or_else(|| format!("eddy-{}-{}", context.job, connector.table));
+    let writer_id = format!("{prefix}-{}", context.subtask);
+    let writer = WriteAhead {
+        connector: connector.clone(),
+        writer_id: writer_id.clone(),
+        lines: Vec::new(),
+        metrics: context.metrics.clone(),
+    };
+    let committer = KafkaTransactions(Arc::new(Transactions {
+        connector,
+        transactional_id: writer_id,
+        producer: Mutex::new(None),
+        markers: Mutex::new(HashMap::new()),
+    }));
+    Ok(Box::new(TwoPhaseCommitSink::new(
+        context,
+        Box::new(writer),
+        Arc::new(committer),
+    )?))
+}
+
+/// Sends one record, waiting while the producer's queue is full.
+fn send(
+    producer: &BaseProducer,
+    topic: &str,
+    payload: &[u8],
+) -> std::result::Result<(), KafkaError> {
+    let mut record = BaseRecord::<(), [u8]>::to(topic).payload(payload);
+    loop {
+        match producer.send(record) {
+            Ok(()) => return Ok(()),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                record = back;
+                producer.poll(Duration::from_millis(10));
+            }
+            Err((e, _)) => return Err(e),
+        }
+    }
+}
+
+/// The records of a chunk, one line each.
+fn lines(connector: &KafkaConnector, chunk: &Chunk, out: &mut Vec<u8>) -> Result<()> {
+    if !chunk.is_append_only() {
+        return Err(
+            connector.error("a Kafka table takes inserts only (an append-only stream)".into())
+        );
+    }
+    connector.format.encode(chunk.rows(), out)
+}
+
+/// Exactly once: a checkpoint's records, kept until the checkpoint completes.
+struct WriteAhead {
+    connector: Arc<KafkaConnector>,
+    /// Names the transactions and their markers.
+    writer_id: String,
+    lines: Vec<u8>,
+    metrics: Arc<OperatorMetrics>,
+}
+
+impl TransactionWriter for WriteAhead {
+    fn write<'a>(&'a mut self, chunk: &'a Chunk) -> BoxFuture<'a, Result<()>> {
+        let result = lines(&self.connector, chunk, &mut self.lines);
+        OperatorMetrics::add(&self.metrics.records_in, chunk.num_rows() as u64);
+        async move { result }.boxed()
+    }
+
+    fn prepare(&mut self, checkpoint: u64) -> BoxFuture<'_, Result<Option<Vec<u8>>>> {
+        let handle = (!self.lines.is_empty()).then(|| {
+            let mut out = StateWriter::new();
+            out.bytes(self.writer_id.as_bytes())
+                .u64(checkpoint)
+                .bytes(&self.lines);
+            self.lines.clear();
+            out.finish()
+        });
+        async move { Ok(handle) }.boxed()
+    }
+
+    fn abort(&mut self) -> BoxFuture<'_, Result<()>> {
+        self.lines.clear();
+        async { Ok(()) }.boxed()
+    }
+}
+
+/// A prepared transaction: its writer, checkpoint and records.
+struct Prepared {
+    writer_id: String,
+    checkpoint: u64,
+    lines: Vec<u8>,
+}
+
+impl Prepared {
+    fn decode(handle: &[u8]) -> Result<Prepared> {
+        let mut input = StateReader::new(handle, "a Kafka sink transaction");
+        let writer_id = String::from_utf8(input.bytes()?.to_vec())
+            .map_err(|_| EddyError::Runtime("a Kafka writer id is not UTF-8".into()))?;
+        Ok(Prepared {
+            writer_id,
+            checkpoint: input.u64()?,
+            lines: input.bytes()?.to_vec(),
+        })
+    }
+}
+
+/// Produces prepared transactions, on a transactional producer of its own.
+struct KafkaTransactions(Arc<Transactions>);
+
+struct Transactions {
+    connector: Arc<KafkaConnector>,
+    transactional_id: String,
+    /// Initialized (fencing earlier producers with the same id) on first use.
+    producer: Mutex<Option<BaseProducer>>,
+    /// A consumer per marker group, to read and commit markers.
+    markers: Mutex<HashMap<String, BaseConsumer>>,
+}
+
+impl Transactions {
+    fn error(&self, doing: &str, e: KafkaError) -> EddyError {
+        kafka_error(&self.connector, doing, e)
+    }
+
+    /// The producer, made and initialized if needed.
+    fn with_producer<T>(&self, work: impl FnOnce(&BaseProducer) -> Result<T>) -> Result<T> {
+        let mut slot = self.producer.lock().expect("producer lock");
+        if slot.is_none() {
+            let producer: BaseProducer = self
+                .connector
+                .client_config(&[("transactional.id", &self.transactional_id)])
+                .create()
+                .map_err(|e| self.error("creating a transactional producer", e))?;
+            producer
+                .init_transactions(TIMEOUT)
+                .map_err(|e| self.error("initializing transactions", e))?;
+            *slot = Some(producer);
+        }
+        let result = work(slot.as_ref().expect("producer"));
+        if result.is_err() {
+            // A failed transaction leaves the producer in doubt: the next try starts a new
+            // one, whose initialization aborts whatever this one left open.
+            if let Some(producer) = slot.take() {
+                let _ = producer.abort_transaction(TIMEOUT);
+            }
+        }
+        result
+    }
+
+    /// The consumer of marker group `group`.
+    fn with_marker<T>(
+        &self,
+        group: &str,
+        work: impl FnOnce(&BaseConsumer) -> Result<T>,
+    ) -> Result<T> {
+        let mut markers = self.markers.lock().expect("markers lock");
+        if !markers.contains_key(group) {
+            let consumer: BaseConsumer = self
+                .connector
+                .client_config(&[
+                    ("group.id", group),
+                    ("enable.auto.commit", "false"),
+                    ("isolation.level", "read_committed"),
+                ])
+                .create()
+                .map_err(|e| self.error("creating a marker consumer", e))?;
+            markers.insert(group.to_string(), consumer);
+        }
+        work(&markers[group])
+    }
+
+    /// The last checkpoint whose transaction writer `group` committed.
+    fn committed_checkpoint(&self, group: &str) -> Result<Option<u64>> {
+        let mut partition = TopicPartitionList::new();
+        partition.add_partition(&self.connector.topic, 0);
+        self.with_marker(group, |consumer| {
+            let committed = consumer
+                .committed_offsets(partition, TIMEOUT)
+                .map_err(|e| self.error("reading a commit marker", e))?;
+            Ok(committed.elements().first().and_then(|e| match e.offset() {
+                Offset::Offset(n) if n >= 0 => Some(n as u64),
+                _ => None,
+            }))
+        })
+    }
+
+    fn commit(&self, handle: &[u8]) -> Result<()> {
+        let prepared = Prepared::decode(handle)?;
+        // The producer is initialized first: that fences every earlier producer with this
+        // id, so a marker missing now cannot be committed by one of them meanwhile.
+        self.with_producer(|_| Ok(()))?;
+        if self
+            .committed_checkpoint(&prepared.writer_id)?
+            .is_some_and(|done| done >= prepared.checkpoint)
+        {
+            tracing::debug!(checkpoint = prepared.checkpoint, writer = %prepared.writer_id, "already in the topic");
+            return Ok(());
+        }
+        let group = self.with_marker(&prepared.writer_id, |consumer| {
+            consumer.group_metadata().ok_or_else(|| {
+                self.connector
+                    .error("a marker consumer has no group".into())
+            })
+        })?;
+        let topic = &self.connector.topic;
+        self.with_producer(|producer| {
+            producer
+                .begin_transaction()
+                .map_err(|e| self.error("beginning a transaction", e))?;
+            for line in prepared
+                .lines
+                .split(|b| *b == b'\n')
+                .filter(|l| !l.is_empty())
+            {
+                send(producer, topic, line).map_err(|e| self.error("producing", e))?;
+            }
+            let mut marker = TopicPartitionList::new();
+            marker
+                .add_partition_offset(topic, 0, Offset::Offset(prepared.checkpoint as i64))
+                .map_err(|e| self.error("building a commit marker", e))?;
+            producer
+                .send_offsets_to_transaction(&marker, &group, TIMEOUT)
+                .map_err(|e| self.error("committing the marker", e))?;
+            producer
+                .commit_transaction(TIMEOUT)
+                .map_err(|e| self.error("committing a transaction", e))
+        })
+    }
+}
+
+impl TransactionCommitter for KafkaTransactions {
+    fn commit<'a>(&'a self, handle: &'a [u8]) -> BoxFuture<'a, Result<()>> {
+        let inner = self.0.clone();
+        let handle = handle.to_vec();
+        async move {
+            tokio::task::spawn_blocking(move || inner.commit(&handle))
+                .await
+                .map_err(|e| EddyError::Runtime(format!("a Kafka commit panicked: {e}")))?
+        }
+        .boxed()
+    }
+
+    /// Initializing the transactional producer fences earlier producers with its id and
+    /// aborts what they left open; nothing else is left prepared in Kafka.
+    fn abort_leftovers<'a>(&'a self, _keep: &'a [Vec<u8>]) -> BoxFuture<'a, Result<()>> {
+        let inner = self.0.clone();
+        async move {
+            tokio::task::spawn_blocking(move || inner.with_producer(|_| Ok(())))
+                .await
+                .map_err(|e| EddyError::Runtime(format!("a Kafka producer panicked: {e}")))?
+        }
+        .boxed()
+    }
+}
+
+/// Remembers the first failed delivery of an idempotent producer.
+#[derive(Default)]
+struct DeliveryErrors(Mutex<Option<String>>);
+
+impl ClientContext for DeliveryErrors {}
+
+impl ProducerContext for DeliveryErrors {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        if let Err((e, _)) = result {
+            self.0
+                .lock()
+                .expect("delivery errors lock")
+                .get_or_insert_with(|| e.to_string());
+        }
+    }
+}
+
+/// At least once: an idempotent producer, flushed at each checkpoint and at the end.
+struct IdempotentProducer {
+    connector: Arc<KafkaConnector>,
+    producer: Arc<ThreadedProducer<DeliveryErrors>>,
+    lines: Vec<u8>,
+    metrics: Arc<OperatorMetrics>,
+}
+
+impl IdempotentProducer {
+    fn new(connector: Arc<KafkaConnector>, context: &SinkContext) -> Result<Self> {
+        let producer = connector
+            .client_config(&[("enable.idempotence", "true")])
+            .create_with_context(DeliveryErrors::default())
+            .map_err(|e| kafka_error(&connector, "creating a producer", e))?;
+        Ok(IdempotentProducer {
+            connector,
+            producer: Arc::new(producer),
+            lines: Vec::new(),
+            metrics: context.metrics.clone(),
+        })
+    }
+
+    /// Waits until everything sent is acknowledged; fails on any failed delivery.
+    async fn flush(&self) -> Result<()> {
+        let producer = self.producer.clone();
+        tokio::task::spawn_blocking(move || producer.flush(TIMEOUT))
+            .await
+            .map_err(|e| EddyError::Runtime(format!("a Kafka flush panicked: {e}")))?
+            .map_err(|e| kafka_error(&self.connector, "flushing", e))?;
+        match self
+            .producer
+            .context()
+            .0
+            .lock()
+            .expect("delivery errors lock")
+            .take()
+        {
+            Some(error) => Err(self
+                .connector
+                .error(format!("a record was not delivered: {error}"))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl SinkWriter for IdempotentProducer {
+    fn write<'a>(&'a mut self, chunk: &'a Chunk) -> BoxFuture<'a, Result<()>> {
+        async move {
+            self.lines.clear();
+            lines(&self.connector, chunk, &mut self.lines)?;
+            let topic = &self.connector.topic;
+            for line in self.lines.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+                let mut record = BaseRecord::to(topic).payload(line);
+                loop {
+                    match self.producer.send::<(), [u8]>(record) {
+                        Ok(()) => break,
+                        Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                            record = back;
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                        }
+                        Err((e, _)) => return Err(kafka_error(&self.connector, "producing", e)),
+                    }
+                }
+            }
+            OperatorMetrics::add(&self.metrics.records_in, chunk.num_rows() as u64);
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn checkpoint(&mut self, _checkpoint: u64) -> BoxFuture<'_, Result<Vec<u8>>> {
+        async move { self.flush().await.map(|()| Vec::new()) }.boxed()
+    }
+
+    fn finish(&mut self, _end: StreamEnd) -> BoxFuture<'_, Result<()>> {
+        async move { self.flush().await }.boxed()
+    }
+}

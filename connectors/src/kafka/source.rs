@@ -1,0 +1,304 @@
+//! Reads one subtask's share of a topic: partition `k` goes to subtask `k % parallelism`,
+//! each partition is a split (its own watermark), and positions are exact offsets.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::{KafkaConnector, StartupMode, kafka_error};
+use crate::format::LinePosition;
+use crate::{SourceContext, SourceEvent, SourceReader};
+use eddy_common::metrics::OperatorMetrics;
+use eddy_common::state::{StateReader, StateWriter};
+use eddy_common::{EddyError, Result};
+
+/// How long a read waits for records before it lets the task take a checkpoint.
+const IDLE: Duration = Duration::from_millis(100);
+/// How long metadata requests may take.
+const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One assigned partition.
+struct Partition {
+    id: i32,
+    /// The next offset to read.
+    next: i64,
+    /// Where a bounded read ends (exclusive).
+    end: Option<i64>,
+    ended: bool,
+}
+
+/// Records of one partition gathered into lines.
+struct Batch {
+    split: usize,
+    first_offset: i64,
+    lines: Vec<u8>,
+    records: usize,
+}
+
+pub(super) struct KafkaReader {
+    connector: Arc<KafkaConnector>,
+    context: SourceContext,
+    consumer: Option<Arc<StreamConsumer>>,
+    partitions: Vec<Partition>,
+    /// Offsets restored from a checkpoint, by partition.
+    restored: HashMap<i32, i64>,
+    /// A record read past the batch being built (another partition's).
+    carried: Option<(usize, i64, Vec<u8>)>,
+}
+
+impl KafkaReader {
+    pub fn new(connector: Arc<KafkaConnector>, context: &SourceContext) -> Self {
+        KafkaReader {
+            connector,
+            context: context.clone(),
+            consumer: None,
+            partitions: Vec::new(),
+            restored: HashMap::new(),
+            carried: None,
+        }
+    }
+
+    async fn connect(&mut self) -> Result<usize> {
+        let connector = self.connector.clone();
+        let group = format!("eddy-{}", connector.table);
+        let consumer: StreamConsumer = connector
+            .client_config(&[
+                ("group.id", &group),
+                ("enable.auto.commit", "false"),
+                ("enable.partition.eof", "true"),
+                ("isolation.level", "read_committed"),
+            ])
+            .create()
+            .map_err(|e| kafka_error(&connector, "creating a consumer", e))?;
+        let consumer = Arc::new(consumer);
+        let (subtask, parallelism) = (self.context.subtask, self.context.parallelism.max(1));
+        let restored = self.restored.clone();
+        let blocking = consumer.clone();
+        let partitions = tokio::task::spawn_blocking(move || -> Result<Vec<Partition>> {
+            let topic = &connector.topic;
+            let metadata = blocking
+                .fetch_metadata(Some(topic), METADATA_TIMEOUT)
+                .map_err(|e| kafka_error(&connector, "reading the topic's metadata", e))?;
+            let count = metadata
+                .topics()
+                .iter()
+                .find(|t| t.name() == topic)
+                .map_or(0, |t| t.partitions().len()) as i32;
+            if count == 0 {
+                return Err(connector.error(format!("topic '{topic}' does not exist")));
+            }
+            let mut mine = Vec::new();
+            for id in (0..count).filter(|k| *k as usize % parallelism == subtask) {
+                let (low, high) = blocking
+                    .fetch_watermarks(topic, id, METADATA_TIMEOUT)
+                    .map_err(|e| kafka_error(&connector, "reading partition offsets", e))?;
+                let next = match (restored.get(&id), connector.startup) {
+                    (Some(offset), _) => *offset,
+                    (None, StartupMode::Earliest) => low,
+                    (None, StartupMode::Latest) => high,
+                };
+                let end = connector.bounded.then_some(high);
+                mine.push(Partition {
+                    id,
+                    next,
+                    end,
+                    ended: end.is_some_and(|end| next >= end),
+                });
+            }
+            Ok(mine)
+        })
+        .await
+        .map_err(|e| EddyError::Runtime(format!("reading Kafka metadata: {e}")))??;
+        let mut assignment = TopicPartitionList::new();
+        for partition in partitions.iter().filter(|p| !p.ended) {
+            assignment
+                .add_partition_offset(
+                    &self.connector.topic,
+                    partition.id,
+                    Offset::Offset(partition.next),
+                )
+                .map_err(|e| kafka_error(&self.connector, "assigning partitions", e))?;
+        }
+        consumer
+            .assign(&assignment)
+            .map_err(|e| kafka_error(&self.connector, "assigning partitions", e))?;
+        self.partitions = partitions;
+        self.consumer = Some(consumer);
+        Ok(self.partitions.len())
+    }
+
+    fn split_of(&self, partition: i32) -> Option<usize> {
+        self.partitions.iter().position(|p| p.id == partition)
+    }
+
+    /// A split that has reached its end and is not yet reported.
+    fn newly_ended(&mut self) -> Option<usize> {
+        let split = self
+            .partitions
+            .iter()
+            .position(|p| !p.ended && p.end.is_some_and(|end| p.next >= end))?;
+        self.partitions[split].ended = true;
+        Some(split)
+    }
+
+    async fn read(&mut self) -> Result<Option<SourceEvent>> {
+        if self.consumer.is_none() {
+            return Err(EddyError::Runtime("kafka reader used before open".into()));
+        }
+        if let Some(split) = self.newly_ended() {
+            return Ok(Some(SourceEvent::SplitEnd(split)));
+        }
+        if !self.partitions.is_empty() && self.partitions.iter().all(|p| p.ended) {
+            return Ok(None);
+        }
+        if self.partitions.is_empty() {
+            return match self.connector.bounded {
+                true => Ok(None),
+                false => {
+                    tokio::time::sleep(IDLE).await;
+                    Ok(Some(SourceEvent::Idle))
+                }
+            };
+        }
+        let consumer = self.consumer.clone().expect("connected");
+        let mut batch: Option<Batch> = None;
+        if let Some((split, offset, payload)) = self.carried.take() {
+            batch = Some(self.start_batch(split, offset));
+            self.append(batch.as_mut().expect("batch"), offset, &payload);
+        }
+        let max = self.context.batch_size.max(1);
+        while batch.as_ref().is_none_or(|b| b.records < max) {
+            let received = match tokio::time::timeout(IDLE, consumer.recv()).await {
+                Err(_) => break,
+                Ok(received) => received,
+            };
+            let message = match received {
+                Ok(message) => message,
+                Err(KafkaError::PartitionEOF(partition)) => {
+                    // Caught up with the log: a bounded read of this partition is done.
+                    if let Some(split) = self.split_of(partition)
+                        && self.connector.bounded
+                    {
+                        let p = &mut self.partitions[split];
+                        p.end = Some(p.end.unwrap_or(0).min(p.next));
+                    }
+                    if batch.is_some() {
+                        break;
+                    }
+                    if let Some(split) = self.newly_ended() {
+                        return Ok(Some(SourceEvent::SplitEnd(split)));
+                    }
+                    continue;
+                }
+                Err(e) => return Err(kafka_error(&self.connector, "reading", e)),
+            };
+            let Some(split) = self.split_of(message.partition()) else {
+                continue;
+            };
+            let offset = message.offset();
+            let payload = message.payload().unwrap_or_default();
+            match &mut batch {
+                Some(b) if b.split != split => {
+                    self.carried = Some((split, offset, payload.to_vec()));
+                    break;
+                }
+                Some(b) => self.append(b, offset, payload),
+                None => {
+                    let mut b = self.start_batch(split, offset);
+                    self.append(&mut b, offset, payload);
+                    batch = Some(b);
+                }
+            }
+        }
+        let Some(batch) = batch else {
+            return Ok(Some(SourceEvent::Idle));
+        };
+        let partition = self.partitions[batch.split].id;
+        let topic = format!(
+            "topic '{}' partition {partition}, offset",
+            self.connector.topic
+        );
+        let position = LinePosition {
+            file: &topic,
+            first_line: batch.first_offset as u64,
+        };
+        let decoded = self.connector.format.decode(
+            &self.context.schema,
+            &batch.lines,
+            position,
+            self.connector.ignore_parse_errors,
+            &self.context.metrics,
+        )?;
+        OperatorMetrics::add(&self.context.metrics.records_in, batch.records as u64);
+        Ok(Some(match decoded {
+            Some(rows) => SourceEvent::Rows {
+                split: batch.split,
+                rows,
+            },
+            None => SourceEvent::Idle,
+        }))
+    }
+
+    fn start_batch(&self, split: usize, offset: i64) -> Batch {
+        Batch {
+            split,
+            first_offset: offset,
+            lines: Vec::new(),
+            records: 0,
+        }
+    }
+
+    fn append(&mut self, batch: &mut Batch, offset: i64, payload: &[u8]) {
+        batch.lines.extend_from_slice(payload);
+        batch.lines.push(b'\n');
+        batch.records += 1;
+        self.partitions[batch.split].next = offset + 1;
+    }
+}
+
+impl SourceReader for KafkaReader {
+    fn open(&mut self) -> BoxFuture<'_, Result<usize>> {
+        self.connect().boxed()
+    }
+
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<SourceEvent>>> {
+        self.read().boxed()
+    }
+
+    fn position(&self) -> Result<Vec<u8>> {
+        let mut offsets: BTreeMap<i32, i64> = self.restored.clone().into_iter().collect();
+        for partition in &self.partitions {
+            offsets.insert(partition.id, partition.next);
+        }
+        // A record carried over to the next batch has not been emitted yet.
+        if let Some((split, offset, _)) = &self.carried {
+            offsets.insert(self.partitions[*split].id, *offset);
+        }
+        let mut out = StateWriter::new();
+        out.u64(offsets.len() as u64);
+        for (partition, offset) in offsets {
+            out.u64(partition as u64).u64(offset as u64);
+        }
+        Ok(out.finish())
+    }
+
+    fn restore(&mut self, positions: &[&[u8]]) -> Result<()> {
+        for bytes in positions {
+            let what = format!("the offsets of Kafka table '{}'", self.connector.table);
+            let mut input = StateReader::new(bytes, &what);
+            for _ in 0..input.count(16)? {
+                let partition = input.u64()? as i32;
+                let offset = input.u64()? as i64;
+                self.restored.insert(partition, offset);
+            }
+        }
+        Ok(())
+    }
+}

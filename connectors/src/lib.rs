@@ -1,0 +1,237 @@
+//! Connectors: where rows come from and go to, named and configured as in Flink.
+
+pub mod blackhole;
+pub mod datagen;
+mod file_sink;
+mod file_source;
+pub mod filesystem;
+pub mod format;
+pub mod kafka;
+pub mod nexmark;
+mod options;
+pub mod postgres;
+pub mod print;
+pub mod progress;
+mod random;
+mod throttle;
+pub mod transaction;
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use tokio::sync::watch;
+
+use eddy_common::checkpoint::CompletedCheckpoint;
+use eddy_common::chunk::Chunk;
+use eddy_common::event::StreamEnd;
+use eddy_common::metrics::OperatorMetrics;
+use eddy_common::{EddyError, Result};
+pub use options::Options;
+
+const CONNECTORS: &[&str] = &[
+    "blackhole",
+    "datagen",
+    "filesystem",
+    "kafka",
+    "nexmark",
+    "postgres",
+    "print",
+];
+
+/// A table's connector, configured from its `WITH (...)` options.
+pub trait TableConnector: Debug + Send + Sync {
+    /// The connector's name (`'connector' = '...'`).
+    fn name(&self) -> &'static str;
+
+    /// Whether the table can be read.
+    fn is_source(&self) -> bool {
+        false
+    }
+
+    /// Whether the table can be written.
+    fn is_sink(&self) -> bool {
+        false
+    }
+
+    /// Whether the sink can take updates and deletes (`-U`, `+U`, `-D`), not only inserts.
+    fn accepts_updates(&self) -> bool {
+        false
+    }
+
+    /// Whether the sink commits what it wrote when a checkpoint completes (two-phase
+    /// commit), in a job that checkpoints (`checkpointing`) or not: a restore from an
+    /// older checkpoint than the newest completed one would then write rows twice.
+    fn commits_at_checkpoints(&self, checkpointing: bool) -> bool {
+        let _ = checkpointing;
+        false
+    }
+
+    /// A reader for one subtask of the source.
+    fn create_reader(&self, context: &SourceContext) -> Result<Box<dyn SourceReader>> {
+        Err(EddyError::Connector {
+            table: context.table.clone(),
+            message: format!("the '{}' connector cannot be read", self.name()),
+        })
+    }
+
+    /// A writer for one subtask of the sink.
+    fn create_writer(&self, context: &SinkContext) -> Result<Box<dyn SinkWriter>> {
+        Err(EddyError::Connector {
+            table: context.table.clone(),
+            message: format!("the '{}' connector cannot be written", self.name()),
+        })
+    }
+}
+
+/// What a source subtask needs to know about itself.
+#[derive(Debug, Clone)]
+pub struct SourceContext {
+    /// The table read.
+    pub table: String,
+    /// The columns to produce.
+    pub schema: SchemaRef,
+    /// This subtask's index.
+    pub subtask: usize,
+    /// How many subtasks read the table.
+    pub parallelism: usize,
+    /// Most rows in one batch.
+    pub batch_size: usize,
+    /// Counters of this source.
+    pub metrics: Arc<OperatorMetrics>,
+}
+
+/// What a sink subtask needs to know about itself.
+#[derive(Debug, Clone)]
+pub struct SinkContext {
+    /// The table written.
+    pub table: String,
+    /// The columns written.
+    pub schema: SchemaRef,
+    /// This subtask's index.
+    pub subtask: usize,
+    /// How many subtasks write the table.
+    pub parallelism: usize,
+    /// The job's id, the same in every attempt (names transactions).
+    pub job: String,
+    /// This attempt's id, unique among the job's attempts.
+    pub attempt: String,
+    /// Counters of this sink.
+    pub metrics: Arc<OperatorMetrics>,
+    /// Checkpoints as they complete; `None` when the job does not checkpoint.
+    pub completed: Option<watch::Receiver<CompletedCheckpoint>>,
+}
+
+/// What a source reader produces next.
+#[derive(Debug)]
+pub enum SourceEvent {
+    /// Rows read from one split (a file, a generator slice).
+    Rows {
+        /// Which of the reader's splits.
+        split: usize,
+        /// The rows.
+        rows: RecordBatch,
+    },
+    /// A split has no more rows: it no longer holds the watermark back.
+    SplitEnd(usize),
+    /// Nothing to read for now (an unbounded source waiting for data); the task may take
+    /// a checkpoint before asking again.
+    Idle,
+}
+
+/// Reads one subtask's share of a source.
+pub trait SourceReader: Send {
+    /// Prepares reading (lists files, connects) and says how many splits this reader
+    /// interleaves; each split keeps its own watermark.
+    fn open(&mut self) -> BoxFuture<'_, Result<usize>>;
+
+    /// The next rows, or `None` once every split has ended.
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<SourceEvent>>>;
+
+    /// Where the reader is, for a checkpoint: every row before it has been returned.
+    fn position(&self) -> Result<Vec<u8>>;
+
+    /// Continues after the positions of every subtask of the previous run (several when
+    /// the parallelism changed). Called before [`SourceReader::open`].
+    fn restore(&mut self, positions: &[&[u8]]) -> Result<()>;
+}
+
+/// Writes one subtask's share of a sink.
+pub trait SinkWriter: Send {
+    /// Prepares writing, before the first row. `restored` holds the sink's states, from
+    /// the checkpoint restored from, of the previous subtasks this one takes over (empty
+    /// on a fresh start).
+    fn open<'a>(&'a mut self, restored: &'a [Vec<u8>]) -> BoxFuture<'a, Result<()>> {
+        let _ = restored;
+        async { Ok(()) }.boxed()
+    }
+
+    /// Writes a chunk of changes.
+    fn write<'a>(&'a mut self, chunk: &'a Chunk) -> BoxFuture<'a, Result<()>>;
+
+    /// At the barrier of `checkpoint`: makes what was written before it durable (or
+    /// prepares it), and returns the sink's state for the snapshot.
+    fn checkpoint(&mut self, checkpoint: u64) -> BoxFuture<'_, Result<Vec<u8>>> {
+        let _ = checkpoint;
+        async { Ok(Vec::new()) }.boxed()
+    }
+
+    /// Whether everything written so far is durable or prepared, nothing held back for a
+    /// later transaction. A job's final checkpoint is one at which every sink is settled.
+    fn settled(&self) -> bool {
+        true
+    }
+
+    /// Flushes and closes at the end of the input, which says why it ended. A sink that
+    /// makes rows visible only at completed checkpoints commits nothing at a stopped or
+    /// cancelled end that no completed checkpoint covers: the restore replays those rows.
+    fn finish(&mut self, end: StreamEnd) -> BoxFuture<'_, Result<()>>;
+}
+
+/// Creates the connector a table's options name, validating every option.
+pub fn create(
+    table: &str,
+    options: &BTreeMap<String, String>,
+    schema: &SchemaRef,
+    primary_key: &[String],
+) -> Result<Arc<dyn TableConnector>> {
+    let Some(name) = options.get("connector") else {
+        return Err(EddyError::Connector {
+            table: table.to_string(),
+            message: format!(
+                "missing option 'connector' (available: {})",
+                CONNECTORS.join(", ")
+            ),
+        });
+    };
+    let connector: Arc<dyn TableConnector> = match name.as_str() {
+        "blackhole" => Arc::new(blackhole::BlackholeConnector::new(table, options)?),
+        "datagen" => Arc::new(datagen::DatagenConnector::new(table, options, schema)?),
+        "filesystem" => Arc::new(filesystem::FilesystemConnector::new(
+            table, options, schema,
+        )?),
+        "kafka" => Arc::new(kafka::KafkaConnector::new(table, options)?),
+        "nexmark" => Arc::new(nexmark::NexmarkConnector::new(table, options, schema)?),
+        "postgres" => Arc::new(postgres::PostgresConnector::new(
+            table,
+            options,
+            schema,
+            primary_key,
+        )?),
+        "print" => Arc::new(print::PrintConnector::new(table, options)?),
+        other => {
+            return Err(EddyError::Connector {
+                table: table.to_string(),
+                message: format!(
+                    "unknown connector '{other}' (available: {})",
+                    CONNECTORS.join(", ")
+                ),
+            });
+        }
+    };
+    Ok(connector)
+}

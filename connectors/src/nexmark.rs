@@ -1,0 +1,596 @@
+//! `'connector' = 'nexmark'`: the Nexmark auction benchmark's person, auction and bid
+//! events, generated deterministically from a seed (event `n` is the same on any machine
+//! and at any parallelism).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow::array::{ArrayRef, Int64Array, StringBuilder, TimestampMillisecondArray};
+use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
+use arrow::record_batch::RecordBatch;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+
+use super::progress::StridedProgress;
+use super::random::SplitMix64;
+use super::{Options, SourceContext, SourceEvent, SourceReader, TableConnector};
+use eddy_common::Result;
+
+const KEYS: &[&str] = &[
+    "nexmark.table",
+    "events.num",
+    "events.rate",
+    "nexmark.seed",
+    "nexmark.first-event-rate",
+    "nexmark.base-time",
+];
+
+const PERSON_PROPORTION: u64 = 1;
+const AUCTION_PROPORTION: u64 = 3;
+const BID_PROPORTION: u64 = 46;
+const TOTAL_PROPORTION: u64 = PERSON_PROPORTION + AUCTION_PROPORTION + BID_PROPORTION;
+const FIRST_PERSON_ID: i64 = 1000;
+const FIRST_AUCTION_ID: i64 = 1000;
+const FIRST_CATEGORY_ID: i64 = 10;
+const NUM_CATEGORIES: u64 = 5;
+const NUM_ACTIVE_PEOPLE: u64 = 1000;
+const NUM_IN_FLIGHT_AUCTIONS: u64 = 100;
+const PERSON_ID_LEAD: u64 = 10;
+const AUCTION_ID_LEAD: u64 = 10;
+const HOT_AUCTION_RATIO: u64 = 2;
+const HOT_BIDDER_RATIO: u64 = 4;
+const HOT_SELLER_RATIO: u64 = 4;
+const HOT_STRIDE: u64 = 100;
+const CHANNELS: &[&str] = &["Google", "Facebook", "Baidu", "Apple"];
+const FIRST_NAMES: &[&str] = &[
+    "Peter", "Paul", "Luke", "John", "Saul", "Vicky", "Kate", "Julie", "Sarah", "Deiter", "Walter",
+];
+const LAST_NAMES: &[&str] = &[
+    "Shultz", "Abrams", "Spencer", "White", "Bartels", "Walton", "Smith", "Jones", "Noris",
+];
+const CITIES: &[&str] = &[
+    "Phoenix",
+    "Los Angeles",
+    "San Francisco",
+    "Boise",
+    "Portland",
+    "Bend",
+    "Redmond",
+    "Seattle",
+    "Kent",
+    "Cheyenne",
+];
+const STATES: &[&str] = &["AZ", "CA", "ID", "OR", "WA", "WY"];
+
+/// Which of the three Nexmark streams a table reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NexmarkStream {
+    /// New people registering.
+    Person,
+    /// New auctions opening.
+    Auction,
+    /// Bids on auctions (46 of every 50 events).
+    Bid,
+}
+
+impl NexmarkStream {
+    fn columns(self) -> &'static [(&'static str, ColumnType)] {
+        use ColumnType::*;
+        match self {
+            NexmarkStream::Person => &[
+                ("id", Long),
+                ("name", Text),
+                ("emailaddress", Text),
+                ("creditcard", Text),
+                ("city", Text),
+                ("state", Text),
+                ("datetime", Time),
+                ("extra", Text),
+            ],
+            NexmarkStream::Auction => &[
+                ("id", Long),
+                ("itemname", Text),
+                ("description", Text),
+                ("initialbid", Long),
+                ("reserve", Long),
+                ("datetime", Time),
+                ("expires", Time),
+                ("seller", Long),
+                ("category", Long),
+                ("extra", Text),
+            ],
+            NexmarkStream::Bid => &[
+                ("auction", Long),
+                ("bidder", Long),
+                ("price", Long),
+                ("channel", Text),
+                ("url", Text),
+                ("datetime", Time),
+                ("extra", Text),
+            ],
+        }
+    }
+
+    fn matches(self, event: u64) -> bool {
+        let offset = event % TOTAL_PROPORTION;
+        match self {
+            NexmarkStream::Person => offset < PERSON_PROPORTION,
+            NexmarkStream::Auction => {
+                (PERSON_PROPORTION..PERSON_PROPORTION + AUCTION_PROPORTION).contains(&offset)
+            }
+            NexmarkStream::Bid => offset >= PERSON_PROPORTION + AUCTION_PROPORTION,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ColumnType {
+    Long,
+    Text,
+    Time,
+}
+
+impl ColumnType {
+    fn arrow(self) -> DataType {
+        match self {
+            ColumnType::Long => DataType::Int64,
+            ColumnType::Text => DataType::Utf8,
+            ColumnType::Time => DataType::Timestamp(TimeUnit::Millisecond, None),
+        }
+    }
+}
+
+/// Configuration of a nexmark table.
+#[derive(Debug)]
+pub struct NexmarkConnector {
+    schema: SchemaRef,
+    stream: NexmarkStream,
+    /// For each declared column, its index in the stream's columns.
+    columns: Vec<usize>,
+    events: Option<u64>,
+    events_per_second: u64,
+    seed: u64,
+    inter_event_micros: u64,
+    base_time: i64,
+}
+
+impl NexmarkConnector {
+    /// Validates the options and that the declared columns belong to the chosen stream.
+    pub fn new(table: &str, values: &BTreeMap<String, String>, schema: &SchemaRef) -> Result<Self> {
+        let options = Options::validate(table, "nexmark", values, KEYS, &[])?;
+        let stream = match options
+            .required("nexmark.table")?
+            .to_ascii_lowercase()
+            .as_str()
+        {
+            "person" => NexmarkStream::Person,
+            "auction" => NexmarkStream::Auction,
+            "bid" => NexmarkStream::Bid,
+            other => {
+                return Err(options.error(format!(
+                    "option 'nexmark.table' = '{other}': expected person, auction or bid"
+                )));
+            }
+        };
+        let known = stream.columns();
+        let mut columns = Vec::new();
+        for field in schema.fields() {
+            let name = field.name().to_ascii_lowercase();
+            let Some(index) = known.iter().position(|(n, _)| *n == name) else {
+                return Err(options.error(format!(
+                    "column '{}' is not a column of the nexmark {:?} stream (columns: {})",
+                    field.name(),
+                    stream,
+                    known.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+                )));
+            };
+            let expected = known[index].1.arrow();
+            if field.data_type() != &expected {
+                return Err(options.error(format!(
+                    "column '{}' must be {} for the nexmark connector",
+                    field.name(),
+                    eddy_common::schema::sql_name(&expected)
+                )));
+            }
+            columns.push(index);
+        }
+        let first_event_rate: u64 = options.parse_or("nexmark.first-event-rate", 10_000)?;
+        if first_event_rate == 0 {
+            return Err(options.error("'nexmark.first-event-rate' must be positive".into()));
+        }
+        Ok(NexmarkConnector {
+            schema: schema.clone(),
+            stream,
+            columns,
+            events: options.parse_opt("events.num")?.filter(|n: &u64| *n > 0),
+            events_per_second: options.parse_or("events.rate", 0)?,
+            seed: options.parse_or("nexmark.seed", 0)?,
+            inter_event_micros: (1_000_000 / first_event_rate).max(1),
+            base_time: options.parse_or("nexmark.base-time", 1_704_067_200_000)?,
+        })
+    }
+}
+
+impl TableConnector for NexmarkConnector {
+    fn name(&self) -> &'static str {
+        "nexmark"
+    }
+
+    fn is_source(&self) -> bool {
+        true
+    }
+
+    fn create_reader(&self, context: &SourceContext) -> Result<Box<dyn SourceReader>> {
+        let rate = match self.events_per_second {
+            0 => None,
+            r => Some(r as f64 / context.parallelism as f64),
+        };
+        let batch_size = match rate {
+            Some(r) => (r / 10.0).clamp(1.0, context.batch_size as f64) as usize,
+            None => context.batch_size,
+        };
+        Ok(Box::new(NexmarkReader {
+            config: NexmarkGenerator {
+                seed: self.seed,
+                inter_event_micros: self.inter_event_micros,
+                base_time: self.base_time,
+            },
+            schema: self.schema.clone(),
+            stream: self.stream,
+            columns: self.columns.clone(),
+            progress: StridedProgress::new(context.subtask, context.parallelism),
+            events: self.events,
+            batch_size,
+            rate,
+            started: Instant::now(),
+            generated: 0,
+            ended: false,
+        }))
+    }
+}
+
+struct NexmarkReader {
+    config: NexmarkGenerator,
+    schema: SchemaRef,
+    stream: NexmarkStream,
+    columns: Vec<usize>,
+    progress: StridedProgress,
+    events: Option<u64>,
+    batch_size: usize,
+    rate: Option<f64>,
+    started: Instant,
+    generated: u64,
+    ended: bool,
+}
+
+impl NexmarkReader {
+    async fn next_rows(&mut self) -> Result<Option<SourceEvent>> {
+        if self.ended {
+            return Ok(None);
+        }
+        // Paced before anything is taken, so that a read cancelled while it waits (the
+        // task stopping) skips no events.
+        if let Some(rate) = self.rate {
+            let due = Duration::from_secs_f64(self.generated as f64 / rate);
+            let elapsed = self.started.elapsed();
+            if due > elapsed {
+                tokio::time::sleep(due - elapsed).await;
+            }
+        }
+        let mut builder = RowsBuilder::new(self.stream, self.batch_size);
+        let mut scanned = 0u64;
+        while builder.len < self.batch_size {
+            let Some(event) = self.progress.advance(self.events) else {
+                break;
+            };
+            scanned += 1;
+            if self.stream.matches(event) {
+                self.config.append(self.stream, event, &mut builder);
+            }
+        }
+        if scanned == 0 {
+            self.ended = true;
+            return Ok(Some(SourceEvent::SplitEnd(0)));
+        }
+        self.generated += scanned;
+        let all = builder.finish();
+        let columns: Vec<ArrayRef> = self.columns.iter().map(|i| all[*i].clone()).collect();
+        let rows = RecordBatch::try_new_with_options(
+            self.schema.clone(),
+            columns,
+            &arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(all[0].len())),
+        )?;
+        Ok(Some(SourceEvent::Rows { split: 0, rows }))
+    }
+}
+
+impl SourceReader for NexmarkReader {
+    fn open(&mut self) -> BoxFuture<'_, Result<usize>> {
+        async { Ok(1) }.boxed()
+    }
+
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<SourceEvent>>> {
+        self.next_rows().boxed()
+    }
+
+    fn position(&self) -> Result<Vec<u8>> {
+        Ok(self.progress.position())
+    }
+
+    fn restore(&mut self, positions: &[&[u8]]) -> Result<()> {
+        self.progress.restore(positions)
+    }
+}
+
+/// Column builders of one stream; strings are written straight into the builders.
+struct RowsBuilder {
+    len: usize,
+    longs: Vec<Vec<i64>>,
+    texts: Vec<StringBuilder>,
+    times: Vec<Vec<i64>>,
+    layout: &'static [(&'static str, ColumnType)],
+}
+
+impl RowsBuilder {
+    fn new(stream: NexmarkStream, capacity: usize) -> Self {
+        let layout = stream.columns();
+        let count = |t: ColumnType| layout.iter().filter(|(_, c)| *c == t).count();
+        RowsBuilder {
+            len: 0,
+            longs: (0..count(ColumnType::Long))
+                .map(|_| Vec::with_capacity(capacity))
+                .collect(),
+            texts: (0..count(ColumnType::Text))
+                .map(|_| StringBuilder::with_capacity(capacity, capacity * 16))
+                .collect(),
+            times: (0..count(ColumnType::Time))
+                .map(|_| Vec::with_capacity(capacity))
+                .collect(),
+            layout,
+        }
+    }
+
+    fn finish(mut self) -> Vec<ArrayRef> {
+        let (mut l, mut t, mut s) = (0, 0, 0);
+        let mut out = Vec::with_capacity(self.layout.len());
+        for (_, kind) in self.layout {
+            let array: ArrayRef = match kind {
+                ColumnType::Long => {
+                    l += 1;
+                    Arc::new(Int64Array::from(std::mem::take(&mut self.longs[l - 1])))
+                }
+                ColumnType::Time => {
+                    t += 1;
+                    Arc::new(TimestampMillisecondArray::from(std::mem::take(
+                        &mut self.times[t - 1],
+                    )))
+                }
+                ColumnType::Text => {
+                    s += 1;
+                    Arc::new(self.texts[s - 1].finish())
+                }
+            };
+            out.push(array);
+        }
+        out
+    }
+}
+
+/// The event generator, after the Nexmark reference generator: ids grow with the event
+/// number, bids favour hot auctions and hot bidders, event time grows monotonically.
+#[derive(Debug, Clone, Copy)]
+struct NexmarkGenerator {
+    seed: u64,
+    inter_event_micros: u64,
+    base_time: i64,
+}
+
+impl NexmarkGenerator {
+    fn timestamp(&self, event: u64) -> i64 {
+        self.base_time + (event * self.inter_event_micros / 1000) as i64
+    }
+
+    fn append(&self, stream: NexmarkStream, event: u64, rows: &mut RowsBuilder) {
+        let mut rng = SplitMix64::for_item(self.seed, event);
+        let ts = self.timestamp(event);
+        rows.len += 1;
+        match stream {
+            NexmarkStream::Person => {
+                let id = last_person(event) as i64 + FIRST_PERSON_ID;
+                rows.longs[0].push(id);
+                let first = FIRST_NAMES[rng.below(FIRST_NAMES.len() as u64) as usize];
+                let last = LAST_NAMES[rng.below(LAST_NAMES.len() as u64) as usize];
+                let t = &mut rows.texts;
+                let _ = write!(t[0], "{first} {last}");
+                t[0].append_value("");
+                let _ = write!(
+                    t[1],
+                    "{}@{}.com",
+                    first.to_ascii_lowercase(),
+                    last.to_ascii_lowercase()
+                );
+                t[1].append_value("");
+                let _ = write!(
+                    t[2],
+                    "{:04} {:04} {:04} {:04}",
+                    rng.below(10_000),
+                    rng.below(10_000),
+                    rng.below(10_000),
+                    rng.below(10_000)
+                );
+                t[2].append_value("");
+                t[3].append_value(CITIES[rng.below(CITIES.len() as u64) as usize]);
+                t[4].append_value(STATES[rng.below(STATES.len() as u64) as usize]);
+                t[5].append_value("");
+                rows.times[0].push(ts);
+            }
+            NexmarkStream::Auction => {
+                let id = last_auction(event) as i64 + FIRST_AUCTION_ID;
+                let initial = next_price(&mut rng);
+                let seller = if rng.below(HOT_SELLER_RATIO) > 0 {
+                    (last_person(event) / HOT_STRIDE) * HOT_STRIDE
+                } else {
+                    next_person(event, &mut rng)
+                } as i64
+                    + FIRST_PERSON_ID;
+                let category = FIRST_CATEGORY_ID + rng.below(NUM_CATEGORIES) as i64;
+                let length_ms = 1 + rng.below(20_000) as i64;
+                let l = &mut rows.longs;
+                l[0].push(id);
+                l[1].push(initial);
+                l[2].push(initial + next_price(&mut rng));
+                l[3].push(seller);
+                l[4].push(category);
+                let t = &mut rows.texts;
+                let _ = write!(t[0], "item-{}", rng.below(10_000));
+                t[0].append_value("");
+                let _ = write!(t[1], "description of auction {id}");
+                t[1].append_value("");
+                t[2].append_value("");
+                rows.times[0].push(ts);
+                rows.times[1].push(ts + length_ms);
+            }
+            NexmarkStream::Bid => {
+                let auction = if rng.below(HOT_AUCTION_RATIO) > 0 {
+                    (last_auction(event) / HOT_STRIDE) * HOT_STRIDE
+                } else {
+                    next_auction(event, &mut rng)
+                } as i64
+                    + FIRST_AUCTION_ID;
+                let bidder = if rng.below(HOT_BIDDER_RATIO) > 0 {
+                    (last_person(event) / HOT_STRIDE) * HOT_STRIDE + 1
+                } else {
+                    next_person(event, &mut rng)
+                } as i64
+                    + FIRST_PERSON_ID;
+                let l = &mut rows.longs;
+                l[0].push(auction);
+                l[1].push(bidder);
+                l[2].push(next_price(&mut rng));
+                let channel = rng.below(CHANNELS.len() as u64) as usize;
+                let t = &mut rows.texts;
+                t[0].append_value(CHANNELS[channel]);
+                let _ = write!(
+                    t[1],
+                    "https://www.nexmark.com/{}/item.htm?query=1&channel_id={channel}",
+                    CHANNELS[channel].to_ascii_lowercase()
+                );
+                t[1].append_value("");
+                t[2].append_value("");
+                rows.times[0].push(ts);
+            }
+        }
+    }
+}
+
+/// The id (from 0) of the newest person at `event`.
+fn last_person(event: u64) -> u64 {
+    let epoch = event / TOTAL_PROPORTION;
+    let offset = match event % TOTAL_PROPORTION {
+        o if o >= PERSON_PROPORTION => PERSON_PROPORTION - 1,
+        o => o,
+    };
+    epoch * PERSON_PROPORTION + offset
+}
+
+/// The id (from 0) of the newest auction at `event`.
+fn last_auction(event: u64) -> u64 {
+    let epoch = event / TOTAL_PROPORTION;
+    let offset = event % TOTAL_PROPORTION;
+    let (epoch, offset) = if offset < PERSON_PROPORTION {
+        (epoch.saturating_sub(1), AUCTION_PROPORTION - 1)
+    } else if offset >= PERSON_PROPORTION + AUCTION_PROPORTION {
+        (epoch, AUCTION_PROPORTION - 1)
+    } else {
+        (epoch, offset - PERSON_PROPORTION)
+    };
+    epoch * AUCTION_PROPORTION + offset
+}
+
+fn next_person(event: u64, rng: &mut SplitMix64) -> u64 {
+    let people = last_person(event) + 1;
+    let active = people.min(NUM_ACTIVE_PEOPLE);
+    let n = rng.below(active + PERSON_ID_LEAD);
+    (people - active + n).min(people - 1)
+}
+
+fn next_auction(event: u64, rng: &mut SplitMix64) -> u64 {
+    let max = last_auction(event);
+    let min = max.saturating_sub(NUM_IN_FLIGHT_AUCTIONS);
+    (min + rng.below(max - min + 1 + AUCTION_ID_LEAD)).min(max)
+}
+
+fn next_price(rng: &mut SplitMix64) -> i64 {
+    (10f64.powf(rng.unit() * 6.0) * 100.0).round() as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_mix_is_1_3_46() {
+        let count = |s: NexmarkStream| (0..5000).filter(|e| s.matches(*e)).count();
+        assert_eq!(count(NexmarkStream::Person), 100);
+        assert_eq!(count(NexmarkStream::Auction), 300);
+        assert_eq!(count(NexmarkStream::Bid), 4600);
+    }
+
+    #[test]
+    fn bids_refer_to_existing_auctions_and_people() {
+        let generator = NexmarkGenerator {
+            seed: 3,
+            inter_event_micros: 100,
+            base_time: 0,
+        };
+        let mut rows = RowsBuilder::new(NexmarkStream::Bid, 16);
+        for event in (0..20_000).filter(|e| NexmarkStream::Bid.matches(*e)) {
+            generator.append(NexmarkStream::Bid, event, &mut rows);
+            let auction = *rows.longs[0].last().unwrap();
+            let bidder = *rows.longs[1].last().unwrap();
+            assert!(
+                auction >= FIRST_AUCTION_ID
+                    && auction <= last_auction(event) as i64 + FIRST_AUCTION_ID
+            );
+            assert!(
+                bidder >= FIRST_PERSON_ID
+                    && bidder <= last_person(event) as i64 + FIRST_PERSON_ID + 1
+            );
+        }
+        assert!(generator.timestamp(10) > generator.timestamp(0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_cancelled_while_paced_skips_no_events() {
+        let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+            arrow::datatypes::Field::new("auction", arrow::datatypes::DataType::Int64, true),
+        ]));
+        let options = [("nexmark.table", "bid"), ("events.rate", "1000")]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into();
+        let connector = NexmarkConnector::new("bid", &options, &schema).unwrap();
+        let context = SourceContext {
+            table: "bid".into(),
+            schema,
+            subtask: 0,
+            parallelism: 1,
+            batch_size: 50,
+            metrics: Default::default(),
+        };
+        let mut reader = connector.create_reader(&context).unwrap();
+        let mut uncancelled = connector.create_reader(&context).unwrap();
+        for _ in 0..2 {
+            uncancelled.next().await.unwrap();
+        }
+        reader.next().await.unwrap();
+        let before = reader.position().unwrap();
+        // The second batch is due later: a stop cancels the read while it waits.
+        let cancelled = tokio::time::timeout(Duration::from_millis(1), reader.next()).await;
+        assert!(cancelled.is_err(), "the read waits for its pace");
+        assert_eq!(reader.position().unwrap(), before);
+        reader.next().await.unwrap();
+        assert_eq!(reader.position().unwrap(), uncancelled.position().unwrap());
+    }
+}

@@ -1,0 +1,158 @@
+//! `'connector' = 'postgres'`: writes a table in PostgreSQL.
+//!
+//! Append streams are inserted; a table with a primary key is upserted (`INSERT … ON
+//! CONFLICT DO UPDATE`, deletes by key); a retract stream into a table without one inserts
+//! and deletes one matching row per retraction. Rows go in batches: one statement per
+//! chunk, its columns bound as arrays and expanded by `unnest`.
+//!
+//! Exactly once, each checkpoint's rows are one transaction, prepared at the barrier
+//! (`PREPARE TRANSACTION`) and committed (`COMMIT PREPARED`) when the checkpoint completes;
+//! its id is `eddy/{job}/{table}/{subtask}/{attempt}/{checkpoint}`, so a restarted sink
+//! finds and rolls back what earlier attempts left prepared. The server must allow prepared
+//! transactions (`max_prepared_transactions` > 0).
+
+mod committer;
+mod statements;
+mod writer;
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use arrow::datatypes::SchemaRef;
+
+use super::transaction::{AttemptToken, DeliveryGuarantee, TwoPhaseCommitSink};
+use super::{Options, SinkContext, SinkWriter, TableConnector};
+use committer::PreparedTransactions;
+use eddy_common::{EddyError, Result};
+use writer::{PostgresWriter, TransactionMode};
+
+const KEYS: &[&str] = &[
+    "url",
+    "table",
+    "table-name",
+    "username",
+    "password",
+    "sink.delivery-guarantee",
+];
+
+/// Configuration of a PostgreSQL table.
+#[derive(Debug, Clone)]
+pub struct PostgresConnector {
+    table: String,
+    config: tokio_postgres::Config,
+    target: String,
+    primary_key: Vec<String>,
+    guarantee: DeliveryGuarantee,
+}
+
+impl PostgresConnector {
+    /// Validates the options (no connection yet).
+    pub fn new(
+        table: &str,
+        values: &BTreeMap<String, String>,
+        _schema: &SchemaRef,
+        primary_key: &[String],
+    ) -> Result<Self> {
+        let options = Options::validate(table, "postgres", values, KEYS, &[])?;
+        let url = options.required("url")?;
+        let url = url.strip_prefix("jdbc:").unwrap_or(url);
+        let mut config = tokio_postgres::Config::from_str(url)
+            .map_err(|e| options.error(format!("option 'url' = '{url}': {e}")))?;
+        if let Some(user) = options.get("username") {
+            config.user(user);
+        }
+        if let Some(password) = options.get("password") {
+            config.password(password);
+        }
+        let target = match (options.get("table"), options.get("table-name")) {
+            (Some(t), _) | (None, Some(t)) => t.to_string(),
+            (None, None) => options.required("table")?.to_string(),
+        };
+        Ok(PostgresConnector {
+            table: table.to_string(),
+            config,
+            target,
+            primary_key: primary_key.to_vec(),
+            guarantee: options
+                .delivery_guarantee()?
+                .unwrap_or(DeliveryGuarantee::AtLeastOnce),
+        })
+    }
+
+    fn error(&self, message: String) -> EddyError {
+        EddyError::Connector {
+            table: self.table.clone(),
+            message,
+        }
+    }
+}
+
+impl TableConnector for PostgresConnector {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn commits_at_checkpoints(&self, _checkpointing: bool) -> bool {
+        self.guarantee == DeliveryGuarantee::ExactlyOnce
+    }
+
+    fn is_sink(&self) -> bool {
+        true
+    }
+
+    fn accepts_updates(&self) -> bool {
+        true
+    }
+
+    fn create_writer(&self, context: &SinkContext) -> Result<Box<dyn SinkWriter>> {
+        let connector = Arc::new(self.clone());
+        let token = AttemptToken::new(&context.attempt);
+        let mode = match (self.guarantee, &context.completed) {
+            (DeliveryGuarantee::ExactlyOnce, _) => TransactionMode::Prepared {
+                prefix: committer::job_prefix(&context.job, &self.target),
+                writer: format!("{}/{token}", context.subtask),
+            },
+            (_, Some(_)) => TransactionMode::PerCheckpoint,
+            (_, None) => TransactionMode::PerChunk,
+        };
+        let writer = PostgresWriter::new(connector.clone(), context, mode.clone());
+        let TransactionMode::Prepared { prefix, .. } = mode else {
+            return Ok(Box::new(writer));
+        };
+        let committer = PreparedTransactions::new(connector, prefix, token, context);
+        Ok(Box::new(TwoPhaseCommitSink::new(
+            context,
+            Box::new(writer),
+            Arc::new(committer),
+        )?))
+    }
+}
+
+/// Connects, running the connection in the background.
+async fn connect(connector: &PostgresConnector) -> Result<tokio_postgres::Client> {
+    let (client, connection) = connector
+        .config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .map_err(|e| connector.error(format!("cannot connect to PostgreSQL: {e}")))?;
+    let table = connector.table.clone();
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::warn!(table = %table, error = %e, "PostgreSQL connection ended");
+        }
+    });
+    Ok(client)
+}
+
+/// A PostgreSQL error about this table, with the server's detail.
+fn db_error(connector: &PostgresConnector, doing: &str, e: tokio_postgres::Error) -> EddyError {
+    let detail = match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.code().code(), db.message()),
+        None => e.to_string(),
+    };
+    connector.error(format!(
+        "{doing} (PostgreSQL table '{}'): {detail}",
+        connector.target
+    ))
+}

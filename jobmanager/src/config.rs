@@ -1,0 +1,24 @@
+//! How a JobManager runs.
+
+use std::time::Duration;
+
+/// How a JobManager runs.
+#[derive(Debug, Clone)]
+pub struct JobManagerConfig {
+    /// How often TaskManagers heartbeat.
+    pub heartbeat_interval: Duration,
+    /// Silence after which a TaskManager is considered lost.
+    pub heartbeat_timeout: Duration,
+    /// Where checkpoints go unless a job says otherwise.
+    pub checkpoint_root: String,
+}
+
+impl Default for JobManagerConfig {
+    fn default() -> Self {
+        JobManagerConfig {
+            heartbeat_interval: Duration::from_millis(500),
+            heartbeat_timeout: Duration::from_secs(3),
+            checkpoint_root: "./eddy-data/checkpoints".into(),
+        }
+    }
+}

@@ -1,0 +1,414 @@
+//! Checkpoints and savepoints of the jobs' runs: triggered when due, acknowledged by every
+//! task, committed (their metadata written), announced to the TaskManagers, and kept as
+//! savepoints when asked.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use eddy_common::checkpoint::{
+    CheckpointMetadata, CheckpointStorage, CompletedCheckpoint, StateFile, StateHandle,
+};
+use eddy_common::event::Barrier;
+use eddy_common::ids::ExecutionId;
+use eddy_proto::v1 as pb;
+use tokio::sync::oneshot;
+
+use super::JobManager;
+use super::actions::Action;
+use crate::coordinator::{AckOutcome, Acknowledgement};
+use crate::error::JobManagerError;
+use crate::job::{JobRecord, SavepointRequest};
+use crate::lifecycle::JobState;
+
+/// A task's acknowledgement as the coordinator takes it.
+fn acknowledgement(ack: pb::CheckpointAck, vertex: usize, subtask: usize) -> Acknowledgement {
+    let result = match ack.error.is_empty() {
+        true => Ok(StateHandle {
+            vertex,
+            subtask,
+            file: ack.file,
+            size: ack.size_bytes,
+            crc32: ack.crc32,
+            previous: ack
+                .previous
+                .into_iter()
+                .map(|f| StateFile {
+                    checkpoint: f.checkpoint,
+                    file: f.file,
+                    size: f.size_bytes,
+                    crc32: f.crc32,
+                })
+                .collect(),
+        }),
+        false => Err(ack.error),
+    };
+    Acknowledgement {
+        checkpoint: ack.checkpoint,
+        result,
+        alignment: Duration::from_millis(ack.alignment_ms),
+        input_ended: ack.input_ended,
+    }
+}
+
+impl JobManager {
+    /// Takes a task's checkpoint acknowledgement.
+    pub fn acknowledge(self: &Arc<Self>, ack: pb::CheckpointAck) -> Result<(), JobManagerError> {
+        self.known_taskmanager(&ack.taskmanager_id)?;
+        let task = ack.task.clone().ok_or_else(|| {
+            JobManagerError::BadMessage("an acknowledgement without a task".into())
+        })?;
+        let execution: ExecutionId =
+            task.execution_id
+                .parse()
+                .map_err(|e: eddy_common::ids::BadExecutionId| {
+                    JobManagerError::BadMessage(e.to_string())
+                })?;
+        let (vertex, subtask) = (task.vertex as usize, task.subtask as usize);
+        let (outcome, actions) = {
+            let mut state = self.lock();
+            let job = state
+                .jobs
+                .get_mut(&execution.job)
+                .ok_or_else(|| JobManagerError::NoSuchJob(execution.job.clone()))?;
+            if job.attempt != execution.attempt || job.state() != JobState::Running {
+                return Ok(());
+            }
+            let Some(coordinator) = job.coordinator.as_mut() else {
+                return Ok(());
+            };
+            let key = eddy_common::ids::TaskKey::new(vertex, subtask);
+            let outcome = coordinator.acknowledge(key, acknowledgement(ack, vertex, subtask));
+            let mut actions = Vec::new();
+            if let AckOutcome::Complete(metadata) = &outcome {
+                let (_, storage) = job
+                    .storage
+                    .clone()
+                    .expect("a checkpointing job has storage");
+                actions.push(Action::Commit {
+                    execution: execution.clone(),
+                    storage,
+                    metadata: metadata.clone(),
+                    retained: job.graph.config.checkpoints.retained,
+                });
+            }
+            (outcome, actions)
+        };
+        self.send(actions);
+        if outcome == AckOutcome::Aborted(true) {
+            self.fail(&execution.job, "too many failed checkpoints".into());
+        }
+        Ok(())
+    }
+
+    /// Aborts `checkpoint` of the run `execution` when a trigger of it was not delivered.
+    pub(super) fn trigger_failed(
+        self: &Arc<Self>,
+        execution: &ExecutionId,
+        checkpoint: u64,
+        reason: &str,
+    ) {
+        let too_many = {
+            let mut state = self.lock();
+            let Some(job) = state.jobs.get_mut(&execution.job) else {
+                return;
+            };
+            if job.attempt != execution.attempt || job.state() != JobState::Running {
+                return;
+            }
+            job.coordinator
+                .as_mut()
+                .is_some_and(|c| c.trigger_failed(checkpoint, reason))
+        };
+        if too_many {
+            self.fail(&execution.job, "too many failed checkpoints".into());
+        }
+    }
+
+    /// Writes the metadata of a checkpoint every task acknowledged: it completes.
+    pub(super) async fn commit(
+        self: Arc<Self>,
+        execution: ExecutionId,
+        storage: CheckpointStorage,
+        metadata: CheckpointMetadata,
+        retained: usize,
+    ) {
+        let id = metadata.checkpoint;
+        let writing = self.commits.read().await;
+        let current = self.lock().jobs.get(&execution.job).is_some_and(|job| {
+            job.attempt == execution.attempt && job.state() == JobState::Running
+        });
+        if !current {
+            // The run ended meanwhile; its restart may already have chosen an earlier
+            // checkpoint, so this one must not become complete.
+            return;
+        }
+        // Every task acknowledged; the checkpoint is not complete yet.
+        eddy_common::failpoint::crash_if("jobmanager.before-metadata", id);
+        let written = storage.commit(&metadata).await;
+        drop(writing);
+        match written {
+            Ok(()) => {
+                self.committed(&execution, &metadata);
+                if let Err(error) = storage.retain(retained, id).await {
+                    tracing::warn!(job = %execution.job, %error, "deleting old checkpoints failed");
+                }
+            }
+            Err(error) => self.commit_failed(&execution, id, error.to_string()),
+        }
+    }
+
+    /// A checkpoint completed: its TaskManagers are told (sinks commit), and a savepoint
+    /// waiting for it is kept.
+    fn committed(self: &Arc<Self>, execution: &ExecutionId, metadata: &CheckpointMetadata) {
+        let checkpoint = metadata.checkpoint;
+        // The window two-phase-commit sinks must survive: complete, but nobody told.
+        eddy_common::failpoint::crash_if("jobmanager.before-notify", checkpoint);
+        let actions = {
+            let mut guard = self.lock();
+            let state = &mut *guard;
+            let Some(job) = state.jobs.get_mut(&execution.job) else {
+                return;
+            };
+            if job.attempt != execution.attempt {
+                return;
+            }
+            let info = job
+                .coordinator
+                .as_mut()
+                .and_then(|c| c.committed(checkpoint))
+                .unwrap_or_default();
+            tracing::info!(
+                job = %execution.job,
+                checkpoint,
+                size = metadata.size(),
+                full_size = metadata.full_size(),
+                duration_ms = info.duration_ms,
+                alignment_ms = info.alignment_ms,
+                "checkpoint complete"
+            );
+            let notice = CompletedCheckpoint {
+                checkpoint,
+                end_of_input: metadata.end_of_input,
+            };
+            let notify: Vec<Action> = job
+                .taskmanagers()
+                .into_iter()
+                .filter_map(|tm| state.resources.get(&tm))
+                .map(|tm| Action::Notify(tm.gateway.clone(), execution.clone(), notice))
+                .collect();
+            with_savepoint(&execution.job, job, metadata, notify)
+        };
+        self.send(actions);
+    }
+
+    fn commit_failed(self: &Arc<Self>, execution: &ExecutionId, checkpoint: u64, reason: String) {
+        let must_fail = {
+            let mut state = self.lock();
+            match state.jobs.get_mut(&execution.job) {
+                Some(job) if job.attempt == execution.attempt => job
+                    .coordinator
+                    .as_mut()
+                    .is_some_and(|c| c.commit_failed(checkpoint, &reason)),
+                _ => false,
+            }
+        };
+        tracing::warn!(job = %execution.job, checkpoint, %reason, "writing checkpoint metadata failed");
+        if must_fail {
+            let reason = format!("checkpoint {checkpoint} could not be committed: {reason}");
+            self.fail(&execution.job, reason);
+        }
+    }
+
+    /// Triggers due checkpoints and aborts timed-out ones; [`Self::run_timers`] calls this
+    /// often.
+    pub fn tick_checkpoints(self: &Arc<Self>) {
+        let now = Instant::now();
+        let mut actions = Vec::new();
+        let mut failing = Vec::new();
+        {
+            let mut guard = self.lock();
+            let state = &mut *guard;
+            for (job_id, job) in state.jobs.iter_mut() {
+                if job.state() != JobState::Running || job.coordinator.is_none() {
+                    continue;
+                }
+                match due_barrier(job, now) {
+                    Due::TimedOut => failing.push(job_id.clone()),
+                    Due::Nothing => {}
+                    Due::Barrier(barrier) => {
+                        let execution = job.execution(job_id);
+                        for tm in job.source_taskmanagers() {
+                            if let Some(record) = state.resources.get(&tm) {
+                                let gateway = record.gateway.clone();
+                                actions.push(Action::Trigger(gateway, execution.clone(), barrier));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.send(actions);
+        for job_id in failing {
+            self.fail(&job_id, "too many failed checkpoints".into());
+        }
+    }
+
+    /// Asks a running job for a savepoint; the path is sent to `reply` once it is complete.
+    /// Returns how long to wait for it.
+    fn request_savepoint(
+        &self,
+        job_id: &str,
+        stop: bool,
+        reply: oneshot::Sender<Result<String, JobManagerError>>,
+    ) -> Result<Duration, JobManagerError> {
+        let mut state = self.lock();
+        let job = state
+            .jobs
+            .get_mut(job_id)
+            .ok_or_else(|| JobManagerError::NoSuchJob(job_id.into()))?;
+        if job.state() != JobState::Running {
+            return Err(JobManagerError::WrongState {
+                job: job_id.into(),
+                state: job.state(),
+            });
+        }
+        let Some(coordinator) = job.coordinator.as_mut() else {
+            return Err(JobManagerError::NotCheckpointing);
+        };
+        coordinator.request_now();
+        let request = job.savepoint.get_or_insert_with(|| SavepointRequest {
+            checkpoint: None,
+            stop,
+            replies: Vec::new(),
+        });
+        request.stop |= stop;
+        request.replies.push(reply);
+        Ok(job
+            .graph
+            .config
+            .checkpoints
+            .timeout
+            .min(Duration::from_secs(120)))
+    }
+
+    /// Takes a savepoint of a running job and answers its path; with `stop`, the job is
+    /// then stopped (its sinks commit what the savepoint covers).
+    pub async fn savepoint(
+        self: &Arc<Self>,
+        job_id: &str,
+        stop: bool,
+    ) -> Result<String, JobManagerError> {
+        let (reply, answer) = oneshot::channel();
+        let timeout = self.request_savepoint(job_id, stop, reply)?;
+        match tokio::time::timeout(timeout, answer).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(JobManagerError::SavepointAborted),
+            Err(_) => Err(JobManagerError::SavepointTimedOut),
+        }
+    }
+
+    /// Keeps a completed checkpoint as the savepoint `request` asked for.
+    pub(super) async fn keep_savepoint(
+        self: Arc<Self>,
+        job_id: String,
+        storage: CheckpointStorage,
+        metadata: CheckpointMetadata,
+        request: SavepointRequest,
+    ) {
+        let result = storage.save_as_savepoint(&metadata).await;
+        let ok = result.is_ok();
+        match &result {
+            Ok(path) => tracing::info!(job = %job_id, %path, "savepoint complete"),
+            Err(error) => {
+                tracing::warn!(job = %job_id, %error, "savepoint failed");
+                if let Some(job) = self.lock().jobs.get_mut(&job_id) {
+                    job.stopping = false;
+                }
+            }
+        }
+        if request.stop && ok {
+            let _ = self.cancel(&job_id);
+        }
+        for reply in request.replies {
+            let answer = match &result {
+                Ok(path) => Ok(path.clone()),
+                Err(error) => Err(JobManagerError::SavepointFailed(error.to_string())),
+            };
+            let _ = reply.send(answer);
+        }
+    }
+}
+
+/// What a running job's checkpointing asks for now.
+enum Due {
+    Nothing,
+    /// Too many checkpoints timed out: the run fails.
+    TimedOut,
+    /// A checkpoint to trigger.
+    Barrier(Barrier),
+}
+
+/// Whether a checkpoint of `job` is due (for its savepoint too), or its checkpoints failed.
+fn due_barrier(job: &mut JobRecord, now: Instant) -> Due {
+    let Some(coordinator) = job.coordinator.as_mut() else {
+        return Due::Nothing;
+    };
+    if coordinator.check_timeout(now) {
+        return Due::TimedOut;
+    }
+    if job.stopping {
+        return Due::Nothing;
+    }
+    if let Some(savepoint) = job.savepoint.as_mut()
+        && savepoint.checkpoint.is_some()
+        && coordinator.idle()
+    {
+        // Its checkpoint failed (a completed one takes the request): the next one, aligned
+        // again, serves it.
+        savepoint.checkpoint = None;
+        coordinator.request_now();
+    }
+    let Some(barrier) = coordinator.due(now) else {
+        return Due::Nothing;
+    };
+    if let Some(savepoint) = job.savepoint.as_mut()
+        && savepoint.checkpoint.is_none()
+    {
+        savepoint.checkpoint = Some(barrier.checkpoint);
+    }
+    Due::Barrier(barrier)
+}
+
+/// The actions after checkpoint `metadata` completed (`notify`: telling the TaskManagers),
+/// with the savepoint it serves. Stopping with a savepoint, the sinks learn the checkpoint
+/// completed before the job is stopped, so what it covers is committed when the job ends;
+/// nothing after it is checkpointed.
+fn with_savepoint(
+    job_id: &str,
+    job: &mut JobRecord,
+    metadata: &CheckpointMetadata,
+    mut notify: Vec<Action>,
+) -> Vec<Action> {
+    let serves = job
+        .savepoint
+        .as_ref()
+        .is_some_and(|s| s.checkpoint == Some(metadata.checkpoint));
+    let (true, Some((_, storage))) = (serves, job.storage.as_ref()) else {
+        return notify;
+    };
+    let savepoint = job.savepoint.take().expect("a savepoint waits");
+    let stop = savepoint.stop;
+    let keep = Action::Savepoint(
+        job_id.to_string(),
+        storage.clone(),
+        metadata.clone(),
+        savepoint,
+    );
+    notify.push(keep);
+    if stop {
+        job.stopping = true;
+        vec![Action::InOrder(notify)]
+    } else {
+        notify
+    }
+}

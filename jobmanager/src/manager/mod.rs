@@ -1,0 +1,342 @@
+//! The JobManager: keeps the registered TaskManagers and their slots, queues jobs until
+//! enough slots are free, deploys them, follows their tasks' states, coordinates their
+//! checkpoints, and restarts a failed job from its latest checkpoint. Every deployment of
+//! a job is an attempt with its own [`ExecutionId`]: reports from an earlier attempt are
+//! fenced off.
+//!
+//! The same component serves the daemon (behind gRPC, [`crate::grpc`]) and the embedded
+//! cluster of `eddy run` (called in-process). Its handlers change the state under one lock
+//! and return [`Action`]s (calls to TaskManagers, writes to storage), carried out after the
+//! lock is released:
+//! - [`runs`]: scheduling, ending, failing and restarting a job's runs;
+//! - [`tasks`]: TaskManagers registering and heartbeating, and task reports;
+//! - [`checkpoints`]: triggering, acknowledging and committing checkpoints, savepoints.
+
+mod actions;
+mod checkpoints;
+mod runs;
+mod tasks;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use eddy_common::checkpoint::CheckpointStorage;
+use eddy_common::event::StopRequest;
+use eddy_common::ids::ExecutionId;
+use eddy_common::object_storage::resolve;
+use eddy_planner::plan::{JobGraph, plan_job};
+use eddy_planner::sql::compile;
+use eddy_proto::v1 as pb;
+use tokio::sync::watch;
+
+pub use actions::Action;
+
+use crate::config::JobManagerConfig;
+use crate::error::JobManagerError;
+use crate::job::JobRecord;
+use crate::job_store::JobStore;
+use crate::lifecycle::{JobState, Transition};
+use crate::resources::ResourceManager;
+
+/// Everything behind the JobManager's lock.
+#[derive(Default)]
+struct State {
+    resources: ResourceManager,
+    jobs: HashMap<String, JobRecord>,
+    /// Job ids in submission order.
+    order: Vec<String>,
+}
+
+/// The JobManager's state, shared by its services.
+pub struct JobManager {
+    config: JobManagerConfig,
+    state: Mutex<State>,
+    next_job: AtomicU64,
+    store: Option<JobStore>,
+    /// Numbers the job records in the order their states changed (see
+    /// [`crate::job_store::StoredJob::revision`]).
+    revisions: AtomicU64,
+    /// Held shared while checkpoint metadata is written, exclusively by a restart before
+    /// it picks the checkpoint to restore: a checkpoint whose metadata is being written is
+    /// either seen complete or not written at all.
+    commits: tokio::sync::RwLock<()>,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl JobManager {
+    /// A JobManager without TaskManagers yet; with a job store, jobs survive its restart.
+    pub fn new(config: JobManagerConfig, store: Option<JobStore>) -> Arc<Self> {
+        Arc::new(JobManager {
+            config,
+            state: Mutex::new(State::default()),
+            next_job: AtomicU64::new(1),
+            store,
+            revisions: AtomicU64::new(1),
+            commits: tokio::sync::RwLock::new(()),
+        })
+    }
+
+    /// How it runs.
+    pub fn config(&self) -> &JobManagerConfig {
+        &self.config
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("jobmanager state lock")
+    }
+
+    /// The action that persists a job's record (its state changed), with a job store.
+    fn persisted(&self, job_id: &str, job: &JobRecord) -> Option<Action> {
+        self.store.as_ref().map(|_| {
+            let revision = self.revisions.fetch_add(1, Ordering::Relaxed);
+            Action::Persist(job.stored(job_id, revision))
+        })
+    }
+
+    /// Plans a job's SQL (with `options` overriding its `SET`s).
+    pub fn plan(sql: &str, options: &HashMap<String, String>) -> Result<JobGraph, JobManagerError> {
+        let overrides: Vec<(String, String)> = options
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let compiled = compile(sql, &overrides).map_err(JobManagerError::InvalidJob)?;
+        plan_job(&compiled).map_err(JobManagerError::InvalidJob)
+    }
+
+    /// A new job's record, with its checkpoint storage.
+    fn record(
+        &self,
+        job_id: &str,
+        sql: String,
+        options: HashMap<String, String>,
+        graph: Arc<JobGraph>,
+        restore_path: Option<String>,
+    ) -> Result<JobRecord, JobManagerError> {
+        let storage = match graph.config.checkpoints.interval {
+            None => None,
+            Some(_) => {
+                let root = graph
+                    .config
+                    .checkpoints
+                    .directory
+                    .clone()
+                    .unwrap_or_else(|| self.config.checkpoint_root.clone());
+                let location = resolve(&root, &[]).map_err(JobManagerError::InvalidJob)?;
+                Some((root, CheckpointStorage::new(&location, job_id)))
+            }
+        };
+        Ok(JobRecord::new(
+            sql,
+            options,
+            graph,
+            storage,
+            restore_path,
+            now_ms(),
+        ))
+    }
+
+    /// Plans and queues a job; returns its id.
+    pub fn submit(
+        self: &Arc<Self>,
+        sql: String,
+        options: HashMap<String, String>,
+        restore_path: Option<String>,
+    ) -> Result<String, JobManagerError> {
+        let graph = Arc::new(Self::plan(&sql, &options)?);
+        self.submit_planned(sql, options, graph, restore_path)
+    }
+
+    /// Queues a job planned already (`graph` must be the plan of `sql` and `options`).
+    pub fn submit_planned(
+        self: &Arc<Self>,
+        sql: String,
+        options: HashMap<String, String>,
+        graph: Arc<JobGraph>,
+        restore_path: Option<String>,
+    ) -> Result<String, JobManagerError> {
+        let job_id = format!(
+            "{:08x}{:08x}",
+            (now_ms() as u64) & 0xffff_ffff,
+            self.next_job.fetch_add(1, Ordering::Relaxed)
+        );
+        let record = self.record(&job_id, sql, options, graph, restore_path)?;
+        let persist = self.persisted(&job_id, &record);
+        {
+            let mut state = self.lock();
+            state.jobs.insert(job_id.clone(), record);
+            state.order.push(job_id.clone());
+        }
+        tracing::info!(job = %job_id, "job submitted");
+        self.send(persist.into_iter().collect());
+        self.schedule();
+        Ok(job_id)
+    }
+
+    /// Reloads the jobs of an earlier JobManager from the job store: each unfinished job
+    /// restarts from its newest valid checkpoint once TaskManagers have registered (a job
+    /// without checkpoints cannot resume exactly, and fails).
+    pub async fn recover(self: &Arc<Self>) -> eddy_common::Result<()> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        for stored in store.load_all().await? {
+            if stored.state.is_final() {
+                continue;
+            }
+            let job_id = stored.job_id.clone();
+            let planned = Self::plan(&stored.sql, &stored.options).and_then(|graph| {
+                self.record(
+                    &job_id,
+                    stored.sql.clone(),
+                    stored.options.clone(),
+                    Arc::new(graph),
+                    stored.restore_path.clone(),
+                )
+            });
+            let mut record = match planned {
+                Ok(record) => record,
+                Err(error) => {
+                    tracing::warn!(job = %job_id, %error, "a stored job no longer plans; skipped");
+                    continue;
+                }
+            };
+            record.attempt = stored.attempt;
+            record.restarts = stored.restarts;
+            record.submitted_at_ms = stored.submitted_at_ms;
+            let checkpointing = record.storage.is_some();
+            let actions = if checkpointing {
+                record.transition(&job_id, Transition::Failed { restart: true });
+                record.reason = "resuming after a JobManager restart".into();
+                vec![Action::Restart(
+                    ExecutionId::new(&job_id, record.attempt),
+                    Duration::ZERO,
+                )]
+            } else {
+                record.transition(&job_id, Transition::Failed { restart: false });
+                record.reason = "the JobManager restarted and the job keeps no checkpoints".into();
+                self.persisted(&job_id, &record).into_iter().collect()
+            };
+            tracing::info!(job = %job_id, attempt = record.attempt, state = %record.state(), "job recovered from the job store");
+            {
+                let mut state = self.lock();
+                state.jobs.insert(job_id.clone(), record);
+                state.order.push(job_id);
+            }
+            self.send(actions);
+        }
+        Ok(())
+    }
+
+    /// Cancels a job: its tasks are cancelled, and their sinks roll back what no completed
+    /// checkpoint covers.
+    pub fn cancel(self: &Arc<Self>, job_id: &str) -> Result<(), JobManagerError> {
+        let actions = {
+            let mut state = self.lock();
+            let job = state
+                .jobs
+                .get(job_id)
+                .ok_or_else(|| JobManagerError::NoSuchJob(job_id.into()))?;
+            if !job.state().allows(Transition::CancelRequested) {
+                return Err(JobManagerError::WrongState {
+                    job: job_id.into(),
+                    state: job.state(),
+                });
+            }
+            let mut actions = runs::end_run(&mut state, job_id, Some(StopRequest::Cancel));
+            let job = state.jobs.get_mut(job_id).expect("job exists");
+            job.transition(job_id, Transition::CancelRequested);
+            job.reason = "cancelled on request".into();
+            actions.extend(self.persisted(job_id, job));
+            actions
+        };
+        tracing::info!(job = %job_id, "job cancelled");
+        self.send(actions);
+        self.schedule();
+        Ok(())
+    }
+
+    /// Drains a running job: its sources stop reading, what they read is written, and the
+    /// job ends cancelled once every task has ended. (A job that checkpoints is better
+    /// stopped with a savepoint, which it can resume from.)
+    pub fn drain(self: &Arc<Self>, job_id: &str) -> Result<(), JobManagerError> {
+        let actions = {
+            let mut state = self.lock();
+            let state = &mut *state;
+            let job = state
+                .jobs
+                .get_mut(job_id)
+                .ok_or_else(|| JobManagerError::NoSuchJob(job_id.into()))?;
+            if job.state() != JobState::Running {
+                return Err(JobManagerError::WrongState {
+                    job: job_id.into(),
+                    state: job.state(),
+                });
+            }
+            job.draining = true;
+            job.reason = "stopping: sources end, sinks flush".into();
+            let execution = job.execution(job_id);
+            job.taskmanagers()
+                .into_iter()
+                .filter_map(|tm| state.resources.get(&tm))
+                .map(|tm| Action::Stop(tm.gateway.clone(), execution.clone(), StopRequest::Drain))
+                .collect()
+        };
+        tracing::info!(job = %job_id, "job draining");
+        self.send(actions);
+        Ok(())
+    }
+
+    /// Follows a job's state.
+    pub fn watch(&self, job_id: &str) -> Result<watch::Receiver<JobState>, JobManagerError> {
+        let state = self.lock();
+        let job = state
+            .jobs
+            .get(job_id)
+            .ok_or_else(|| JobManagerError::NoSuchJob(job_id.into()))?;
+        Ok(job.watch())
+    }
+
+    /// Summaries of all jobs, newest first.
+    pub fn list(&self) -> Vec<pb::JobSummary> {
+        let state = self.lock();
+        state
+            .order
+            .iter()
+            .rev()
+            .map(|id| state.jobs[id].summary(id))
+            .collect()
+    }
+
+    /// One job in detail.
+    pub fn job(&self, job_id: &str) -> Result<pb::JobInfo, JobManagerError> {
+        let state = self.lock();
+        let job = state
+            .jobs
+            .get(job_id)
+            .ok_or_else(|| JobManagerError::NoSuchJob(job_id.into()))?;
+        Ok(job.info(job_id))
+    }
+
+    /// Runs the JobManager's timers until the future is dropped: triggers due checkpoints,
+    /// aborts timed-out ones, and forgets TaskManagers that stopped heartbeating.
+    pub async fn run_timers(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(Duration::from_millis(50));
+        let mut last_expiry = Instant::now();
+        loop {
+            tick.tick().await;
+            self.tick_checkpoints();
+            if last_expiry.elapsed() >= self.config.heartbeat_interval {
+                last_expiry = Instant::now();
+                self.expire_silent();
+            }
+        }
+    }
+}

@@ -1,0 +1,299 @@
+//! A job's runs: scheduled into free slots, ended, failed, and restarted from the latest
+//! checkpoint.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use eddy_common::EddyError;
+use eddy_common::checkpoint::{RestartPoint, Unreadable};
+use eddy_common::event::StopRequest;
+use eddy_common::ids::{ExecutionId, TaskKey};
+use eddy_proto::v1 as pb;
+
+use super::actions::Action;
+use super::{JobManager, State, now_ms};
+use crate::coordinator::CheckpointCoordinator;
+use crate::gateway::Deployment;
+use crate::job::TaskRecord;
+use crate::lifecycle::{JobState, Transition};
+
+/// Ends the current run of a job: frees its slots and, with `stop`, stops its tasks that
+/// may still run. The caller moves the job to its new state.
+pub(super) fn end_run(state: &mut State, job_id: &str, stop: Option<StopRequest>) -> Vec<Action> {
+    let Some(job) = state.jobs.get_mut(job_id) else {
+        return Vec::new();
+    };
+    if job.state() != JobState::Running {
+        return Vec::new();
+    }
+    let execution = job.execution(job_id);
+    if let Some(coordinator) = job.coordinator.take() {
+        job.next_checkpoint = coordinator.next_id();
+        job.history.extend(coordinator.history());
+    }
+    state.resources.release(&std::mem::take(&mut job.slots));
+    let Some(how) = stop else {
+        return Vec::new();
+    };
+    job.taskmanagers()
+        .into_iter()
+        .filter_map(|tm| state.resources.get(&tm))
+        .map(|tm| Action::Stop(tm.gateway.clone(), execution.clone(), how))
+        .collect()
+}
+
+impl JobManager {
+    /// Starts every queued job that fits into the free slots, in submission order.
+    pub(super) fn schedule(self: &Arc<Self>) {
+        let mut actions = Vec::new();
+        {
+            let mut guard = self.lock();
+            let state = &mut *guard;
+            for job_id in state.order.clone() {
+                let job = state.jobs.get_mut(&job_id).expect("ordered job exists");
+                if job.state() != JobState::Created {
+                    continue;
+                }
+                let slots = match state.resources.allocate(job.graph.slots_needed()) {
+                    Ok(slots) => slots,
+                    Err(shortage) => {
+                        job.reason = shortage.to_string();
+                        continue;
+                    }
+                };
+                let deploys = deployments(state, &job_id, &slots);
+                let job = state.jobs.get_mut(&job_id).expect("job exists");
+                job.slots = slots;
+                job.transition(&job_id, Transition::Scheduled);
+                job.reason = String::new();
+                job.started_at_ms = now_ms();
+                let record = self.persisted(&job_id, job).map(|action| match action {
+                    Action::Persist(record) => record,
+                    _ => unreachable!("persisted makes a Persist action"),
+                });
+                tracing::info!(job = %job_id, attempt = job.attempt, slots = job.slots.len(), restored_from = job.restore_from, "job deployed");
+                actions.push(Action::Start {
+                    execution: job.execution(&job_id),
+                    record,
+                    deploys,
+                });
+            }
+        }
+        self.send(actions);
+    }
+
+    /// A run of a job failed: restart it from its latest checkpoint, or fail it for good.
+    pub(super) fn fail(self: &Arc<Self>, job_id: &str, reason: String) {
+        let actions = {
+            let mut state = self.lock();
+            let Some(job) = state.jobs.get(job_id) else {
+                return;
+            };
+            let strategy = job.graph.config.restart.clone();
+            let restart =
+                job.storage.is_some() && strategy.enabled && job.restarts < strategy.max_attempts;
+            if !job.state().allows(Transition::Failed { restart }) {
+                return;
+            }
+            let mut actions = end_run(&mut state, job_id, Some(StopRequest::Cancel));
+            let job = state.jobs.get_mut(job_id).expect("job exists");
+            job.transition(job_id, Transition::Failed { restart });
+            if restart {
+                job.restarts += 1;
+                let backoff = strategy.backoff(job.restarts);
+                job.reason = format!("{reason}; restart {} in {backoff:?}", job.restarts);
+                tracing::warn!(job = %job_id, %reason, restart = job.restarts, "job failed, restarting");
+                actions.push(Action::Restart(job.execution(job_id), backoff));
+            } else {
+                job.reason = reason.clone();
+                tracing::warn!(job = %job_id, %reason, "job failed");
+            }
+            actions.extend(self.persisted(job_id, job));
+            actions
+        };
+        self.send(actions);
+        self.schedule();
+    }
+
+    /// Fails a restarting job without a further restart (`execution`: the run that ended).
+    fn fail_for_good(self: &Arc<Self>, execution: &ExecutionId, reason: String) {
+        let actions = {
+            let mut state = self.lock();
+            let Some(job) = state.jobs.get_mut(&execution.job) else {
+                return;
+            };
+            if job.attempt != execution.attempt
+                || !job.transition(&execution.job, Transition::Unrestorable)
+            {
+                return;
+            }
+            tracing::error!(job = %execution.job, %reason, "job failed; it cannot restart");
+            job.reason = reason;
+            self.persisted(&execution.job, job)
+        };
+        self.send(actions.into_iter().collect());
+    }
+
+    /// A failure reported for a run: applies only to the job's current run.
+    pub(super) fn execution_failed(self: &Arc<Self>, execution: &ExecutionId, reason: String) {
+        let current = self.lock().jobs.get(&execution.job).map(|j| j.attempt);
+        if current == Some(execution.attempt) {
+            self.fail(&execution.job, reason);
+        }
+    }
+
+    /// Restarts the failed run `execution` after `backoff`, from the newest checkpoint.
+    pub(super) async fn restart(self: Arc<Self>, execution: ExecutionId, backoff: Duration) {
+        // While waiting, find TaskManagers that are gone, so that the restart is not placed
+        // on one of them (and lost) before its heartbeats time out.
+        let ((), gone) = tokio::join!(
+            tokio::time::sleep(backoff),
+            self.refusing_taskmanagers(backoff)
+        );
+        self.lose_taskmanagers(gone, "its port refuses connections");
+        let (storage, unreadable) = {
+            let state = self.lock();
+            match state.jobs.get(&execution.job) {
+                Some(job)
+                    if job.state() == JobState::Restarting && job.attempt == execution.attempt =>
+                {
+                    let storage = job.storage.as_ref().map(|(_, s)| s.clone());
+                    let unreadable = match job.graph.commits_at_checkpoints() {
+                        true => Unreadable::Fail,
+                        false => Unreadable::FallBack,
+                    };
+                    (storage, unreadable)
+                }
+                _ => return,
+            }
+        };
+        // Metadata being written now is waited for, so that it counts.
+        drop(self.commits.write().await);
+        let point = match &storage {
+            Some(storage) => storage.restart_point(unreadable).await,
+            None => Ok(RestartPoint {
+                checkpoint: None,
+                newest_id: 0,
+            }),
+        };
+        let point = match point {
+            Ok(point) => point,
+            Err(error @ EddyError::UnrestorableCheckpoint { .. }) => {
+                self.fail_for_good(&execution, error.to_string());
+                return;
+            }
+            Err(error) => {
+                // Restarting from an older state would replay what sinks committed: try
+                // again later.
+                tracing::warn!(job = %execution.job, %error, "cannot list checkpoints; retrying the restart");
+                let retry = backoff.max(Duration::from_secs(1));
+                self.send(vec![Action::Restart(execution, retry)]);
+                return;
+            }
+        };
+        self.restart_from(&execution, point);
+        self.schedule();
+    }
+
+    /// Moves a restarting job to its next attempt, restoring `point`.
+    fn restart_from(&self, execution: &ExecutionId, point: RestartPoint) {
+        let mut state = self.lock();
+        let Some(job) = state.jobs.get_mut(&execution.job) else {
+            return;
+        };
+        if job.attempt != execution.attempt
+            || !job.transition(&execution.job, Transition::RestartDue)
+        {
+            return;
+        }
+        job.attempt += 1;
+        job.restore_from = point.checkpoint.map_or(0, |m| m.checkpoint);
+        // Checkpoint ids only grow, also across JobManager restarts (which do not keep the
+        // counter): the newest checkpoint is always the latest, and no id an earlier
+        // attempt used (even for a checkpoint that never completed) is taken again.
+        job.next_checkpoint = job
+            .next_checkpoint
+            .max(job.restore_from + 1)
+            .max(point.newest_id + 1);
+        job.reason = format!("restarting from checkpoint {}", job.restore_from);
+        tracing::info!(job = %execution.job, attempt = job.attempt, checkpoint = job.restore_from, "restarting");
+    }
+}
+
+/// The deployments of a job's next run into `slots` (slot `k` runs subtask `k` of every
+/// vertex), with its task records and checkpoint coordinator set up.
+fn deployments(state: &mut State, job_id: &str, slots: &[String]) -> Vec<Action> {
+    let job = state.jobs.get_mut(job_id).expect("job exists");
+    let execution = job.execution(job_id);
+    let mut locations = Vec::new();
+    let mut per_tm: BTreeMap<String, Vec<pb::TaskId>> = BTreeMap::new();
+    job.tasks.clear();
+    for vertex in &job.graph.vertices {
+        for (subtask, tm) in slots.iter().take(vertex.parallelism).enumerate() {
+            let task = pb::TaskId {
+                execution_id: execution.to_string(),
+                vertex: vertex.id as u32,
+                subtask: subtask as u32,
+            };
+            let address = state.resources.get(tm).map(|t| t.address.clone());
+            locations.push(pb::TaskLocation {
+                task: Some(task.clone()),
+                address: address.unwrap_or_default(),
+            });
+            per_tm.entry(tm.clone()).or_default().push(task);
+            let record = TaskRecord {
+                taskmanager: tm.clone(),
+                state: pb::TaskState::Scheduled,
+                records_in: 0,
+                records_out: 0,
+                input_ended: false,
+            };
+            job.tasks.insert(TaskKey::new(vertex.id, subtask), record);
+        }
+    }
+    let vertex_parallelism: Vec<usize> = job.graph.vertices.iter().map(|v| v.parallelism).collect();
+    job.coordinator = CheckpointCoordinator::new(
+        &job.graph.config.checkpoints,
+        job.tasks.keys().copied().collect(),
+        vertex_parallelism.clone(),
+        job.next_checkpoint,
+    );
+    let (checkpoint_root, checkpoint_job) = match &job.storage {
+        Some((root, _)) => (root.clone(), job_id.to_string()),
+        None => (String::new(), String::new()),
+    };
+    let template = pb::DeployTasksRequest {
+        execution_id: execution.to_string(),
+        sql: job.sql.clone(),
+        options: job.options.clone(),
+        vertex_parallelism: vertex_parallelism.iter().map(|p| *p as u32).collect(),
+        tasks: Vec::new(),
+        locations,
+        checkpoint_root,
+        checkpoint_job,
+        restore_checkpoint: job.restore_from,
+        restore_path: match job.restore_from {
+            0 => job.restore_path.clone().unwrap_or_default(),
+            _ => String::new(),
+        },
+    };
+    per_tm
+        .into_iter()
+        .filter_map(|(tm, tasks)| {
+            let gateway = state.resources.get(&tm)?.gateway.clone();
+            let request = pb::DeployTasksRequest {
+                tasks,
+                ..template.clone()
+            };
+            Some(Action::Deploy {
+                taskmanager: tm,
+                gateway,
+                deployment: Box::new(Deployment {
+                    request,
+                    graph: job.graph.clone(),
+                }),
+            })
+        })
+        .collect()
+}

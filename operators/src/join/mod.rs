@@ -1,0 +1,614 @@
+//! Regular (unbounded) inner equi-join of two changelog streams, as Flink's streaming join.
+//!
+//! Both inputs arrive hash-partitioned by the join key. Each side keeps every row it has
+//! seen (minus those retracted) by key. A row from one side is joined with the other
+//! side's rows of its key, the pairs are filtered by the join's remaining condition, and
+//! each pair is emitted with the row's change: an insert adds joined rows, a retraction
+//! (`-U`, `-D`) takes back the joined rows its insert produced. The output is
+//! append-only when both inputs are.
+//!
+//! Snapshots can be incremental: a snapshot of changes holds, per side, the rows removed
+//! and the rows added since the completed snapshot it extends.
+
+mod side;
+
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray, UInt32Array};
+use arrow::buffer::NullBuffer;
+use arrow::compute::take_record_batch;
+use arrow::datatypes::{DataType, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use arrow::row::{RowConverter, SortField};
+use datafusion_physical_expr::PhysicalExpr;
+
+use self::side::JoinSide;
+use crate::partition::{KeyScope, key_groups};
+use crate::{Operator, evaluate};
+use eddy_common::chunk::{Chunk, Op};
+use eddy_common::state::{Epochs, OperatorState, SnapshotRequest, StateReader, StateWriter};
+use eddy_common::{EddyError, Result};
+
+/// The join's snapshot format: 1 held each side's keys and rows; 2 puts the rows removed
+/// before them (a snapshot of changes since an earlier one).
+const SNAPSHOT_VERSION: u64 = 2;
+
+/// What a join is, as planned.
+#[derive(Debug, Clone)]
+pub struct JoinSpec {
+    /// The key expressions over the left input's rows.
+    pub left_keys: Vec<Arc<dyn PhysicalExpr>>,
+    /// The key expressions over the right input's rows, pairwise equal to the left's.
+    pub right_keys: Vec<Arc<dyn PhysicalExpr>>,
+    /// The keys' types (the same on both sides).
+    pub key_types: Vec<DataType>,
+    /// The left input's rows.
+    pub left_schema: SchemaRef,
+    /// The right input's rows.
+    pub right_schema: SchemaRef,
+    /// The rest of the join condition, over the joined rows.
+    pub filter: Option<Arc<dyn PhysicalExpr>>,
+    /// NULL keys match each other (`IS NOT DISTINCT FROM`); otherwise they match nothing.
+    pub nulls_equal: bool,
+    /// The joined rows: the left input's columns, then the right's.
+    pub schema: SchemaRef,
+}
+
+/// A streaming inner join of one subtask; input 0 is the left side, input 1 the right.
+#[derive(Debug)]
+pub struct StreamingJoin {
+    sides: [JoinSide; 2],
+    epochs: Epochs,
+    /// Bytes per held row in the latest snapshot that held any.
+    snapshot_bytes_per_row: f64,
+    key_codec: RowConverter,
+    filter: Option<Arc<dyn PhysicalExpr>>,
+    nulls_equal: bool,
+    schema: SchemaRef,
+    max_parallelism: usize,
+}
+
+impl StreamingJoin {
+    /// A join as `spec` says, its key state split into `max_parallelism` key groups.
+    pub fn new(spec: &JoinSpec, max_parallelism: usize) -> Result<Self> {
+        let key_codec = RowConverter::new(
+            spec.key_types
+                .iter()
+                .map(|t| SortField::new(t.clone()))
+                .collect(),
+        )?;
+        Ok(StreamingJoin {
+            sides: [
+                JoinSide::new(spec.left_keys.clone(), &spec.left_schema)?,
+                JoinSide::new(spec.right_keys.clone(), &spec.right_schema)?,
+            ],
+            epochs: Epochs::default(),
+            snapshot_bytes_per_row: 0.0,
+            key_codec,
+            filter: spec.filter.clone(),
+            nulls_equal: spec.nulls_equal,
+            schema: spec.schema.clone(),
+            max_parallelism,
+        })
+    }
+
+    /// Rows held on each side.
+    #[cfg(test)]
+    fn state_rows(&self) -> (usize, usize) {
+        (self.sides[0].len(), self.sides[1].len())
+    }
+
+    /// Joins `chunk`, from input `input`, with the other side's rows; then adds its rows
+    /// to (or retracts them from) its own side.
+    fn join(&mut self, input: usize, chunk: Chunk, out: &mut Vec<Chunk>) -> Result<()> {
+        let [left, right] = &mut self.sides;
+        let (this, other) = match input {
+            0 => (left, &*right),
+            1 => (right, &*left),
+            _ => {
+                return Err(EddyError::Runtime(format!(
+                    "a join has two inputs, but rows came from input {input}"
+                )));
+            }
+        };
+        let key_arrays = this
+            .keys
+            .iter()
+            .map(|k| evaluate(k, chunk.rows()))
+            .collect::<Result<Vec<_>>>()?;
+        // Rows with a NULL key match nothing (unless NULLs are equal here) and are not kept.
+        let valid = match self.nulls_equal {
+            true => None,
+            false => key_arrays.iter().fold(None, |acc, k| {
+                NullBuffer::union(acc.as_ref(), k.logical_nulls().as_ref())
+            }),
+        };
+        let is_valid = |i: usize| valid.as_ref().is_none_or(|v| v.is_valid(i));
+        let keys = self.key_codec.convert_columns(&key_arrays)?;
+        let rows = this.codec.convert_columns(chunk.rows().columns())?;
+
+        let parser = other.codec.parser();
+        let mut these: Vec<u32> = Vec::new();
+        let mut others = Vec::new();
+        let mut ops: Vec<Op> = Vec::new();
+        for i in (0..chunk.num_rows()).filter(|i| is_valid(*i)) {
+            let op = chunk.op(i);
+            for row in other.matches(keys.row(i).data()) {
+                these.push(i as u32);
+                others.push(parser.parse(row));
+                ops.push(op);
+            }
+        }
+        if !these.is_empty() {
+            let indices = UInt32Array::from(these);
+            let this_columns = take_record_batch(chunk.rows(), &indices)?
+                .columns()
+                .to_vec();
+            let other_columns = other.codec.convert_rows(others)?;
+            let columns = match input {
+                0 => [this_columns, other_columns].concat(),
+                _ => [other_columns, this_columns].concat(),
+            };
+            let joined = Chunk::from_ops(RecordBatch::try_new(self.schema.clone(), columns)?, ops);
+            let joined = match &self.filter {
+                None => joined,
+                Some(filter) => {
+                    let keep = evaluate(filter, joined.rows())?;
+                    joined.filter(keep.as_boolean())?
+                }
+            };
+            if !joined.is_empty() {
+                out.push(joined);
+            }
+        }
+
+        let epoch = self.epochs.current();
+        for i in (0..chunk.num_rows()).filter(|i| is_valid(*i)) {
+            let (key, row) = (keys.row(i), rows.row(i));
+            match chunk.op(i).is_accumulate() {
+                true => this.insert(key.data(), row.data(), epoch),
+                false => {
+                    // A retraction of a row this side never held takes nothing back.
+                    this.retract(key.data(), row.data(), epoch);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The key groups of `keys`.
+    fn key_groups_of(&self, keys: &[(u32, &[u8])]) -> Result<Vec<usize>> {
+        let parser = self.key_codec.parser();
+        let keys: Vec<_> = keys.iter().map(|(_, key)| parser.parse(key)).collect();
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let columns = self.key_codec.convert_rows(keys)?;
+        key_groups(&columns, self.max_parallelism)
+    }
+}
+
+impl Operator for StreamingJoin {
+    fn process(&mut self, chunk: Chunk, out: &mut Vec<Chunk>) -> Result<()> {
+        self.join(0, chunk, out)
+    }
+
+    fn process_input(&mut self, input: usize, chunk: Chunk, out: &mut Vec<Chunk>) -> Result<()> {
+        self.join(input, chunk, out)
+    }
+
+    fn snapshot(&mut self, request: &SnapshotRequest) -> Result<OperatorState> {
+        let scope = self.epochs.close(request);
+        let mut out = StateWriter::new();
+        out.u64(SNAPSHOT_VERSION).compact();
+        for side in &mut self.sides {
+            if let Some(settled) = scope.settled {
+                side.forget_removals_through(settled);
+            }
+        }
+        let mut rows = 0;
+        for side in &self.sides {
+            let keys: Vec<(u32, &[u8])> = side.keys(scope.changes_after).collect();
+            let groups = self.key_groups_of(&keys)?;
+            side.save_removals(scope.changes_after, &mut out);
+            out.u64(keys.len() as u64);
+            for ((slot, _), key_group) in keys.iter().zip(groups) {
+                rows += side.save(*slot, key_group, scope.changes_after, &mut out);
+            }
+        }
+        let bytes = out.finish();
+        if rows > 0 {
+            self.snapshot_bytes_per_row = bytes.len() as f64 / rows as f64;
+        }
+        Ok(scope.state(bytes))
+    }
+
+    fn full_snapshot_estimate(&self) -> u64 {
+        let rows: usize = self.sides.iter().map(JoinSide::len).sum();
+        (rows as f64 * self.snapshot_bytes_per_row) as u64
+    }
+
+    fn restore(&mut self, snapshots: &[&[u8]], scope: &KeyScope) -> Result<()> {
+        // Restored rows belong to the snapshot restored from (see `restored_from`).
+        let epoch = 0;
+        for snapshot in snapshots {
+            let mut input = StateReader::new(snapshot, "a join");
+            let version = input.u64()?;
+            if !(1..=SNAPSHOT_VERSION).contains(&version) {
+                return Err(EddyError::Runtime(format!(
+                    "snapshot of a join has format version {version}; this Eddy reads \
+                     versions 1 and {SNAPSHOT_VERSION}"
+                )));
+            }
+            input.compact();
+            for side in &mut self.sides {
+                if version >= 2 {
+                    side.load_removals(&mut input)?;
+                }
+                for _ in 0..input.count(3)? {
+                    side.load(&mut input, epoch, |key_group| scope.owns(key_group))?;
+                }
+            }
+            if !input.is_empty() {
+                return Err(EddyError::Runtime(
+                    "corrupt snapshot of a join: bytes left after both sides".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn restored_from(&mut self, checkpoint: u64) {
+        self.epochs.restored(checkpoint);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{ArrayRef, Int64Array, StringArray};
+    use arrow::datatypes::{Field, Schema};
+    use datafusion_expr::Operator as BinaryOp;
+    use datafusion_physical_expr::expressions::{BinaryExpr, Column, col};
+    use eddy_common::state::StateKind;
+
+    fn schema(names: &[(&str, DataType)]) -> SchemaRef {
+        Arc::new(Schema::new(
+            names
+                .iter()
+                .map(|(n, t)| Field::new(*n, t.clone(), true))
+                .collect::<Vec<_>>(),
+        ))
+    }
+
+    /// bids(auction, price) JOIN auctions(id, name) ON auction = id [AND price > 10].
+    fn join(filter: bool, nulls_equal: bool) -> StreamingJoin {
+        let bids = schema(&[("auction", DataType::Int64), ("price", DataType::Int64)]);
+        let auctions = schema(&[("id", DataType::Int64), ("name", DataType::Utf8)]);
+        let joined = schema(&[
+            ("auction", DataType::Int64),
+            ("price", DataType::Int64),
+            ("id", DataType::Int64),
+            ("name", DataType::Utf8),
+        ]);
+        let filter: Option<Arc<dyn PhysicalExpr>> = filter.then(|| {
+            let literal = datafusion_physical_expr::expressions::lit(10i64);
+            Arc::new(BinaryExpr::new(
+                col("price", &joined).unwrap(),
+                BinaryOp::Gt,
+                literal,
+            )) as Arc<dyn PhysicalExpr>
+        });
+        let spec = JoinSpec {
+            left_keys: vec![Arc::new(Column::new("auction", 0))],
+            right_keys: vec![Arc::new(Column::new("id", 0))],
+            key_types: vec![DataType::Int64],
+            left_schema: bids,
+            right_schema: auctions,
+            filter,
+            nulls_equal,
+            schema: joined,
+        };
+        StreamingJoin::new(&spec, 128).unwrap()
+    }
+
+    fn chunk(names: &[(&str, DataType)], columns: Vec<ArrayRef>, ops: &[Op]) -> Chunk {
+        let batch = RecordBatch::try_new(schema(names), columns).unwrap();
+        Chunk::from_ops(batch, ops.to_vec())
+    }
+
+    fn bids(rows: &[(Option<i64>, i64)], ops: &[Op]) -> Chunk {
+        let auction = Int64Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>());
+        let price = Int64Array::from_iter_values(rows.iter().map(|r| r.1));
+        let names = [("auction", DataType::Int64), ("price", DataType::Int64)];
+        chunk(&names, vec![Arc::new(auction), Arc::new(price)], ops)
+    }
+
+    fn auctions(rows: &[(i64, &str)], ops: &[Op]) -> Chunk {
+        let id = Int64Array::from_iter_values(rows.iter().map(|r| r.0));
+        let name = StringArray::from_iter_values(rows.iter().map(|r| r.1));
+        let names = [("id", DataType::Int64), ("name", DataType::Utf8)];
+        chunk(&names, vec![Arc::new(id), Arc::new(name)], ops)
+    }
+
+    /// Every output row as `op auction price id name`.
+    fn lines(out: &[Chunk]) -> Vec<String> {
+        let mut lines = Vec::new();
+        for chunk in out {
+            let rows = chunk.rows();
+            let int = |c: usize, i: usize| {
+                rows.column(c)
+                    .as_primitive::<arrow::datatypes::Int64Type>()
+                    .value(i)
+            };
+            for i in 0..chunk.num_rows() {
+                lines.push(format!(
+                    "{} {} {} {} {}",
+                    chunk.op(i).short_name(),
+                    int(0, i),
+                    int(1, i),
+                    int(2, i),
+                    rows.column(3).as_string::<i32>().value(i)
+                ));
+            }
+        }
+        lines
+    }
+
+    fn run(join: &mut StreamingJoin, input: usize, chunk: Chunk) -> Vec<String> {
+        let mut out = Vec::new();
+        join.process_input(input, chunk, &mut out).unwrap();
+        lines(&out)
+    }
+
+    use Op::{Delete, Insert, UpdateAfter, UpdateBefore};
+
+    #[test]
+    fn rows_meet_whichever_side_comes_first() {
+        let mut j = join(false, false);
+        assert!(run(&mut j, 0, bids(&[(Some(1), 5), (Some(2), 7)], &[Insert; 2])).is_empty());
+        assert_eq!(
+            run(&mut j, 1, auctions(&[(1, "a"), (3, "c")], &[Insert; 2])),
+            ["+I 1 5 1 a"]
+        );
+        assert_eq!(
+            run(
+                &mut j,
+                0,
+                bids(&[(Some(1), 6), (Some(3), 8), (Some(4), 9)], &[Insert; 3])
+            ),
+            ["+I 1 6 1 a", "+I 3 8 3 c"]
+        );
+        assert_eq!(j.state_rows(), (5, 2));
+    }
+
+    #[test]
+    fn retractions_take_back_what_their_rows_joined() {
+        let mut j = join(false, false);
+        run(
+            &mut j,
+            0,
+            bids(&[(Some(1), 5), (Some(1), 5), (Some(1), 6)], &[Insert; 3]),
+        );
+        assert_eq!(
+            run(&mut j, 1, auctions(&[(1, "a")], &[Insert])),
+            ["+I 1 5 1 a", "+I 1 5 1 a", "+I 1 6 1 a"]
+        );
+        // The auction is renamed: every joined row is updated.
+        assert_eq!(
+            run(
+                &mut j,
+                1,
+                auctions(&[(1, "a"), (1, "b")], &[UpdateBefore, UpdateAfter])
+            ),
+            [
+                "-U 1 5 1 a",
+                "-U 1 5 1 a",
+                "-U 1 6 1 a",
+                "+U 1 5 1 b",
+                "+U 1 5 1 b",
+                "+U 1 6 1 b"
+            ]
+        );
+        // One of the two equal bids is deleted: one copy goes.
+        assert_eq!(
+            run(&mut j, 0, bids(&[(Some(1), 5)], &[Delete])),
+            ["-D 1 5 1 b"]
+        );
+        assert_eq!(j.state_rows(), (2, 1));
+        // A retraction of a row never held emits nothing and keeps nothing.
+        assert!(run(&mut j, 1, auctions(&[(7, "x")], &[Delete])).is_empty());
+        assert_eq!(j.state_rows(), (2, 1));
+    }
+
+    #[test]
+    fn the_rest_of_the_condition_filters_pairs() {
+        let mut j = join(true, false);
+        run(&mut j, 1, auctions(&[(1, "a")], &[Insert]));
+        assert_eq!(
+            run(
+                &mut j,
+                0,
+                bids(&[(Some(1), 5), (Some(1), 50)], &[Insert; 2])
+            ),
+            ["+I 1 50 1 a"]
+        );
+    }
+
+    #[test]
+    fn null_keys_match_only_when_nulls_are_equal() {
+        let mut j = join(false, false);
+        run(&mut j, 0, bids(&[(None, 5)], &[Insert]));
+        assert_eq!(
+            j.state_rows(),
+            (0, 0),
+            "a NULL key can never match: not kept"
+        );
+        let mut j = join(false, true);
+        run(&mut j, 0, bids(&[(None, 5)], &[Insert]));
+        assert_eq!(j.state_rows(), (1, 0));
+    }
+
+    #[test]
+    fn snapshots_restore_only_the_owned_key_groups() {
+        let mut j = join(false, false);
+        let many: Vec<(Option<i64>, i64)> = (0..200).map(|i| (Some(i), i * 10)).collect();
+        run(&mut j, 0, bids(&many, &vec![Insert; many.len()]));
+        run(&mut j, 1, auctions(&[(3, "c"), (150, "x")], &[Insert; 2]));
+        let snapshot = j.snapshot(&SnapshotRequest::full(1)).unwrap().bytes;
+
+        let mut whole = join(false, false);
+        let scope = |subtask| KeyScope {
+            subtask,
+            parallelism: 2,
+            max_parallelism: 128,
+        };
+        let everything = KeyScope::everything();
+        whole.restore(&[&snapshot], &everything).unwrap();
+        assert_eq!(whole.state_rows(), (200, 2));
+        assert_eq!(
+            run(&mut whole, 0, bids(&[(Some(3), 1)], &[Insert])),
+            ["+I 3 1 3 c"]
+        );
+
+        let (mut a, mut b) = (join(false, false), join(false, false));
+        a.restore(&[&snapshot], &scope(0)).unwrap();
+        b.restore(&[&snapshot], &scope(1)).unwrap();
+        let (a_rows, b_rows) = (a.state_rows(), b.state_rows());
+        assert_eq!(a_rows.0 + b_rows.0, 200);
+        assert_eq!(a_rows.1 + b_rows.1, 2);
+        assert!(
+            a_rows.0 > 50 && b_rows.0 > 50,
+            "split: {a_rows:?} {b_rows:?}"
+        );
+
+        let mut truncated = join(false, false);
+        let error = truncated
+            .restore(&[&snapshot[..snapshot.len() - 2]], &everything)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("corrupt snapshot of a join"), "{error}");
+    }
+
+    /// A side's keys, each with its rows (all row-encoded), sorted.
+    type Held = Vec<(Vec<u8>, Vec<Vec<u8>>)>;
+
+    /// Each side's rows by key: the state, whatever the slots.
+    fn held(j: &StreamingJoin) -> Vec<Held> {
+        j.sides
+            .iter()
+            .map(|side| {
+                let mut keys: Vec<_> = side
+                    .keys(None)
+                    .map(|(_, key)| {
+                        (
+                            key.to_vec(),
+                            side.matches(key).map(<[u8]>::to_vec).collect(),
+                        )
+                    })
+                    .collect();
+                keys.sort();
+                keys
+            })
+            .collect()
+    }
+
+    #[test]
+    fn snapshots_of_changes_restore_on_top_of_the_full_one() {
+        let everything = KeyScope::everything();
+        let request = |checkpoint, completed, changes| SnapshotRequest {
+            checkpoint,
+            completed,
+            changes,
+        };
+        let mut j = join(false, false);
+        let first: Vec<(Option<i64>, i64)> = (0..100).map(|i| (Some(i % 20), i)).collect();
+        run(&mut j, 0, bids(&first, &vec![Insert; first.len()]));
+        run(&mut j, 1, auctions(&[(3, "c"), (4, "d")], &[Insert; 2]));
+        let full = j.snapshot(&request(1, None, true)).unwrap();
+        assert_eq!(full.kind, StateKind::Full, "nothing completed to extend");
+
+        // After checkpoint 1: a bid held since before it and one added after it are
+        // deleted, an equal copy of an old bid is added, an auction is replaced.
+        run(
+            &mut j,
+            0,
+            bids(&[(Some(7), 1000), (Some(3), 23)], &[Insert; 2]),
+        );
+        run(
+            &mut j,
+            0,
+            bids(&[(Some(5), 5), (Some(7), 1000)], &[Delete; 2]),
+        );
+        run(
+            &mut j,
+            1,
+            auctions(&[(3, "c"), (3, "c2")], &[Delete, Insert]),
+        );
+        let second = j.snapshot(&request(2, Some(1), true)).unwrap();
+        assert_eq!(second.kind, StateKind::Changes);
+        assert!(
+            second.bytes.len() * 5 < full.bytes.len(),
+            "{} bytes of changes, {} in all",
+            second.bytes.len(),
+            full.bytes.len()
+        );
+        let at_2 = held(&j);
+
+        // Checkpoint 2 never completes: 3 extends 1 again, with everything since.
+        run(
+            &mut j,
+            0,
+            bids(&[(Some(3), 23), (Some(19), 77)], &[Delete, Insert]),
+        );
+        let third = j.snapshot(&request(3, Some(1), true)).unwrap();
+        assert_eq!(third.kind, StateKind::Changes);
+        let at_3 = held(&j);
+
+        for (chain, expected) in [(vec![&full, &second], &at_2), (vec![&full, &third], &at_3)] {
+            let mut restored = join(false, false);
+            let pieces: Vec<&[u8]> = chain.iter().map(|s| s.bytes.as_ref()).collect();
+            restored.restore(&pieces, &everything).unwrap();
+            assert_eq!(&held(&restored), expected);
+        }
+        assert_ne!(at_2, at_3);
+    }
+
+    #[test]
+    fn a_restored_state_is_extended_by_the_changes_since_the_restore() {
+        let everything = KeyScope::everything();
+        let mut before = join(false, false);
+        let first: Vec<(Option<i64>, i64)> = (0..100).map(|i| (Some(i % 20), i)).collect();
+        run(&mut before, 0, bids(&first, &vec![Insert; first.len()]));
+        run(&mut before, 1, auctions(&[(3, "c")], &[Insert]));
+        let full = before.snapshot(&SnapshotRequest::full(5)).unwrap();
+
+        let mut j = join(false, false);
+        j.restore(&[full.bytes.as_ref()], &everything).unwrap();
+        j.restored_from(5);
+        // A restored bid and the auction go, a new bid comes.
+        run(
+            &mut j,
+            0,
+            bids(&[(Some(5), 5), (Some(8), 800)], &[Delete, Insert]),
+        );
+        run(&mut j, 1, auctions(&[(3, "c")], &[Delete]));
+        let request = SnapshotRequest {
+            checkpoint: 7,
+            completed: Some(5),
+            changes: true,
+        };
+        let changes = j.snapshot(&request).unwrap();
+        assert_eq!(changes.kind, StateKind::Changes);
+        assert!(
+            changes.bytes.len() * 5 < full.bytes.len(),
+            "only what changed"
+        );
+
+        let mut restored = join(false, false);
+        let chain = [full.bytes.as_ref(), changes.bytes.as_ref()];
+        restored.restore(&chain, &everything).unwrap();
+        assert_eq!(held(&restored), held(&j));
+        assert_ne!(held(&restored), held(&before));
+    }
+}

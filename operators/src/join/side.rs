@@ -1,0 +1,370 @@
+//! The state of one input of a join: for every join key, the rows of that input with the
+//! key (a multiset: a row inserted twice is held twice). Rows are row-encoded back to back
+//! in one arena and chained per key, so holding a row allocates nothing of its own.
+//! Each row carries the epoch it was added in and removed rows are remembered, so a
+//! snapshot can hold only the rows added and removed since an earlier one.
+
+use std::sync::Arc;
+
+use arrow::datatypes::SchemaRef;
+use arrow::row::{RowConverter, SortField};
+use datafusion_physical_expr::PhysicalExpr;
+
+use crate::group_keys::{GroupKeys, Slots};
+use eddy_common::Result;
+use eddy_common::state::{Removals, StateReader, StateWriter};
+
+/// No entry: the end of a chain.
+const NONE: u32 = u32::MAX;
+
+/// One held row: where it is in the arena and the next row of its key.
+#[derive(Debug, Clone, Copy)]
+struct RowEntry {
+    start: usize,
+    len: u32,
+    next: u32,
+}
+
+/// The first and last rows of a key.
+#[derive(Debug, Clone, Copy)]
+struct Chain {
+    head: u32,
+    tail: u32,
+}
+
+const EMPTY: Chain = Chain {
+    head: NONE,
+    tail: NONE,
+};
+
+/// One input of a join: its key expressions, how its rows are encoded, and the rows it
+/// holds by key.
+#[derive(Debug)]
+pub(super) struct JoinSide {
+    /// The join keys, evaluated on this input's rows.
+    pub(super) keys: Vec<Arc<dyn PhysicalExpr>>,
+    /// Encodes this input's rows.
+    pub(super) codec: RowConverter,
+    index: GroupKeys,
+    slots: Slots,
+    /// Each key slot's rows, oldest first.
+    chains: Vec<Chain>,
+    /// The epoch a row was last added to each key slot in.
+    added: Vec<u32>,
+    /// Rows removed since the newest completed snapshot, as (key, row).
+    removals: Removals,
+    entries: Vec<RowEntry>,
+    /// The epoch each entry's row was added in (beside `entries`, which it would pad).
+    entry_epochs: Vec<u32>,
+    free_entries: Vec<u32>,
+    arena: Vec<u8>,
+    /// Bytes of `arena` that belong to no row any more.
+    garbage: usize,
+}
+
+impl JoinSide {
+    /// An empty side for rows of `schema`, keyed by `keys`.
+    pub(super) fn new(keys: Vec<Arc<dyn PhysicalExpr>>, schema: &SchemaRef) -> Result<Self> {
+        let codec = RowConverter::new(
+            schema
+                .fields()
+                .iter()
+                .map(|f| SortField::new(f.data_type().clone()))
+                .collect(),
+        )?;
+        Ok(JoinSide {
+            keys,
+            codec,
+            index: GroupKeys::default(),
+            slots: Slots::default(),
+            chains: Vec::new(),
+            added: Vec::new(),
+            removals: Removals::default(),
+            entries: Vec::new(),
+            entry_epochs: Vec::new(),
+            free_entries: Vec::new(),
+            arena: Vec::new(),
+            garbage: 0,
+        })
+    }
+
+    fn row(&self, entry: RowEntry) -> &[u8] {
+        &self.arena[entry.start..entry.start + entry.len as usize]
+    }
+
+    /// The rows of `slot`'s key, oldest first.
+    fn chain(&self, slot: Option<u32>) -> impl Iterator<Item = &[u8]> {
+        let mut next = slot.map_or(NONE, |s| self.chains[s as usize].head);
+        std::iter::from_fn(move || {
+            let entry = *self.entries.get(next as usize)?;
+            next = entry.next;
+            Some(self.row(entry))
+        })
+    }
+
+    /// The rows held for `key` (row-encoded), oldest first.
+    pub(super) fn matches(&self, key: &[u8]) -> impl Iterator<Item = &[u8]> {
+        self.chain(self.index.find(self.index.hash(key), key))
+    }
+
+    /// Adds one copy of `row` under `key`, in epoch `epoch`.
+    pub(super) fn insert(&mut self, key: &[u8], row: &[u8], epoch: u32) {
+        let hash = self.index.hash(key);
+        let slot = match self.index.find(hash, key) {
+            Some(slot) => slot,
+            None => {
+                let (slot, grown) = self.slots.acquire();
+                if grown {
+                    self.chains.resize(self.slots.len, EMPTY);
+                    self.added.resize(self.slots.len, 0);
+                }
+                self.index.insert(hash, key, slot);
+                slot
+            }
+        };
+        let entry = RowEntry {
+            start: self.arena.len(),
+            len: row.len() as u32,
+            next: NONE,
+        };
+        self.added[slot as usize] = epoch;
+        self.arena.extend_from_slice(row);
+        let id = match self.free_entries.pop() {
+            Some(id) => {
+                self.entries[id as usize] = entry;
+                self.entry_epochs[id as usize] = epoch;
+                id
+            }
+            None => {
+                self.entries.push(entry);
+                self.entry_epochs.push(epoch);
+                (self.entries.len() - 1) as u32
+            }
+        };
+        let chain = &mut self.chains[slot as usize];
+        match chain.tail {
+            NONE => chain.head = id,
+            tail => self.entries[tail as usize].next = id,
+        }
+        chain.tail = id;
+    }
+
+    /// Takes one copy of `row` from `key` (the oldest), in epoch `epoch`; false when it is
+    /// not held (a retraction of a row never seen, which takes nothing back).
+    pub(super) fn retract(&mut self, key: &[u8], row: &[u8], epoch: u32) -> bool {
+        let Some(born) = self.take(key, row) else {
+            return false;
+        };
+        self.removals.push(epoch, born, key, row);
+        true
+    }
+
+    /// Takes one copy of `row` from `key` (the oldest) without remembering the removal;
+    /// returns the epoch the row was added in, or `None` when it is not held.
+    fn take(&mut self, key: &[u8], row: &[u8]) -> Option<u32> {
+        let slot = self.index.find(self.index.hash(key), key)?;
+        let (mut previous, mut current) = (NONE, self.chains[slot as usize].head);
+        while current != NONE && self.row(self.entries[current as usize]) != row {
+            previous = current;
+            current = self.entries[current as usize].next;
+        }
+        if current == NONE {
+            return None;
+        }
+        let (entry, born) = (
+            self.entries[current as usize],
+            self.entry_epochs[current as usize],
+        );
+        let chain = &mut self.chains[slot as usize];
+        match previous {
+            NONE => chain.head = entry.next,
+            previous => self.entries[previous as usize].next = entry.next,
+        }
+        if chain.tail == current {
+            chain.tail = previous;
+        }
+        if chain.head == NONE {
+            *chain = EMPTY;
+            self.index.remove(slot);
+            self.slots.release(slot);
+        }
+        self.free_entries.push(current);
+        self.garbage += entry.len as usize;
+        if self.garbage > 1 << 20 && self.garbage > self.arena.len() / 2 {
+            self.compact();
+        }
+        Some(born)
+    }
+
+    /// Copies the held rows into a new arena, leaving the retracted ones behind.
+    fn compact(&mut self) {
+        let mut arena = Vec::with_capacity(self.arena.len() - self.garbage);
+        for chain in &self.chains {
+            let mut next = chain.head;
+            while next != NONE {
+                let entry = &mut self.entries[next as usize];
+                let start = arena.len();
+                arena.extend_from_slice(&self.arena[entry.start..entry.start + entry.len as usize]);
+                entry.start = start;
+                next = entry.next;
+            }
+        }
+        self.arena = arena;
+        self.garbage = 0;
+    }
+
+    /// Rows held.
+    pub(super) fn len(&self) -> usize {
+        self.entries.len() - self.free_entries.len()
+    }
+
+    /// The slots holding rows, with their keys; with `added_after`, only those that
+    /// were given a row after that epoch.
+    pub(super) fn keys(&self, added_after: Option<u32>) -> impl Iterator<Item = (u32, &[u8])> {
+        (0..self.slots.len as u32)
+            .filter(move |slot| {
+                self.chains[*slot as usize].head != NONE
+                    && added_after.is_none_or(|e| self.added[*slot as usize] > e)
+            })
+            .map(move |slot| (slot, self.index.key(slot)))
+    }
+
+    /// Forgets the removals of `epoch` and earlier (a completed snapshot holds them).
+    pub(super) fn forget_removals_through(&mut self, epoch: u32) {
+        self.removals.forget_through(epoch);
+    }
+
+    /// Writes the rows removed after `epoch` that were added by then (none for a full
+    /// snapshot, `epoch` = `None`).
+    pub(super) fn save_removals(&self, epoch: Option<u32>, out: &mut StateWriter) {
+        self.removals.save(epoch, out);
+    }
+
+    /// Reads the removals written by [`JoinSide::save_removals`] and takes the rows back.
+    pub(super) fn load_removals(&mut self, input: &mut StateReader<'_>) -> Result<()> {
+        // Rows of keys another subtask owns now were never loaded: nothing to take.
+        // The removal is in the snapshot being restored: nothing to remember.
+        Removals::load(input, |key, row| {
+            self.take(key, row);
+        })
+    }
+
+    /// Writes `slot`'s key, its key group and its rows (with `added_after`, those added
+    /// after that epoch); returns the number of rows written.
+    pub(super) fn save(
+        &self,
+        slot: u32,
+        key_group: usize,
+        added_after: Option<u32>,
+        out: &mut StateWriter,
+    ) -> u64 {
+        let mut next = self.chains[slot as usize].head;
+        if let Some(epoch) = added_after {
+            // Rows are chained in the order added: the new ones are the chain's tail.
+            while next != NONE && self.entry_epochs[next as usize] <= epoch {
+                next = self.entries[next as usize].next;
+            }
+        }
+        let first = next;
+        let mut count = 0u64;
+        while next != NONE {
+            count += 1;
+            next = self.entries[next as usize].next;
+        }
+        out.bytes(self.index.key(slot))
+            .u64(key_group as u64)
+            .u64(count);
+        let mut next = first;
+        while next != NONE {
+            let entry = self.entries[next as usize];
+            out.bytes(self.row(entry));
+            next = entry.next;
+        }
+        count
+    }
+
+    /// Reads one key written by [`JoinSide::save`] and adds its rows (in epoch `epoch`)
+    /// when `keep` says its key group is this subtask's.
+    pub(super) fn load(
+        &mut self,
+        input: &mut StateReader<'_>,
+        epoch: u32,
+        keep: impl Fn(usize) -> bool,
+    ) -> Result<()> {
+        let key = input.bytes()?;
+        let key_group = input.u64()? as usize;
+        let keep = keep(key_group);
+        for _ in 0..input.count(1)? {
+            let row = input.bytes()?;
+            if keep {
+                self.insert(key, row, epoch);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    fn side() -> JoinSide {
+        let schema = Arc::new(Schema::new(vec![Field::new("a", DataType::Int64, true)]));
+        JoinSide::new(Vec::new(), &schema).unwrap()
+    }
+
+    #[test]
+    fn rows_are_a_multiset_per_key() {
+        let mut side = side();
+        side.insert(b"k1", b"r1", 1);
+        side.insert(b"k1", b"r1", 1);
+        side.insert(b"k1", b"r2", 1);
+        side.insert(b"k2", b"r3", 1);
+        assert_eq!(side.len(), 4);
+        assert_eq!(
+            side.matches(b"k1").collect::<Vec<_>>(),
+            [b"r1", b"r1", b"r2"]
+        );
+        assert!(side.retract(b"k1", b"r1", 1));
+        assert_eq!(side.matches(b"k1").collect::<Vec<_>>(), [b"r1", b"r2"]);
+        assert!(!side.retract(b"k1", b"r9", 1), "never held");
+        assert!(!side.retract(b"k9", b"r1", 1), "unknown key");
+        assert!(side.retract(b"k2", b"r3", 1));
+        assert_eq!(side.matches(b"k2").count(), 0);
+        assert_eq!(side.keys(None).count(), 1, "an emptied key is freed");
+        assert_eq!(side.len(), 2);
+    }
+
+    #[test]
+    fn removed_rows_are_compacted_away() {
+        let mut side = side();
+        let key = |k: u32| format!("key-{k:06}").into_bytes();
+        let row = |k: u32, i: u32| format!("row-{k:06}-{i}").into_bytes();
+        for k in 0..50_000 {
+            for i in 0..4 {
+                side.insert(&key(k), &row(k, i), 1);
+            }
+        }
+        let full = side.arena.len();
+        for k in 0..50_000 {
+            for i in 1..4 {
+                assert!(side.retract(&key(k), &row(k, i), 1));
+            }
+        }
+        assert!(
+            side.arena.len() < full / 2,
+            "compacted: {} of {full}",
+            side.arena.len()
+        );
+        assert_eq!(side.len(), 50_000);
+        for k in [0, 777, 49_999] {
+            let left: Vec<&[u8]> = side.matches(&key(k)).collect();
+            assert_eq!(left, [row(k, 0).as_slice()]);
+        }
+        // Freed entries are reused, and chains stay in insertion order.
+        side.insert(&key(5), b"later", 1);
+        let rows: Vec<&[u8]> = side.matches(&key(5)).collect();
+        assert_eq!(rows, [row(5, 0).as_slice(), b"later"]);
+    }
+}

@@ -1,0 +1,94 @@
+//! Streaming operators. An operator takes chunks and watermarks from its input and
+//! emits chunks; operators in one task are chained, each feeding the next directly.
+
+pub mod aggregate;
+pub mod calc;
+mod group_keys;
+pub mod join;
+pub mod partition;
+pub mod watermark;
+pub mod window_assign;
+
+use std::sync::Arc;
+
+use arrow::array::ArrayRef;
+use arrow::record_batch::RecordBatch;
+use datafusion_physical_expr::PhysicalExpr;
+
+use crate::partition::KeyScope;
+use datafusion_common::DataFusionError;
+use eddy_common::chunk::Chunk;
+use eddy_common::event::Timestamp;
+use eddy_common::state::{OperatorState, SnapshotRequest};
+use eddy_common::{EddyError, Result};
+
+/// A streaming operator of one subtask.
+pub trait Operator: Send {
+    /// Processes a chunk of changes, appending what it emits to `out`.
+    fn process(&mut self, chunk: Chunk, out: &mut Vec<Chunk>) -> Result<()>;
+
+    /// Processes a chunk that came from input `input` of the task (the index of its
+    /// sending vertex among the task's inputs). Only a task's first operator is told
+    /// where rows came from; an operator with one input ignores it.
+    fn process_input(&mut self, input: usize, chunk: Chunk, out: &mut Vec<Chunk>) -> Result<()> {
+        let _ = input;
+        self.process(chunk, out)
+    }
+
+    /// Event time has advanced to `watermark`: emit what it completes (e.g. windows).
+    /// The watermark itself is forwarded by the caller after `out`.
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
+        let _ = (watermark, out);
+        Ok(())
+    }
+
+    /// The operator's state for a checkpoint (empty for a stateless operator): all of it,
+    /// or, when `request` asks and the operator can, the changes since the snapshot of
+    /// `request.completed`. Called between chunks, when a barrier has been aligned.
+    fn snapshot(&mut self, request: &SnapshotRequest) -> Result<OperatorState> {
+        let _ = request;
+        Ok(OperatorState::full(Vec::new()))
+    }
+
+    /// Roughly the bytes a full snapshot of the state would take now. Asked after the
+    /// operator wrote a snapshot of changes, to judge when the chain of snapshots a
+    /// restore reads has grown past the state itself.
+    fn full_snapshot_estimate(&self) -> u64 {
+        0
+    }
+
+    /// Restores state from the snapshots of every subtask of the previous run (several
+    /// when the parallelism changed), keeping what `scope` owns. Each subtask's snapshots
+    /// come in the order they were taken: a full one, then the changes taken after it.
+    fn restore(&mut self, snapshots: &[&[u8]], scope: &KeyScope) -> Result<()> {
+        let _ = (snapshots, scope);
+        Ok(())
+    }
+
+    /// The state just restored is exactly this subtask's snapshot of `checkpoint` (same
+    /// parallelism, the job's own checkpoint): a later snapshot may hold only the changes
+    /// since it.
+    fn restored_from(&mut self, checkpoint: u64) {
+        let _ = checkpoint;
+    }
+}
+
+/// Evaluates a physical expression over a batch into an array.
+pub fn evaluate(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<ArrayRef> {
+    expr.evaluate(batch)
+        .and_then(|value| value.into_array(batch.num_rows()))
+        .or_eddy()
+}
+
+/// DataFusion's results as the engine's, its error kept whole. (Both error types live in
+/// other crates, so `?` cannot convert one into the other.)
+pub trait OrEddy<T> {
+    /// The result, with a DataFusion error wrapped into [`EddyError::DataFusion`].
+    fn or_eddy(self) -> Result<T>;
+}
+
+impl<T> OrEddy<T> for std::result::Result<T, DataFusionError> {
+    fn or_eddy(self) -> Result<T> {
+        self.map_err(|error| EddyError::DataFusion(Box::new(error)))
+    }
+}

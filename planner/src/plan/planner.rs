@@ -1,0 +1,775 @@
+//! Turns the logical plan of each `INSERT INTO` into vertices of the job graph:
+//! operators chained while the data can stay in one task, exchanges where rows must be
+//! re-partitioned by key, and the changelog kind inferred bottom-up (and `-U` dropped
+//! where an upsert sink's primary key equals the stream's unique key).
+
+use eddy_operators::OrEddy;
+use std::sync::Arc;
+
+use arrow::datatypes::{Field, Schema, SchemaRef};
+use datafusion_common::{Column, DFSchema, DFSchemaRef, NullEquality};
+use datafusion_expr::binary::comparison_coercion;
+use datafusion_expr::execution_props::ExecutionProps;
+use datafusion_expr::expr::AggregateFunction;
+use datafusion_expr::physical_planning_context::PhysicalPlanningContext;
+use datafusion_expr::{Expr, ExprSchemable, JoinType, LogicalPlan};
+use datafusion_physical_expr::{PhysicalExpr, create_physical_expr};
+
+use super::{
+    Changelog, JobGraph, OperatorKind, OperatorSpec, Partitioning, SinkSpec, SourceSpec, Vertex,
+    VertexOutput,
+};
+use crate::sql::catalog::ConnectorSource;
+use crate::sql::nodes::{WINDOW_END, WINDOW_START, WatermarkAssigner, WindowKind, WindowTvf};
+use crate::sql::{CompiledScript, PlannedInsert};
+use eddy_common::{EddyError, Result};
+use eddy_operators::aggregate::{
+    AggregateCall, AggregateKind, OutputColumn, WindowAggregateSpec, WindowColumns,
+};
+use eddy_operators::join::JoinSpec;
+
+/// Plans every `INSERT INTO` of a script into one job graph.
+pub fn plan_job(script: &CompiledScript) -> Result<JobGraph> {
+    let mut planner = Planner {
+        vertices: Vec::new(),
+        parallelism: script.config.parallelism,
+        props: ExecutionProps::new(),
+    };
+    for insert in &script.inserts {
+        planner.plan_insert(insert)?;
+    }
+    let vertices = planner
+        .vertices
+        .into_iter()
+        .map(|v| {
+            Ok(Vertex {
+                id: v.id,
+                parallelism: v.parallelism,
+                source: v.source,
+                inputs: v.inputs,
+                operators: v.operators,
+                output: v
+                    .output
+                    .ok_or_else(|| EddyError::Plan(format!("vertex v{} has no output", v.id)))?,
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(JobGraph {
+        config: script.config.clone(),
+        vertices,
+    })
+}
+
+/// A vertex under construction.
+struct VertexBuilder {
+    id: usize,
+    parallelism: usize,
+    source: Option<SourceSpec>,
+    inputs: Vec<usize>,
+    operators: Vec<OperatorSpec>,
+    output: Option<VertexOutput>,
+}
+
+/// The stream a logical node produces: which vertex its rows leave, their schema and
+/// changelog, and what later nodes need to know about it.
+struct Stream {
+    vertex: usize,
+    schema: DFSchemaRef,
+    changelog: Changelog,
+    /// Columns that identify a row of an updating stream (a group aggregate's keys),
+    /// with the operator that could drop `-U` for an upsert sink.
+    unique_key: Option<(Vec<usize>, (usize, usize))>,
+    /// The window TVF the rows came through, if its columns are still there.
+    window: Option<WindowKind>,
+}
+
+struct Planner {
+    vertices: Vec<VertexBuilder>,
+    parallelism: usize,
+    props: ExecutionProps,
+}
+
+fn unsupported(what: impl Into<String>) -> EddyError {
+    EddyError::Unsupported(what.into())
+}
+
+/// An Arrow schema for operator output: the logical one with every field nullable.
+fn output_schema(schema: &DFSchema) -> SchemaRef {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone().with_nullable(true))
+        .collect();
+    Arc::new(Schema::new(fields))
+}
+
+fn strip_alias(expr: &Expr) -> &Expr {
+    match expr {
+        Expr::Alias(alias) => strip_alias(&alias.expr),
+        other => other,
+    }
+}
+
+impl Planner {
+    fn physical(&self, expr: &Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
+        create_physical_expr(
+            expr,
+            schema,
+            &self.props,
+            &PhysicalPlanningContext::default(),
+        )
+        .or_eddy()
+    }
+
+    fn new_vertex(
+        &mut self,
+        parallelism: usize,
+        source: Option<SourceSpec>,
+        inputs: Vec<usize>,
+    ) -> usize {
+        let id = self.vertices.len();
+        self.vertices.push(VertexBuilder {
+            id,
+            parallelism,
+            source,
+            inputs,
+            operators: Vec::new(),
+            output: None,
+        });
+        id
+    }
+
+    fn push(&mut self, stream: &Stream, op: OperatorSpec) -> usize {
+        let ops = &mut self.vertices[stream.vertex].operators;
+        ops.push(op);
+        ops.len() - 1
+    }
+
+    /// Ends the stream's vertex with an exchange into a new vertex.
+    fn exchange(
+        &mut self,
+        stream: &Stream,
+        partitioning: Partitioning,
+        parallelism: usize,
+    ) -> usize {
+        let target = self.new_vertex(parallelism, None, vec![stream.vertex]);
+        self.vertices[stream.vertex].output = Some(VertexOutput::Exchange {
+            target,
+            partitioning,
+        });
+        target
+    }
+
+    fn plan_insert(&mut self, insert: &PlannedInsert) -> Result<()> {
+        let stream = self.plan(&insert.plan)?;
+        if stream
+            .window
+            .is_some_and(|w| matches!(w, WindowKind::Session { .. }))
+        {
+            return Err(unsupported(
+                "a SESSION window TVF must be aggregated (GROUP BY window_start, window_end, ...)",
+            ));
+        }
+        let sink = &insert.sink;
+        let mut changelog = stream.changelog;
+        if changelog != Changelog::AppendOnly && !sink.connector.accepts_updates() {
+            return Err(EddyError::Sql {
+                location: insert.location,
+                message: format!(
+                    "table '{}' ({} connector) accepts only inserts, but the query produces a {} \
+                     changelog (updates and deletes) from an unbounded GROUP BY; write it to a \
+                     print sink, or aggregate in windows",
+                    sink.name,
+                    sink.connector.name(),
+                    changelog
+                ),
+            });
+        }
+        if changelog == Changelog::Retract && !sink.primary_key.is_empty() {
+            let pk: Option<Vec<usize>> = sink
+                .primary_key
+                .iter()
+                .map(|k| sink.physical_schema.index_of(k).ok())
+                .collect();
+            if let (Some(mut pk), Some((mut key, (vertex, op)))) = (pk, stream.unique_key.clone()) {
+                pk.sort();
+                key.sort();
+                if pk == key
+                    && let OperatorKind::GroupAggregate {
+                        emit_update_before, ..
+                    } = &mut self.vertices[vertex].operators[op].kind
+                {
+                    *emit_update_before = false;
+                    changelog = Changelog::Upsert;
+                    self.vertices[vertex].operators[op].changelog = Changelog::Upsert;
+                    for later in &mut self.vertices[vertex].operators[op + 1..] {
+                        later.changelog = Changelog::Upsert;
+                    }
+                    for v in &mut self.vertices[vertex + 1..] {
+                        for o in &mut v.operators {
+                            if o.changelog == Changelog::Retract {
+                                o.changelog = Changelog::Upsert;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.vertices[stream.vertex].output = Some(VertexOutput::Sink(SinkSpec {
+            table: sink.name.clone(),
+            connector: sink.connector.clone(),
+            schema: sink.physical_schema.clone(),
+            changelog,
+        }));
+        Ok(())
+    }
+
+    fn plan(&mut self, plan: &LogicalPlan) -> Result<Stream> {
+        match plan {
+            LogicalPlan::TableScan(scan) => self.plan_scan(scan),
+            LogicalPlan::Projection(projection) => {
+                let input = self.plan(&projection.input)?;
+                let exprs = projection
+                    .expr
+                    .iter()
+                    .map(|e| self.physical(e, &input.schema))
+                    .collect::<Result<Vec<_>>>()?;
+                let description = format!(
+                    "Calc(select: {})",
+                    projection
+                        .expr
+                        .iter()
+                        .map(|e| e.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                let unique_key = input.unique_key.as_ref().and_then(|(key, op)| {
+                    let mapped: Option<Vec<usize>> = key
+                        .iter()
+                        .map(|k| {
+                            let column = Column::from(input.schema.qualified_field(*k));
+                            projection.expr.iter().position(
+                                |e| matches!(strip_alias(e), Expr::Column(c) if *c == column),
+                            )
+                        })
+                        .collect();
+                    mapped.map(|m| (m, *op))
+                });
+                let keeps_window = [WINDOW_START, WINDOW_END]
+                    .iter()
+                    .all(|name| projection.schema.fields().iter().any(|f| f.name() == name));
+                self.push(
+                    &input,
+                    OperatorSpec {
+                        description,
+                        changelog: input.changelog,
+                        kind: OperatorKind::Project(exprs, output_schema(&projection.schema)),
+                    },
+                );
+                Ok(Stream {
+                    vertex: input.vertex,
+                    schema: projection.schema.clone(),
+                    changelog: input.changelog,
+                    unique_key,
+                    window: input.window.filter(|_| keeps_window),
+                })
+            }
+            LogicalPlan::Filter(filter) => {
+                let input = self.plan(&filter.input)?;
+                let predicate = self.physical(&filter.predicate, &input.schema)?;
+                self.push(
+                    &input,
+                    OperatorSpec {
+                        description: format!("Calc(where: {})", filter.predicate),
+                        changelog: input.changelog,
+                        kind: OperatorKind::Filter(predicate),
+                    },
+                );
+                // A filter on an updating stream can turn an update into a delete, so the
+                // stream no longer qualifies for upsert.
+                Ok(Stream {
+                    unique_key: None,
+                    ..input
+                })
+            }
+            LogicalPlan::SubqueryAlias(alias) => {
+                let input = self.plan(&alias.input)?;
+                Ok(Stream {
+                    schema: alias.schema.clone(),
+                    ..input
+                })
+            }
+            LogicalPlan::Aggregate(aggregate) => self.plan_aggregate(aggregate),
+            LogicalPlan::Union(union) => {
+                let inputs = union
+                    .inputs
+                    .iter()
+                    .map(|i| self.plan(i))
+                    .collect::<Result<Vec<_>>>()?;
+                let target = self.new_vertex(self.parallelism, None, Vec::new());
+                let mut changelog = Changelog::AppendOnly;
+                for input in &inputs {
+                    self.vertices[input.vertex].output = Some(VertexOutput::Exchange {
+                        target,
+                        partitioning: Partitioning::Rebalance,
+                    });
+                    self.vertices[target].inputs.push(input.vertex);
+                    changelog = changelog.max(input.changelog);
+                }
+                Ok(Stream {
+                    vertex: target,
+                    schema: union.schema.clone(),
+                    changelog,
+                    unique_key: None,
+                    window: None,
+                })
+            }
+            LogicalPlan::Extension(extension) => {
+                let node = extension.node.as_any();
+                if let Some(watermark) = node.downcast_ref::<WatermarkAssigner>() {
+                    return self.plan_watermark(watermark);
+                }
+                if let Some(window) = node.downcast_ref::<WindowTvf>() {
+                    return self.plan_window_tvf(window);
+                }
+                Err(unsupported(format!("plan node {}", extension.node.name())))
+            }
+            LogicalPlan::Join(join) => self.plan_join(join),
+            LogicalPlan::Sort(_) => Err(unsupported(
+                "ORDER BY on an unbounded stream (sort within windows or use a sink that orders)",
+            )),
+            LogicalPlan::Limit(_) => Err(unsupported("LIMIT on an unbounded stream")),
+            LogicalPlan::Window(_) => Err(unsupported("OVER windows are not supported yet")),
+            LogicalPlan::EmptyRelation(_) | LogicalPlan::Values(_) => Err(unsupported(
+                "a query without a source table (streams need a table to read)",
+            )),
+            other => Err(unsupported(format!(
+                "{} in a streaming query",
+                other.display()
+            ))),
+        }
+    }
+
+    fn plan_scan(&mut self, scan: &datafusion_expr::TableScan) -> Result<Stream> {
+        let source = scan
+            .source
+            .downcast_ref::<ConnectorSource>()
+            .ok_or_else(|| {
+                EddyError::Plan(format!("'{}' is not a connector table", scan.table_name))
+            })?;
+        if !source.connector.is_source() {
+            return Err(unsupported(format!(
+                "table '{}' uses the '{}' connector, which cannot be read",
+                source.table,
+                source.connector.name()
+            )));
+        }
+        if !scan.filters.is_empty() || scan.fetch.is_some() {
+            return Err(EddyError::Plan(
+                "a table scan got pushed-down filters".into(),
+            ));
+        }
+        let vertex = self.new_vertex(
+            self.parallelism,
+            Some(SourceSpec {
+                table: source.table.clone(),
+                connector: source.connector.clone(),
+                schema: source.schema.clone(),
+                scan_operators: Vec::new(),
+                watermark: None,
+            }),
+            Vec::new(),
+        );
+        let full = DFSchema::try_from_qualified_schema(scan.table_name.clone(), &source.schema)
+            .or_eddy()?;
+        let stream = Stream {
+            vertex,
+            schema: Arc::new(full),
+            changelog: Changelog::AppendOnly,
+            unique_key: None,
+            window: None,
+        };
+        let Some(projection) = &scan.projection else {
+            return Ok(stream);
+        };
+        let exprs = projection
+            .iter()
+            .map(|i| {
+                self.physical(
+                    &Expr::Column(Column::from(stream.schema.qualified_field(*i))),
+                    &stream.schema,
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let names: Vec<String> = projection
+            .iter()
+            .map(|i| source.schema.field(*i).name().clone())
+            .collect();
+        self.push(
+            &stream,
+            OperatorSpec {
+                description: format!("Calc(select: {})", names.join(", ")),
+                changelog: Changelog::AppendOnly,
+                kind: OperatorKind::Project(exprs, output_schema(&scan.projected_schema)),
+            },
+        );
+        Ok(Stream {
+            schema: scan.projected_schema.clone(),
+            ..stream
+        })
+    }
+
+    /// A regular inner equi-join: both inputs are hash-partitioned by the join key into a
+    /// new vertex whose first operator joins them.
+    fn plan_join(&mut self, join: &datafusion_expr::Join) -> Result<Stream> {
+        if join.join_type != JoinType::Inner {
+            return Err(unsupported(format!(
+                "{} joins (inner equi-joins are supported: JOIN ... ON a.key = b.key)",
+                join.join_type
+            )));
+        }
+        if join.on.is_empty() {
+            return Err(unsupported(
+                "a join without an equality between its two sides: a streaming join pairs rows \
+                 by key (JOIN ... ON a.key = b.key); without one it would hold both streams \
+                 whole and pair every row",
+            ));
+        }
+        let left = self.plan(&join.left)?;
+        let right = self.plan(&join.right)?;
+        if [&left, &right]
+            .iter()
+            .any(|s| matches!(s.window, Some(WindowKind::Session { .. })))
+        {
+            return Err(unsupported(
+                "a SESSION window TVF must be aggregated (GROUP BY window_start, window_end, ...) \
+                 before it is joined",
+            ));
+        }
+        let mut left_keys = Vec::new();
+        let mut right_keys = Vec::new();
+        let mut key_types = Vec::new();
+        for (l, r) in &join.on {
+            // Both sides hash a key as the same type, so equal keys meet in one subtask.
+            let (l_type, r_type) = (
+                l.get_type(&left.schema).or_eddy()?,
+                r.get_type(&right.schema).or_eddy()?,
+            );
+            let common = comparison_coercion(&l_type, &r_type).ok_or_else(|| {
+                EddyError::Plan(format!(
+                    "join keys {l} ({l_type}) and {r} ({r_type}) cannot be compared"
+                ))
+            })?;
+            let l = l.clone().cast_to(&common, &left.schema).or_eddy()?;
+            let r = r.clone().cast_to(&common, &right.schema).or_eddy()?;
+            left_keys.push(self.physical(&l, &left.schema)?);
+            right_keys.push(self.physical(&r, &right.schema)?);
+            key_types.push(common);
+        }
+        let filter = join
+            .filter
+            .as_ref()
+            .map(|f| self.physical(f, &join.schema))
+            .transpose()?;
+        let (left_on, right_on): (Vec<String>, Vec<String>) = join
+            .on
+            .iter()
+            .map(|(l, r)| (l.to_string(), r.to_string()))
+            .unzip();
+        let target = self.new_vertex(self.parallelism, None, vec![left.vertex, right.vertex]);
+        for (stream, keys, display) in [
+            (&left, &left_keys, &left_on),
+            (&right, &right_keys, &right_on),
+        ] {
+            self.vertices[stream.vertex].output = Some(VertexOutput::Exchange {
+                target,
+                partitioning: Partitioning::Hash {
+                    keys: keys.clone(),
+                    display: display.join(", "),
+                },
+            });
+        }
+        // A joined row is taken back by a retraction of a row that made it, so an updating
+        // input makes a retract stream (an upsert key would not identify joined rows).
+        let changelog = match (left.changelog, right.changelog) {
+            (Changelog::AppendOnly, Changelog::AppendOnly) => Changelog::AppendOnly,
+            _ => Changelog::Retract,
+        };
+        let on: Vec<String> = join.on.iter().map(|(l, r)| format!("{l} = {r}")).collect();
+        let description = match &join.filter {
+            Some(filter) => format!("Join(inner, on: {}, where: {filter})", on.join(" AND ")),
+            None => format!("Join(inner, on: {})", on.join(" AND ")),
+        };
+        let stream = Stream {
+            vertex: target,
+            schema: join.schema.clone(),
+            changelog,
+            unique_key: None,
+            window: None,
+        };
+        self.push(
+            &stream,
+            OperatorSpec {
+                description,
+                changelog,
+                kind: OperatorKind::Join(JoinSpec {
+                    left_keys,
+                    right_keys,
+                    key_types,
+                    left_schema: output_schema(&left.schema),
+                    right_schema: output_schema(&right.schema),
+                    filter,
+                    nulls_equal: join.null_equality == NullEquality::NullEqualsNull,
+                    schema: output_schema(&join.schema),
+                }),
+            },
+        );
+        Ok(stream)
+    }
+
+    fn plan_watermark(&mut self, node: &WatermarkAssigner) -> Result<Stream> {
+        let input = self.plan(&node.input)?;
+        let expr = self.physical(&node.expr, &input.schema)?;
+        let vertex = &mut self.vertices[input.vertex];
+        let Some(source) = vertex.source.as_mut() else {
+            return Err(EddyError::Plan(
+                "a WATERMARK must sit directly on a table's source".into(),
+            ));
+        };
+        source.scan_operators = std::mem::take(&mut vertex.operators);
+        source.watermark = Some(expr);
+        Ok(input)
+    }
+
+    fn plan_window_tvf(&mut self, node: &WindowTvf) -> Result<Stream> {
+        let input = self.plan(&node.input)?;
+        if input.changelog != Changelog::AppendOnly {
+            return Err(unsupported(
+                "a window TVF over an updating (non append-only) input",
+            ));
+        }
+        let time_column = input.schema.index_of_column(&node.time_column).or_eddy()?;
+        let schema = datafusion_expr::UserDefinedLogicalNodeCore::schema(node).clone();
+        self.push(
+            &input,
+            OperatorSpec {
+                description: format!("WindowTvf({} on {})", node.kind, node.time_column.name),
+                changelog: Changelog::AppendOnly,
+                kind: OperatorKind::WindowAssign {
+                    kind: node.kind,
+                    time_column,
+                    schema: output_schema(&schema),
+                },
+            },
+        );
+        Ok(Stream {
+            vertex: input.vertex,
+            schema,
+            changelog: Changelog::AppendOnly,
+            unique_key: None,
+            window: Some(node.kind),
+        })
+    }
+
+    fn aggregate_calls(
+        &self,
+        aggregate: &datafusion_expr::Aggregate,
+        input: &DFSchema,
+        append_only: bool,
+    ) -> Result<(Vec<AggregateCall>, Vec<String>)> {
+        let group_len = aggregate.group_expr.len();
+        let mut calls = Vec::new();
+        let mut names = Vec::new();
+        for (i, expr) in aggregate.aggr_expr.iter().enumerate() {
+            let Expr::AggregateFunction(AggregateFunction { func, params }) = strip_alias(expr)
+            else {
+                return Err(unsupported(format!("aggregate expression {expr}")));
+            };
+            let kind = AggregateKind::from_name(func.name(), params.distinct).ok_or_else(|| {
+                unsupported(format!(
+                    "aggregate function {}{} (supported: COUNT, COUNT(DISTINCT), SUM, AVG, MIN, MAX)",
+                    func.name().to_uppercase(),
+                    if params.distinct { " with DISTINCT" } else { "" }
+                ))
+            })?;
+            if !params.order_by.is_empty() {
+                return Err(unsupported(format!("ORDER BY inside {}", func.name())));
+            }
+            let [arg] = params.args.as_slice() else {
+                return Err(unsupported(format!(
+                    "{} with {} arguments",
+                    func.name(),
+                    params.args.len()
+                )));
+            };
+            let filter = params
+                .filter
+                .as_ref()
+                .map(|f| self.physical(f, input))
+                .transpose()?;
+            calls.push(AggregateCall {
+                kind,
+                arg: self.physical(arg, input)?,
+                filter,
+                input_type: arg.get_type(input).or_eddy()?,
+                append_only,
+                output_type: aggregate.schema.field(group_len + i).data_type().clone(),
+            });
+            names.push(strip_alias(expr).to_string());
+        }
+        Ok((calls, names))
+    }
+
+    fn plan_aggregate(&mut self, aggregate: &datafusion_expr::Aggregate) -> Result<Stream> {
+        let input = self.plan(&aggregate.input)?;
+        if aggregate
+            .group_expr
+            .iter()
+            .any(|e| matches!(e, Expr::GroupingSet(_)))
+        {
+            return Err(unsupported("GROUPING SETS, CUBE and ROLLUP"));
+        }
+        let window_position = |name: &str| {
+            aggregate
+                .group_expr
+                .iter()
+                .position(|e| matches!(strip_alias(e), Expr::Column(c) if c.name == name))
+        };
+        let window_bounds = match (
+            input.window,
+            window_position(WINDOW_START),
+            window_position(WINDOW_END),
+        ) {
+            (Some(kind), Some(start), Some(end)) => Some((kind, start, end)),
+            (Some(WindowKind::Session { .. }), _, _) => {
+                return Err(unsupported(
+                    "a SESSION window must be grouped by both window_start and window_end",
+                ));
+            }
+            _ => None,
+        };
+        let append_only = input.changelog == Changelog::AppendOnly;
+        let (calls, call_names) = self.aggregate_calls(aggregate, &input.schema, append_only)?;
+        let key_exprs: Vec<&Expr> = aggregate
+            .group_expr
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| window_bounds.is_none_or(|(_, s, e)| *i != s && *i != e))
+            .map(|(_, e)| e)
+            .collect();
+        let keys = key_exprs
+            .iter()
+            .map(|e| self.physical(e, &input.schema))
+            .collect::<Result<Vec<_>>>()?;
+        let key_types = key_exprs
+            .iter()
+            .map(|e| e.get_type(&input.schema))
+            .collect::<Result<Vec<_>, _>>()
+            .or_eddy()?;
+        let key_display = key_exprs
+            .iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let (partitioning, parallelism) = if keys.is_empty() {
+            (Partitioning::Single, 1)
+        } else {
+            (
+                Partitioning::Hash {
+                    keys: keys.clone(),
+                    display: key_display.clone(),
+                },
+                self.parallelism,
+            )
+        };
+        let target = self.exchange(&input, partitioning, parallelism);
+        let schema = output_schema(&aggregate.schema);
+        let stream_at = |vertex| Stream {
+            vertex,
+            schema: aggregate.schema.clone(),
+            changelog: Changelog::AppendOnly,
+            unique_key: None,
+            window: None,
+        };
+        match window_bounds {
+            Some((kind, start_pos, end_pos)) => {
+                if input.changelog != Changelog::AppendOnly {
+                    return Err(unsupported("a window aggregate over an updating input"));
+                }
+                let index_of = |name: &str| {
+                    input
+                        .schema
+                        .fields()
+                        .iter()
+                        .position(|f| f.name() == name)
+                        .ok_or_else(|| EddyError::Plan(format!("window column {name} is missing")))
+                };
+                let mut key_index = 0;
+                let layout = (0..aggregate.group_expr.len())
+                    .map(|i| {
+                        if i == start_pos {
+                            OutputColumn::WindowStart
+                        } else if i == end_pos {
+                            OutputColumn::WindowEnd
+                        } else {
+                            key_index += 1;
+                            OutputColumn::Key(key_index - 1)
+                        }
+                    })
+                    .collect();
+                let columns = WindowColumns {
+                    start: index_of(WINDOW_START)?,
+                    end: index_of(WINDOW_END)?,
+                    layout,
+                };
+                let session_gap = match kind {
+                    WindowKind::Session { gap } => Some(gap),
+                    _ => None,
+                };
+                let stream = stream_at(target);
+                self.push(
+                    &stream,
+                    OperatorSpec {
+                        description: format!(
+                            "WindowAggregate({kind}, keys=[{key_display}], aggs=[{}])",
+                            call_names.join(", ")
+                        ),
+                        changelog: Changelog::AppendOnly,
+                        kind: OperatorKind::WindowAggregate(WindowAggregateSpec {
+                            keys,
+                            key_types,
+                            columns,
+                            session_gap,
+                            calls,
+                            schema,
+                        }),
+                    },
+                );
+                Ok(stream)
+            }
+            None => {
+                let mut stream = stream_at(target);
+                let op = self.push(
+                    &stream,
+                    OperatorSpec {
+                        description: format!(
+                            "GroupAggregate(keys=[{key_display}], aggs=[{}])",
+                            call_names.join(", ")
+                        ),
+                        changelog: Changelog::Retract,
+                        kind: OperatorKind::GroupAggregate {
+                            keys,
+                            key_types,
+                            calls,
+                            emit_update_before: true,
+                            schema,
+                        },
+                    },
+                );
+                stream.changelog = Changelog::Retract;
+                stream.unique_key = Some(((0..aggregate.group_expr.len()).collect(), (target, op)));
+                Ok(stream)
+            }
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! Tables and views of a script, and the [`ContextProvider`] that lets DataFusion bind
+//! queries against them.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, LazyLock};
+
+use arrow::datatypes::{DataType, SchemaRef};
+use datafusion_common::config::ConfigOptions;
+use datafusion_common::{TableReference, plan_err};
+use datafusion_expr::planner::{ContextProvider, ExprPlanner, RelationPlanner};
+use datafusion_expr::{
+    AggregateUDF, HigherOrderUDF, LogicalPlan, ScalarUDF, TableSource, WindowUDF,
+};
+
+use eddy_common::error::Location;
+use eddy_connectors::TableConnector;
+
+/// A table declared with `CREATE TABLE`, bound to its connector.
+#[derive(Debug)]
+pub struct TableDef {
+    /// The table's name.
+    pub name: String,
+    /// Where it was declared.
+    pub location: Location,
+    /// The columns the connector reads or writes (computed columns excluded).
+    pub physical_schema: SchemaRef,
+    /// `PRIMARY KEY (...)` columns.
+    pub primary_key: Vec<String>,
+    /// The `WITH (...)` options.
+    pub options: BTreeMap<String, String>,
+    /// The connector, configured and validated.
+    pub connector: Arc<dyn TableConnector>,
+    /// The table as a query: the connector's rows, computed columns and watermark.
+    pub plan: LogicalPlan,
+}
+
+/// The scan of a table's physical columns: the leaf the streaming planner turns into a
+/// source.
+#[derive(Debug)]
+pub struct ConnectorSource {
+    /// The table's name.
+    pub table: String,
+    /// Its physical columns.
+    pub schema: SchemaRef,
+    /// Its connector.
+    pub connector: Arc<dyn TableConnector>,
+}
+
+impl TableSource for ConnectorSource {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+}
+
+/// A named query (a view, or a table with computed columns) that the binder inlines.
+#[derive(Debug)]
+struct InlinedSource {
+    schema: SchemaRef,
+    plan: LogicalPlan,
+}
+
+impl TableSource for InlinedSource {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn get_logical_plan(&self) -> Option<Cow<'_, LogicalPlan>> {
+        Some(Cow::Borrowed(&self.plan))
+    }
+}
+
+/// The tables and views a script has declared so far.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    tables: HashMap<String, Arc<TableDef>>,
+    views: HashMap<String, LogicalPlan>,
+}
+
+impl Catalog {
+    /// Adds a table; its name must be new.
+    pub fn add_table(&mut self, table: TableDef) -> Result<(), String> {
+        self.check_new(&table.name)?;
+        self.tables.insert(table.name.clone(), Arc::new(table));
+        Ok(())
+    }
+
+    /// Adds a view; its name must be new.
+    pub fn add_view(&mut self, name: String, plan: LogicalPlan) -> Result<(), String> {
+        self.check_new(&name)?;
+        self.views.insert(name, plan);
+        Ok(())
+    }
+
+    /// The table with this name.
+    pub fn table(&self, name: &str) -> Option<&Arc<TableDef>> {
+        self.tables.get(name)
+    }
+
+    fn check_new(&self, name: &str) -> Result<(), String> {
+        if self.tables.contains_key(name) || self.views.contains_key(name) {
+            return Err(format!("a table or view named '{name}' already exists"));
+        }
+        Ok(())
+    }
+
+    fn names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self
+            .tables
+            .keys()
+            .chain(self.views.keys())
+            .map(String::as_str)
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+/// The functions queries may call, built once.
+struct Functions {
+    scalars: HashMap<String, Arc<ScalarUDF>>,
+    aggregates: HashMap<String, Arc<AggregateUDF>>,
+    expr_planners: Vec<Arc<dyn ExprPlanner>>,
+    relation_planners: Vec<Arc<dyn RelationPlanner>>,
+    options: ConfigOptions,
+}
+
+static FUNCTIONS: LazyLock<Functions> = LazyLock::new(|| {
+    let mut scalars = HashMap::new();
+    for f in datafusion_functions::all_default_functions()
+        .into_iter()
+        .chain(super::functions::all())
+    {
+        for name in std::iter::once(f.name()).chain(f.aliases().iter().map(String::as_str)) {
+            scalars.insert(name.to_ascii_lowercase(), f.clone());
+        }
+    }
+    let mut aggregates = HashMap::new();
+    for f in datafusion_functions_aggregate::all_default_aggregate_functions() {
+        for name in std::iter::once(f.name()).chain(f.aliases().iter().map(String::as_str)) {
+            aggregates.insert(name.to_ascii_lowercase(), f.clone());
+        }
+    }
+    let mut options = ConfigOptions::default();
+    options.sql_parser.map_string_types_to_utf8view = false;
+    options.sql_parser.collect_spans = true;
+    Functions {
+        scalars,
+        aggregates,
+        expr_planners: vec![
+            Arc::new(datafusion_functions::core::planner::CoreFunctionPlanner {}),
+            Arc::new(datafusion_functions::unicode::planner::UnicodeFunctionPlanner),
+            Arc::new(datafusion_functions::datetime::planner::DatetimeFunctionPlanner),
+            Arc::new(datafusion_functions_aggregate::planner::AggregateFunctionPlanner),
+        ],
+        relation_planners: vec![Arc::new(super::window_tvf::WindowTvfPlanner)],
+        options,
+    }
+});
+
+/// Resolves names in queries against a [`Catalog`] and the built-in functions.
+pub struct Provider<'a> {
+    catalog: &'a Catalog,
+}
+
+impl<'a> Provider<'a> {
+    /// A provider over `catalog`.
+    pub fn new(catalog: &'a Catalog) -> Self {
+        Provider { catalog }
+    }
+
+    /// The session options DataFusion plans with.
+    pub fn config_options() -> &'static ConfigOptions {
+        &FUNCTIONS.options
+    }
+}
+
+impl ContextProvider for Provider<'_> {
+    fn get_table_source(
+        &self,
+        name: TableReference,
+    ) -> datafusion_common::Result<Arc<dyn TableSource>> {
+        let key = name.table();
+        if let Some(table) = self.catalog.tables.get(key) {
+            return Ok(Arc::new(InlinedSource {
+                schema: Arc::new(table.plan.schema().as_arrow().clone()),
+                plan: table.plan.clone(),
+            }));
+        }
+        if let Some(plan) = self.catalog.views.get(key) {
+            return Ok(Arc::new(InlinedSource {
+                schema: Arc::new(plan.schema().as_arrow().clone()),
+                plan: plan.clone(),
+            }));
+        }
+        let known = self.catalog.names();
+        plan_err!(
+            "table or view '{name}' does not exist{}",
+            if known.is_empty() {
+                " (no tables are declared yet)".to_string()
+            } else {
+                format!(" (declared: {})", known.join(", "))
+            }
+        )
+    }
+
+    fn get_expr_planners(&self) -> &[Arc<dyn ExprPlanner>] {
+        &FUNCTIONS.expr_planners
+    }
+
+    fn get_relation_planners(&self) -> &[Arc<dyn RelationPlanner>] {
+        &FUNCTIONS.relation_planners
+    }
+
+    fn get_function_meta(&self, name: &str) -> Option<Arc<ScalarUDF>> {
+        FUNCTIONS.scalars.get(&name.to_ascii_lowercase()).cloned()
+    }
+
+    fn get_higher_order_meta(&self, _name: &str) -> Option<Arc<HigherOrderUDF>> {
+        None
+    }
+
+    fn get_aggregate_meta(&self, name: &str) -> Option<Arc<AggregateUDF>> {
+        FUNCTIONS
+            .aggregates
+            .get(&name.to_ascii_lowercase())
+            .cloned()
+    }
+
+    fn get_window_meta(&self, _name: &str) -> Option<Arc<WindowUDF>> {
+        None
+    }
+
+    fn get_variable_type(&self, _variable_names: &[String]) -> Option<DataType> {
+        None
+    }
+
+    fn options(&self) -> &ConfigOptions {
+        &FUNCTIONS.options
+    }
+
+    fn udf_names(&self) -> Vec<String> {
+        FUNCTIONS.scalars.keys().cloned().collect()
+    }
+
+    fn higher_order_function_names(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn udaf_names(&self) -> Vec<String> {
+        FUNCTIONS.aggregates.keys().cloned().collect()
+    }
+
+    fn udwf_names(&self) -> Vec<String> {
+        Vec::new()
+    }
+}

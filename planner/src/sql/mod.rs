@@ -1,0 +1,385 @@
+//! The SQL front end: Flink-style scripts parsed, bound and optimized into DataFusion
+//! logical plans, one per `INSERT INTO`.
+
+pub mod catalog;
+mod functions;
+pub mod nodes;
+pub mod script;
+pub mod window_tvf;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::datatypes::{Field, Schema};
+use datafusion_common::{Column, DataFusionError};
+use datafusion_expr::{Expr, ExprSchemable, Extension, LogicalPlan, LogicalPlanBuilder, cast, col};
+use datafusion_optimizer::analyzer::Analyzer;
+use datafusion_optimizer::{Optimizer, OptimizerContext, OptimizerRule};
+use datafusion_sql::planner::{ParserOptions, PlannerContext, SqlToRel};
+use datafusion_sql::sqlparser::ast;
+
+use catalog::{Catalog, ConnectorSource, Provider, TableDef};
+use eddy_common::config::JobConfig;
+use eddy_common::error::Location;
+use eddy_common::schema;
+use eddy_common::{EddyError, Result};
+use nodes::WatermarkAssigner;
+use script::{ColumnKind, Located, Statement, TableStatement};
+
+/// One `INSERT INTO`, planned.
+#[derive(Debug)]
+pub struct PlannedInsert {
+    /// The sink table.
+    pub sink: Arc<TableDef>,
+    /// The optimized logical plan of the rows written, already cast to the sink's columns.
+    pub plan: LogicalPlan,
+    /// Where the statement starts.
+    pub location: Location,
+}
+
+/// A whole script, parsed and planned.
+#[derive(Debug)]
+pub struct CompiledScript {
+    /// The job options after every `SET` (and the command line's overrides).
+    pub config: JobConfig,
+    /// Its tables and views.
+    pub catalog: Catalog,
+    /// Its `INSERT INTO` statements, in order.
+    pub inserts: Vec<PlannedInsert>,
+}
+
+/// Parses and plans a script. `overrides` are options given outside the script (the
+/// command line); they win over the script's `SET`s.
+pub fn compile(sql: &str, overrides: &[(String, String)]) -> Result<CompiledScript> {
+    let statements = script::parse_script(sql)?;
+    let mut compiled = CompiledScript {
+        config: JobConfig::default(),
+        catalog: Catalog::default(),
+        inserts: Vec::new(),
+    };
+    for Located { location, item } in statements {
+        let at = |e: EddyError| locate(e, location);
+        match item {
+            Statement::Set { key, value } => compiled.config.set(&key, &value).map_err(at)?,
+            Statement::CreateTable(table) => {
+                let def = create_table(&compiled.catalog, *table, location)?;
+                compiled
+                    .catalog
+                    .add_table(def)
+                    .map_err(|m| sql_error(location, m))?;
+            }
+            Statement::CreateView { name, query } => {
+                let plan = bind_query(&compiled.catalog, query, location)?;
+                compiled
+                    .catalog
+                    .add_view(name, plan)
+                    .map_err(|m| sql_error(location, m))?;
+            }
+            Statement::Insert { table, query } => {
+                let insert = plan_insert(&compiled.catalog, &table, query, location)?;
+                compiled.inserts.push(insert);
+            }
+        }
+    }
+    for (key, value) in overrides {
+        compiled.config.set(key, value)?;
+    }
+    compiled.config.validate()?;
+    if compiled.inserts.is_empty() {
+        return Err(EddyError::Plan(
+            "the script has no INSERT INTO statement, so there is nothing to run".into(),
+        ));
+    }
+    Ok(compiled)
+}
+
+fn sql_error(location: Location, message: impl Into<String>) -> EddyError {
+    EddyError::Sql {
+        location,
+        message: message.into(),
+    }
+}
+
+/// Attaches a statement's position to an error that has none.
+fn locate(error: EddyError, location: Location) -> EddyError {
+    match error {
+        EddyError::Sql { .. } => error,
+        other => sql_error(location, other.to_string()),
+    }
+}
+
+/// Turns a DataFusion error into a SQL error at the position DataFusion names, or else at
+/// the statement.
+fn bind_error(error: DataFusionError, statement: Location) -> EddyError {
+    let location = error
+        .diagnostic()
+        .and_then(|d| d.span)
+        .map(|span| Location {
+            line: span.start.line,
+            column: span.start.column,
+        })
+        .filter(|l| l.line > 0)
+        .unwrap_or(statement);
+    let message = error.strip_backtrace();
+    let message = message
+        .strip_prefix("Error during planning: ")
+        .unwrap_or(&message)
+        .to_string();
+    let (message, parsed) = script::split_location(&message);
+    sql_error(parsed.unwrap_or(location), message)
+}
+
+fn sql_to_rel<'a>(provider: &'a Provider<'a>) -> SqlToRel<'a, Provider<'a>> {
+    let options = ParserOptions::new()
+        .with_map_string_types_to_utf8view(false)
+        .with_collect_spans(true);
+    SqlToRel::new_with_options(provider, options)
+}
+
+fn create_table(catalog: &Catalog, table: TableStatement, location: Location) -> Result<TableDef> {
+    let mut physical = Vec::new();
+    for column in &table.columns {
+        if let ColumnKind::Physical {
+            data_type,
+            not_null,
+        } = &column.kind
+        {
+            if physical.iter().any(|f: &Field| f.name() == &column.name) {
+                return Err(sql_error(
+                    column.location,
+                    format!("column '{}' is declared twice", column.name),
+                ));
+            }
+            physical.push(Field::new(&column.name, data_type.clone(), !not_null));
+        }
+    }
+    let physical_schema = Arc::new(Schema::new(physical));
+    for key in &table.primary_key {
+        if physical_schema.field_with_name(key).is_err() {
+            return Err(sql_error(
+                location,
+                format!(
+                    "PRIMARY KEY column '{key}' is not a physical column of '{}'",
+                    table.name
+                ),
+            ));
+        }
+    }
+    let options: BTreeMap<String, String> = table.options.iter().cloned().collect();
+    let connector =
+        eddy_connectors::create(&table.name, &options, &physical_schema, &table.primary_key)
+            .map_err(|e| locate(e, location))?;
+    let source = Arc::new(ConnectorSource {
+        table: table.name.clone(),
+        schema: physical_schema.clone(),
+        connector: connector.clone(),
+    });
+    let provider = Provider::new(catalog);
+    let planner = sql_to_rel(&provider);
+    let bind = |e: DataFusionError| bind_error(e, location);
+    let mut plan = LogicalPlanBuilder::scan(table.name.as_str(), source, None)
+        .map_err(bind)?
+        .build()
+        .map_err(bind)?;
+    if table
+        .columns
+        .iter()
+        .any(|c| matches!(c.kind, ColumnKind::Computed(_)))
+    {
+        let mut exprs = Vec::new();
+        for column in &table.columns {
+            let expr = match &column.kind {
+                ColumnKind::Physical { .. } => {
+                    Expr::Column(Column::new(Some(table.name.as_str()), &column.name))
+                }
+                ColumnKind::Computed(ast_expr) => planner
+                    .sql_to_expr(
+                        ast_expr.as_ref().clone(),
+                        plan.schema(),
+                        &mut PlannerContext::new(),
+                    )
+                    .map_err(|e| bind_error(e, column.location))?
+                    .alias(&column.name),
+            };
+            exprs.push(expr);
+        }
+        plan = LogicalPlanBuilder::from(plan)
+            .project(exprs)
+            .map_err(bind)?
+            .build()
+            .map_err(bind)?;
+    }
+    if let Some((rowtime, ast_expr)) = table.watermark {
+        let field = plan
+            .schema()
+            .qualified_field_with_unqualified_name(&rowtime)
+            .map_err(|_| {
+                sql_error(
+                    location,
+                    format!(
+                        "WATERMARK FOR '{rowtime}': no such column in '{}'",
+                        table.name
+                    ),
+                )
+            })?
+            .1;
+        if !matches!(
+            field.data_type(),
+            arrow::datatypes::DataType::Timestamp(_, _)
+        ) {
+            return Err(sql_error(
+                location,
+                format!(
+                    "WATERMARK FOR '{rowtime}': the column must be TIMESTAMP(3), not {}",
+                    schema::sql_name(field.data_type())
+                ),
+            ));
+        }
+        let expr = planner
+            .sql_to_expr(ast_expr, plan.schema(), &mut PlannerContext::new())
+            .map_err(bind)?;
+        plan = LogicalPlan::Extension(Extension {
+            node: Arc::new(WatermarkAssigner {
+                input: plan,
+                rowtime,
+                expr,
+            }),
+        });
+    }
+    let plan = analyze(plan).map_err(bind)?;
+    if let LogicalPlan::Extension(ext) = &plan
+        && let Some(wm) = ext.node.as_any().downcast_ref::<WatermarkAssigner>()
+    {
+        let data_type = wm.expr.get_type(wm.input.schema()).map_err(bind)?;
+        if !matches!(data_type, arrow::datatypes::DataType::Timestamp(_, _)) {
+            return Err(sql_error(
+                location,
+                format!("the WATERMARK expression must give a TIMESTAMP, not {data_type}"),
+            ));
+        }
+    }
+    Ok(TableDef {
+        name: table.name,
+        location,
+        physical_schema,
+        primary_key: table.primary_key,
+        options,
+        connector,
+        plan,
+    })
+}
+
+fn bind_query(
+    catalog: &Catalog,
+    query: Box<ast::Query>,
+    location: Location,
+) -> Result<LogicalPlan> {
+    let provider = Provider::new(catalog);
+    let planner = sql_to_rel(&provider);
+    let plan = planner
+        .sql_statement_to_plan(ast::Statement::Query(query))
+        .map_err(|e| bind_error(e, location))?;
+    analyze(plan).map_err(|e| bind_error(e, location))
+}
+
+fn plan_insert(
+    catalog: &Catalog,
+    table: &str,
+    query: Box<ast::Query>,
+    location: Location,
+) -> Result<PlannedInsert> {
+    let sink = catalog
+        .table(table)
+        .cloned()
+        .ok_or_else(|| sql_error(location, format!("INSERT INTO '{table}': no such table")))?;
+    if !sink.connector.is_sink() {
+        return Err(sql_error(
+            location,
+            format!(
+                "INSERT INTO '{table}': the '{}' connector cannot be written to",
+                sink.connector.name()
+            ),
+        ));
+    }
+    let plan = bind_query(catalog, query, location)?;
+    let target = &sink.physical_schema;
+    let produced = plan.schema();
+    if produced.fields().len() != target.fields().len() {
+        return Err(sql_error(
+            location,
+            format!(
+                "INSERT INTO '{table}': the query produces {} columns but the table has {} ({})",
+                produced.fields().len(),
+                target.fields().len(),
+                target
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    }
+    let mut exprs = Vec::new();
+    for (i, field) in target.fields().iter().enumerate() {
+        let (qualifier, source) = produced.qualified_field(i);
+        let column = col(Column::from((qualifier, source)));
+        let expr = if source.data_type() == field.data_type() {
+            column
+        } else if arrow::compute::can_cast_types(source.data_type(), field.data_type()) {
+            cast(column, field.data_type().clone())
+        } else {
+            return Err(sql_error(
+                location,
+                format!(
+                    "INSERT INTO '{table}': column {} '{}' is {} but the query gives {}",
+                    i + 1,
+                    field.name(),
+                    schema::sql_name(field.data_type()),
+                    schema::sql_name(source.data_type())
+                ),
+            ));
+        };
+        exprs.push(expr.alias(field.name()));
+    }
+    let bind = |e: DataFusionError| bind_error(e, location);
+    let plan = LogicalPlanBuilder::from(plan)
+        .project(exprs)
+        .map_err(bind)?
+        .build()
+        .map_err(bind)?;
+    let plan = optimize(analyze(plan).map_err(bind)?).map_err(bind)?;
+    Ok(PlannedInsert {
+        sink,
+        plan,
+        location,
+    })
+}
+
+fn analyze(plan: LogicalPlan) -> datafusion_common::Result<LogicalPlan> {
+    Analyzer::new().execute_and_check(plan, Provider::config_options(), |_, _| {})
+}
+
+/// The optimizer rules that keep streaming semantics: expression simplification, filter
+/// push-down (into joins too), join keys taken out of join conditions, and column pruning. (Rules that rewrite `COUNT(DISTINCT)` into two
+/// aggregations, or add sorts and limits, are left out.)
+fn optimize(plan: LogicalPlan) -> datafusion_common::Result<LogicalPlan> {
+    use datafusion_optimizer::common_subexpr_eliminate::CommonSubexprEliminate;
+    use datafusion_optimizer::eliminate_filter::EliminateFilter;
+    use datafusion_optimizer::extract_equijoin_predicate::ExtractEquijoinPredicate;
+    use datafusion_optimizer::optimize_projections::OptimizeProjections;
+    use datafusion_optimizer::push_down_filter::PushDownFilter;
+    use datafusion_optimizer::replace_distinct_aggregate::ReplaceDistinctWithAggregate;
+    use datafusion_optimizer::simplify_expressions::SimplifyExpressions;
+    let rules: Vec<Arc<dyn OptimizerRule + Send + Sync>> = vec![
+        Arc::new(SimplifyExpressions::new()),
+        Arc::new(ReplaceDistinctWithAggregate::new()),
+        Arc::new(EliminateFilter::new()),
+        Arc::new(PushDownFilter::new()),
+        Arc::new(ExtractEquijoinPredicate::new()),
+        Arc::new(CommonSubexprEliminate::new()),
+        Arc::new(OptimizeProjections::new()),
+    ];
+    let context = OptimizerContext::new().with_skip_failing_rules(false);
+    Optimizer::with_rules(rules).optimize(plan, &context, |_, _| {})
+}

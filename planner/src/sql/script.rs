@@ -1,0 +1,517 @@
+//! Splits a SQL script into statements and parses them, Flink syntax included
+//! (`CREATE TABLE ... WITH (...)`, `WATERMARK FOR`, `SET 'key' = 'value'`, window TVFs).
+
+use arrow::datatypes::DataType;
+use datafusion_sql::sqlparser::ast;
+use datafusion_sql::sqlparser::dialect::GenericDialect;
+use datafusion_sql::sqlparser::parser::{Parser, ParserError};
+use datafusion_sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
+
+use eddy_common::error::Location;
+use eddy_common::schema::arrow_type;
+use eddy_common::{EddyError, Result};
+
+/// A statement with the position of its first token.
+#[derive(Debug, Clone)]
+pub struct Located<T> {
+    /// Where the statement starts.
+    pub location: Location,
+    /// The statement.
+    pub item: T,
+}
+
+/// One statement of a script.
+#[derive(Debug, Clone)]
+pub enum Statement {
+    /// `SET 'key' = 'value'`.
+    Set {
+        /// The option's key.
+        key: String,
+        /// Its value.
+        value: String,
+    },
+    /// `CREATE TABLE name (...) WITH (...)`.
+    CreateTable(Box<TableStatement>),
+    /// `CREATE [TEMPORARY] VIEW name AS query`.
+    CreateView {
+        /// The view's name.
+        name: String,
+        /// Its query.
+        query: Box<ast::Query>,
+    },
+    /// `INSERT INTO table query`.
+    Insert {
+        /// The sink table.
+        table: String,
+        /// The query whose changes are written into it.
+        query: Box<ast::Query>,
+    },
+}
+
+/// The parts of a `CREATE TABLE` statement.
+#[derive(Debug, Clone)]
+pub struct TableStatement {
+    /// The table's name.
+    pub name: String,
+    /// Its columns, physical and computed, in order.
+    pub columns: Vec<ColumnStatement>,
+    /// `WATERMARK FOR column AS expression`.
+    pub watermark: Option<(String, ast::Expr)>,
+    /// `PRIMARY KEY (...) NOT ENFORCED`.
+    pub primary_key: Vec<String>,
+    /// The `WITH (...)` options, in order.
+    pub options: Vec<(String, String)>,
+}
+
+/// One column of a `CREATE TABLE`.
+#[derive(Debug, Clone)]
+pub struct ColumnStatement {
+    /// The column's name.
+    pub name: String,
+    /// Where it is declared.
+    pub location: Location,
+    /// A physical column with a type, or a computed one.
+    pub kind: ColumnKind,
+}
+
+/// Whether a column is read from the connector or computed from other columns.
+#[derive(Debug, Clone)]
+pub enum ColumnKind {
+    /// Read from (or written to) the connector.
+    Physical {
+        /// The Arrow type.
+        data_type: DataType,
+        /// `NOT NULL` was given.
+        not_null: bool,
+    },
+    /// `name AS expression`.
+    Computed(Box<ast::Expr>),
+}
+
+/// Parses a whole script into statements.
+pub fn parse_script(sql: &str) -> Result<Vec<Located<Statement>>> {
+    let dialect = GenericDialect {};
+    let tokens = Tokenizer::new(&dialect, sql)
+        .tokenize_with_location()
+        .map_err(|e| EddyError::Sql {
+            location: Location {
+                line: e.location.line,
+                column: e.location.column,
+            },
+            message: e.message,
+        })?;
+    let tokens = rewrite_flink_syntax(
+        tokens
+            .into_iter()
+            .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+            .collect(),
+    );
+    let mut parser = Parser::new(&dialect).with_tokens_with_locations(tokens);
+    let mut statements = Vec::new();
+    loop {
+        while parser.consume_token(&Token::SemiColon) {}
+        let next = parser.peek_token();
+        if next.token == Token::EOF {
+            break;
+        }
+        let location = location_of(&next);
+        let item = parse_statement(&mut parser).map_err(|e| sql_error(e, location))?;
+        let after = parser.peek_token();
+        if !matches!(after.token, Token::SemiColon | Token::EOF) {
+            return Err(EddyError::Sql {
+                location: location_of(&after),
+                message: format!("expected ';' after the statement, found '{}'", after.token),
+            });
+        }
+        statements.push(Located { location, item });
+    }
+    Ok(statements)
+}
+
+fn parse_statement(parser: &mut Parser) -> Result<Statement, ParserError> {
+    if eat_word(parser, "SET") {
+        let key = parse_option_text(parser)?;
+        parser.expect_token(&Token::Eq)?;
+        let value = parse_option_text(parser)?;
+        return Ok(Statement::Set { key, value });
+    }
+    if eat_word(parser, "CREATE") {
+        eat_word(parser, "TEMPORARY");
+        if eat_word(parser, "TABLE") {
+            return parse_create_table(parser).map(|t| Statement::CreateTable(Box::new(t)));
+        }
+        if eat_word(parser, "VIEW") {
+            skip_if_not_exists(parser);
+            let name = parse_name(parser)?;
+            expect_word(parser, "AS")?;
+            let query = parser.parse_query()?;
+            return Ok(Statement::CreateView { name, query });
+        }
+        return parser.expected("TABLE or VIEW after CREATE", parser.peek_token());
+    }
+    if eat_word(parser, "INSERT") {
+        expect_word(parser, "INTO")?;
+        let table = parse_name(parser)?;
+        let query = parser.parse_query()?;
+        return Ok(Statement::Insert { table, query });
+    }
+    parser.expected(
+        "SET, CREATE TABLE, CREATE VIEW or INSERT INTO",
+        parser.peek_token(),
+    )
+}
+
+fn parse_create_table(parser: &mut Parser) -> Result<TableStatement, ParserError> {
+    skip_if_not_exists(parser);
+    let name = parse_name(parser)?;
+    parser.expect_token(&Token::LParen)?;
+    let mut table = TableStatement {
+        name,
+        columns: Vec::new(),
+        watermark: None,
+        primary_key: Vec::new(),
+        options: Vec::new(),
+    };
+    loop {
+        if eat_word(parser, "WATERMARK") {
+            expect_word(parser, "FOR")?;
+            let column = parse_name(parser)?;
+            expect_word(parser, "AS")?;
+            let expr = parser.parse_expr()?;
+            if table.watermark.replace((column, expr)).is_some() {
+                return parser_error("a table can have only one WATERMARK", parser);
+            }
+        } else if peek_word(parser, "PRIMARY") {
+            parser.next_token();
+            expect_word(parser, "KEY")?;
+            parser.expect_token(&Token::LParen)?;
+            loop {
+                table.primary_key.push(parse_name(parser)?);
+                if !parser.consume_token(&Token::Comma) {
+                    break;
+                }
+            }
+            parser.expect_token(&Token::RParen)?;
+            if eat_word(parser, "NOT") {
+                expect_word(parser, "ENFORCED")?;
+            }
+        } else {
+            table.columns.push(parse_column(parser)?);
+        }
+        if parser.consume_token(&Token::Comma) {
+            continue;
+        }
+        parser.expect_token(&Token::RParen)?;
+        break;
+    }
+    if eat_word(parser, "WITH") {
+        parser.expect_token(&Token::LParen)?;
+        loop {
+            let key = parse_option_text(parser)?;
+            parser.expect_token(&Token::Eq)?;
+            let value = parse_option_text(parser)?;
+            table.options.push((key, value));
+            if !parser.consume_token(&Token::Comma) {
+                break;
+            }
+        }
+        parser.expect_token(&Token::RParen)?;
+    }
+    Ok(table)
+}
+
+fn parse_column(parser: &mut Parser) -> Result<ColumnStatement, ParserError> {
+    let location = location_of(&parser.peek_token());
+    let name = parse_name(parser)?;
+    if eat_word(parser, "AS") {
+        let expr = parser.parse_expr()?;
+        skip_comment(parser)?;
+        return Ok(ColumnStatement {
+            name,
+            location,
+            kind: ColumnKind::Computed(Box::new(expr)),
+        });
+    }
+    let type_token = parser.peek_token();
+    let sql_type = parser.parse_data_type()?;
+    let type_text = sql_type.to_string();
+    let Some(data_type) = arrow_type(&type_text) else {
+        return Err(ParserError::ParserError(format!(
+            "unsupported column type {type_text} for column '{name}' (supported: BOOLEAN, \
+             TINYINT, SMALLINT, INT, BIGINT, FLOAT, DOUBLE, DECIMAL(p, s), STRING, VARCHAR, \
+             BYTES, DATE, TIMESTAMP(p), TIMESTAMP_LTZ(p)){}",
+            type_token.span.start
+        )));
+    };
+    let mut not_null = false;
+    loop {
+        if eat_word(parser, "NOT") {
+            expect_word(parser, "NULL")?;
+            not_null = true;
+        } else if eat_word(parser, "NULL") {
+            not_null = false;
+        } else if peek_word(parser, "METADATA") {
+            return parser_error("METADATA columns are not supported", parser);
+        } else {
+            break;
+        }
+    }
+    skip_comment(parser)?;
+    Ok(ColumnStatement {
+        name,
+        location,
+        kind: ColumnKind::Physical {
+            data_type,
+            not_null,
+        },
+    })
+}
+
+fn skip_comment(parser: &mut Parser) -> Result<(), ParserError> {
+    if eat_word(parser, "COMMENT") {
+        parser.parse_literal_string()?;
+    }
+    Ok(())
+}
+
+fn skip_if_not_exists(parser: &mut Parser) {
+    if peek_word(parser, "IF") {
+        parser.next_token();
+        eat_word(parser, "NOT");
+        eat_word(parser, "EXISTS");
+    }
+}
+
+/// A table, view or column name: unquoted names are folded to lower case, as DataFusion
+/// does when it binds queries.
+fn parse_name(parser: &mut Parser) -> Result<String, ParserError> {
+    let ident = parser.parse_identifier()?;
+    Ok(normalize(&ident))
+}
+
+/// Normalizes an identifier the way the query binder does.
+pub fn normalize(ident: &ast::Ident) -> String {
+    match ident.quote_style {
+        Some(_) => ident.value.clone(),
+        None => ident.value.to_ascii_lowercase(),
+    }
+}
+
+/// An option key or value: `'quoted'`, or bare words and numbers joined by dots.
+fn parse_option_text(parser: &mut Parser) -> Result<String, ParserError> {
+    let token = parser.next_token();
+    match token.token {
+        Token::SingleQuotedString(s) | Token::DoubleQuotedString(s) => Ok(s),
+        Token::Number(n, _) => Ok(n),
+        Token::Word(w) => {
+            let mut text = w.value;
+            while parser.consume_token(&Token::Period) {
+                text.push('.');
+                match parser.next_token().token {
+                    Token::Word(w) => text.push_str(&w.value),
+                    other => {
+                        return Err(ParserError::ParserError(format!(
+                            "expected an option name, found '{other}'"
+                        )));
+                    }
+                }
+            }
+            Ok(text)
+        }
+        other => Err(ParserError::ParserError(format!(
+            "expected a quoted option, found '{other}'{}",
+            token.span.start
+        ))),
+    }
+}
+
+fn peek_word(parser: &Parser, word: &str) -> bool {
+    matches!(&parser.peek_token().token, Token::Word(w)
+        if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(word))
+}
+
+fn eat_word(parser: &mut Parser, word: &str) -> bool {
+    let found = peek_word(parser, word);
+    if found {
+        parser.next_token();
+    }
+    found
+}
+
+fn expect_word(parser: &mut Parser, word: &str) -> Result<(), ParserError> {
+    if eat_word(parser, word) {
+        return Ok(());
+    }
+    parser.expected(word, parser.peek_token())
+}
+
+fn parser_error<T>(message: &str, parser: &Parser) -> Result<T, ParserError> {
+    Err(ParserError::ParserError(format!(
+        "{message}{}",
+        parser.peek_token().span.start
+    )))
+}
+
+fn location_of(token: &TokenWithSpan) -> Location {
+    Location {
+        line: token.span.start.line,
+        column: token.span.start.column,
+    }
+}
+
+/// Turns a parser error into a SQL error at the position the parser names (or, when it
+/// names none, at the start of the statement).
+fn sql_error(error: ParserError, statement: Location) -> EddyError {
+    let text = match error {
+        ParserError::TokenizerError(s) | ParserError::ParserError(s) => s,
+        ParserError::RecursionLimitExceeded => "the statement nests too deeply".to_string(),
+    };
+    let (message, location) = split_location(&text);
+    EddyError::Sql {
+        location: location.unwrap_or(statement),
+        message,
+    }
+}
+
+/// Splits `"... at Line: 3, Column: 7"` into the message and the position.
+pub fn split_location(text: &str) -> (String, Option<Location>) {
+    let Some(at) = text.rfind(" at Line: ") else {
+        return (text.to_string(), None);
+    };
+    let rest = &text[at + " at Line: ".len()..];
+    let mut parts = rest.splitn(2, ", Column: ");
+    let line = parts.next().and_then(|l| l.trim().parse().ok());
+    let column = parts.next().and_then(|c| {
+        c.trim()
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+            .parse()
+            .ok()
+    });
+    match (line, column) {
+        (Some(line), Some(column)) => (text[..at].to_string(), Some(Location { line, column })),
+        _ => (text.to_string(), None),
+    }
+}
+
+const WINDOW_FUNCTIONS: &[&str] = &["TUMBLE", "HOP", "SESSION", "CUMULATE"];
+const PLURAL_UNITS: &[(&str, &str)] = &[
+    ("SECONDS", "SECOND"),
+    ("MINUTES", "MINUTE"),
+    ("HOURS", "HOUR"),
+    ("DAYS", "DAY"),
+];
+
+/// Rewrites Flink-only token sequences into ones the generic parser reads:
+/// `TABLE(TUMBLE(TABLE t, ...))` loses the inner `TABLE`, `SESSION(t PARTITION BY k, ...)`
+/// loses the partitioning (the window aggregate partitions by its grouping keys), and
+/// `INTERVAL '5' MINUTES` becomes `INTERVAL '5' MINUTE`.
+fn rewrite_flink_syntax(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let is_word = |t: &TokenWithSpan, w: &str| matches!(&t.token, Token::Word(word) if word.quote_style.is_none() && word.value.eq_ignore_ascii_case(w));
+    let mut i = 0;
+    while i < tokens.len() {
+        if i + 4 < tokens.len()
+            && is_word(&tokens[i], "TABLE")
+            && tokens[i + 1].token == Token::LParen
+            && WINDOW_FUNCTIONS.iter().any(|f| is_word(&tokens[i + 2], f))
+            && tokens[i + 3].token == Token::LParen
+            && is_word(&tokens[i + 4], "TABLE")
+        {
+            tokens.remove(i + 4);
+            // Skip the table name, then drop `PARTITION BY ...` up to the next comma.
+            let mut j = i + 4;
+            while j + 1 < tokens.len() && tokens[j + 1].token == Token::Period {
+                j += 2;
+            }
+            j += 1;
+            if j < tokens.len() && is_word(&tokens[j], "PARTITION") {
+                let mut end = j;
+                let mut depth = 0i32;
+                while end < tokens.len() {
+                    match tokens[end].token {
+                        Token::LParen => depth += 1,
+                        Token::RParen if depth == 0 => break,
+                        Token::RParen => depth -= 1,
+                        Token::Comma if depth == 0 => break,
+                        _ => {}
+                    }
+                    end += 1;
+                }
+                tokens.drain(j..end);
+            }
+        }
+        if i + 2 < tokens.len()
+            && is_word(&tokens[i], "INTERVAL")
+            && matches!(tokens[i + 1].token, Token::SingleQuotedString(_))
+        {
+            for (plural, singular) in PLURAL_UNITS {
+                if is_word(&tokens[i + 2], plural) {
+                    tokens[i + 2].token = Token::make_word(singular, None);
+                }
+            }
+        }
+        i += 1;
+    }
+    tokens
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_flink_script() {
+        let script = "SET 'parallelism.default' = '2';\n\
+            CREATE TABLE bids (\n  auction BIGINT NOT NULL,\n  price DECIMAL(10, 2),\n  \
+            ts TIMESTAMP(3),\n  doubled AS price * 2,\n  \
+            WATERMARK FOR ts AS ts - INTERVAL '4' SECOND,\n  PRIMARY KEY (auction) NOT ENFORCED\n\
+            ) WITH ('connector' = 'datagen', 'number-of-rows' = '10');\n\
+            CREATE VIEW v AS SELECT * FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL '10' SECONDS));\n\
+            INSERT INTO out SELECT auction FROM bids;";
+        let statements = parse_script(script).unwrap();
+        assert_eq!(statements.len(), 4);
+        let Statement::CreateTable(table) = &statements[1].item else {
+            panic!("expected CREATE TABLE");
+        };
+        assert_eq!(statements[1].location, Location { line: 2, column: 1 });
+        assert_eq!(table.columns.len(), 4);
+        assert!(matches!(table.columns[3].kind, ColumnKind::Computed(_)));
+        assert_eq!(table.watermark.as_ref().unwrap().0, "ts");
+        assert_eq!(table.primary_key, vec!["auction"]);
+        assert_eq!(table.options[1], ("number-of-rows".into(), "10".into()));
+        let Statement::CreateView { query, .. } = &statements[2].item else {
+            panic!("expected CREATE VIEW");
+        };
+        assert!(query.to_string().contains("TUMBLE(bids"), "{query}");
+    }
+
+    #[test]
+    fn reports_line_and_column() {
+        let err = parse_script("SET 'a' = 'b';\nSELEC 1;").unwrap_err();
+        let EddyError::Sql { location, message } = err else {
+            panic!("expected a SQL error");
+        };
+        assert_eq!(location, Location { line: 2, column: 1 });
+        assert!(message.contains("INSERT INTO"), "{message}");
+        let err = parse_script("CREATE TABLE t (a GEOMETRY) WITH ('connector' = 'x')").unwrap_err();
+        assert!(err.to_string().contains("GEOMETRY"), "{err}");
+    }
+
+    #[test]
+    fn drops_session_partitioning() {
+        let statements = parse_script(
+            "INSERT INTO o SELECT * FROM TABLE(SESSION(TABLE b PARTITION BY k, DESCRIPTOR(ts), INTERVAL '5' MINUTES))",
+        )
+        .unwrap();
+        let Statement::Insert { query, .. } = &statements[0].item else {
+            panic!("expected INSERT");
+        };
+        assert!(
+            query
+                .to_string()
+                .contains("SESSION(b, DESCRIPTOR(ts), INTERVAL '5' MINUTE)"),
+            "{query}"
+        );
+    }
+}
