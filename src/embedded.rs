@@ -15,6 +15,8 @@ use eddy_common::error::CallError;
 use eddy_common::event::{Barrier, StopRequest};
 use eddy_common::ids::ExecutionId;
 use eddy_common::metrics::JobMetrics;
+use eddy_common::object_storage::resolve;
+use eddy_jobmanager::job_store::JobStore;
 use eddy_jobmanager::{
     Deployment, JobManager, JobManagerConfig, JobManagerError, JobState, TaskExecutorGateway,
 };
@@ -60,16 +62,24 @@ pub async fn run(
     let slots = graph.slots_needed().div_ceil(taskmanagers);
     let config = JobManagerConfig {
         checkpoint_root: DEFAULT_STORAGE.into(),
+        // TaskManagers in this process are not lost on a network: only a busy runtime
+        // could delay their heartbeats, and that must not fail the job.
+        heartbeat_timeout: Duration::from_secs(60),
         ..JobManagerConfig::default()
     };
-    let jobmanager = JobManager::new(config, None);
+    // A job that checkpoints keeps its record beside its checkpoints, as on a cluster.
+    let checkpoints = graph.config.checkpoints.interval.is_some();
+    let store = match checkpoints {
+        true => Some(job_store(&config.checkpoint_root).await?),
+        false => None,
+    };
+    let jobmanager = JobManager::new(config, store);
     let timers = tokio::spawn(jobmanager.clone().run_timers());
     let metrics = Arc::new(JobMetrics::default());
     let deployed = Arc::new(DeployClock::default());
     let cluster = Cluster::start(&jobmanager, taskmanagers, slots, &metrics, &deployed).await;
     // Registered before the job starts, so that no Ctrl-C finds the default handler.
     let interrupts = signal(SignalKind::interrupt()).context("cannot handle Ctrl-C")?;
-    let checkpoints = graph.config.checkpoints.interval.is_some();
     let job_id = jobmanager.submit_planned(sql, options, Arc::new(graph), None)?;
     tracing::info!(job = %job_id, checkpoints, "job submitted to the embedded cluster");
     let state = jobmanager.watch(&job_id)?;
@@ -88,6 +98,17 @@ pub async fn run(
         time_to_running: deployed.first(started),
         duration: started.elapsed(),
     })
+}
+
+/// The job store under `root`, checked.
+async fn job_store(root: &str) -> Result<JobStore> {
+    let location = resolve(root, &[]).with_context(|| format!("checkpoint storage '{root}'"))?;
+    let store = JobStore::new(location);
+    store
+        .check()
+        .await
+        .with_context(|| format!("job store at '{root}'"))?;
+    Ok(store)
 }
 
 /// Waits for the job's end: its final state, or why it failed.
@@ -322,3 +343,7 @@ impl TaskExecutorGateway for InProcessTaskExecutor {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "embedded_tests.rs"]
+mod tests;

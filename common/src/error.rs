@@ -68,9 +68,39 @@ pub enum EddyError {
     /// An I/O error.
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
-    /// A task failed while running.
+    /// A snapshot, checkpoint or savepoint that cannot be read or restored here: corrupt
+    /// (sizes, checksums), of an unknown format version, or not matching the job's plan.
     #[error("{0}")]
-    Runtime(String),
+    Snapshot(String),
+    /// A malformed data frame (from the network) or a channel that broke its protocol.
+    #[error("{0}")]
+    Frame(String),
+    /// A channel to another task closed before its end: that task is gone.
+    #[error("{0}")]
+    Exchange(String),
+    /// An external system (Kafka, PostgreSQL, object storage) failed a request.
+    #[error("{system}: {message}")]
+    External {
+        /// The system.
+        system: &'static str,
+        /// What failed.
+        message: String,
+    },
+    /// A connector's external system refused or failed a request for a table; `transient`
+    /// when trying again may succeed (a lost connection, a serialization failure), not
+    /// when the request itself is wrong (a missing table, a permission).
+    #[error("table '{table}': {message}")]
+    Remote {
+        /// The table.
+        table: String,
+        /// What failed.
+        message: String,
+        /// Whether a retry may succeed.
+        transient: bool,
+    },
+    /// A broken invariant of the engine: a bug, not bad input.
+    #[error("internal error: {0}")]
+    Internal(String),
     /// A daemon's server failed.
     #[error("{component} server: {source}")]
     Server {
@@ -94,6 +124,27 @@ pub enum EddyError {
         #[source]
         source: Box<EddyError>,
     },
+}
+
+impl EddyError {
+    /// Whether the same request may succeed when tried again: a failure of a connection
+    /// or of an external system that says so, not bad input, bad state or a bug.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            EddyError::Remote { transient, .. } => *transient,
+            EddyError::External { .. } | EddyError::Io(_) | EddyError::Exchange(_) => true,
+            EddyError::ObjectStore(e) => !matches!(
+                e,
+                object_store::Error::NotFound { .. }
+                    | object_store::Error::AlreadyExists { .. }
+                    | object_store::Error::Precondition { .. }
+                    | object_store::Error::NotSupported { .. }
+                    | object_store::Error::PermissionDenied { .. }
+                    | object_store::Error::Unauthenticated { .. }
+            ),
+            _ => false,
+        }
+    }
 }
 
 /// The engine's result type.

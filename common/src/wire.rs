@@ -3,14 +3,15 @@
 
 use std::sync::Arc;
 
-use crate::chunk::{Chunk, Op};
-use crate::{EddyError, Result};
 use arrow::array::{Array, ArrayRef, UInt8Array};
 use arrow::buffer::Buffer;
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::ipc::reader::StreamDecoder;
 use arrow::ipc::writer::StreamWriter;
 use arrow::record_batch::RecordBatch;
+
+use crate::chunk::{Chunk, Op};
+use crate::{EddyError, Result};
 
 const OPS_COLUMN: &str = "__op";
 
@@ -49,7 +50,7 @@ pub fn decode_chunk(bytes: Vec<u8>) -> Result<Chunk> {
         }
     }
     let batch =
-        batch.ok_or_else(|| EddyError::Runtime("a data frame holds no complete batch".into()))?;
+        batch.ok_or_else(|| EddyError::Frame("a data frame holds no complete batch".into()))?;
     let schema = batch.schema();
     let last = schema.fields().len().checked_sub(1);
     match last {
@@ -58,12 +59,12 @@ pub fn decode_chunk(bytes: Vec<u8>) -> Result<Chunk> {
                 .column(i)
                 .as_any()
                 .downcast_ref::<UInt8Array>()
-                .ok_or_else(|| EddyError::Runtime("the __op column is not UInt8".into()))?
+                .ok_or_else(|| EddyError::Frame("the __op column is not UInt8".into()))?
                 .clone();
             let mut rows = batch;
             rows.remove_column(i);
             if ops.len() != rows.num_rows() {
-                return Err(EddyError::Runtime(
+                return Err(EddyError::Frame(
                     "a data frame's ops do not match its rows".into(),
                 ));
             }
@@ -72,7 +73,7 @@ pub fn decode_chunk(bytes: Vec<u8>) -> Result<Chunk> {
                 let row = (0..ops.len())
                     .find(|&i| ops.is_null(i) || ops.value(i) > Op::Delete as u8)
                     .unwrap_or(0);
-                return Err(EddyError::Runtime(format!(
+                return Err(EddyError::Frame(format!(
                     "a data frame's row {row} has no valid row kind ({:?})",
                     (!ops.is_null(row)).then(|| ops.value(row))
                 )));

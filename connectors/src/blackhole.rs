@@ -4,15 +4,15 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use eddy_common::Result;
+use eddy_common::chunk::Chunk;
+use eddy_common::event::StreamEnd;
+use eddy_common::metrics::OperatorMetrics;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
 use super::throttle::{Throttle, pace};
 use super::{Options, SinkContext, SinkWriter, TableConnector};
-use eddy_common::Result;
-use eddy_common::chunk::Chunk;
-use eddy_common::event::StreamEnd;
-use eddy_common::metrics::OperatorMetrics;
 
 /// A sink that keeps nothing.
 #[derive(Debug)]

@@ -11,13 +11,13 @@ use arrow::array::{
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
+use eddy_common::Result;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
 use super::progress::StridedProgress;
 use super::random::SplitMix64;
 use super::{Options, SourceContext, SourceEvent, SourceReader, TableConnector};
-use eddy_common::Result;
 
 const KEYS: &[&str] = &["rows-per-second", "number-of-rows"];
 const PREFIXES: &[&str] = &["fields."];

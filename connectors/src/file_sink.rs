@@ -12,6 +12,12 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use eddy_common::chunk::Chunk;
+use eddy_common::event::StreamEnd;
+use eddy_common::metrics::OperatorMetrics;
+use eddy_common::object_storage::StorageLocation;
+use eddy_common::state::{StateReader, StateWriter};
+use eddy_common::{EddyError, Result};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use object_store::buffered::BufWriter;
@@ -24,12 +30,6 @@ use super::transaction::{
     AttemptToken, DeliveryGuarantee, TransactionCommitter, TransactionWriter, TwoPhaseCommitSink,
 };
 use super::{SinkContext, SinkWriter};
-use eddy_common::chunk::Chunk;
-use eddy_common::event::StreamEnd;
-use eddy_common::metrics::OperatorMetrics;
-use eddy_common::object_storage::StorageLocation;
-use eddy_common::state::{StateReader, StateWriter};
-use eddy_common::{EddyError, Result};
 
 const IN_PROGRESS: &str = ".inprogress";
 
@@ -55,11 +55,11 @@ pub fn create(config: &FileSinkConfig, context: &SinkContext) -> Result<Box<dyn 
         None => DeliveryGuarantee::None,
     });
     let exactly_once = guarantee == DeliveryGuarantee::ExactlyOnce;
-    let token = AttemptToken::new(&context.attempt);
+    let token = AttemptToken::new(context.execution.attempt);
     let parts = PartWriter {
         config: config.clone(),
-        job_prefix: format!("part-{}-", context.job),
-        name_prefix: format!("part-{}-{token}-{}", context.job, context.subtask),
+        job_prefix: format!("part-{}-", context.execution.job),
+        name_prefix: format!("part-{}-{token}-{}", context.execution.job, context.subtask),
         metrics: context.metrics.clone(),
         part: None,
         parts_written: 0,
@@ -236,7 +236,7 @@ fn decode_renames(handle: &[u8]) -> Result<Vec<(Path, Path)>> {
     let mut input = StateReader::new(handle, "a filesystem sink transaction");
     let path = |input: &mut StateReader| -> Result<Path> {
         let text = std::str::from_utf8(input.bytes()?)
-            .map_err(|_| EddyError::Runtime("a part file name is not UTF-8".into()))?;
+            .map_err(|_| EddyError::Internal("a part file name is not UTF-8".into()))?;
         Ok(Path::from(text))
     };
     (0..input.count(16)?)
@@ -293,9 +293,13 @@ impl TransactionCommitter for FileCommitter {
                     Err(object_store::Error::NotFound { .. }) => {
                         // Renamed by an earlier commit of the same transaction?
                         if self.store.head(&target).await.is_err() {
-                            return Err(EddyError::Runtime(format!(
-                                "pending part file '{hidden}' is gone and '{target}' does not exist"
-                            )));
+                            return Err(EddyError::External {
+                                system: "object storage",
+                                message: format!(
+                                    "pending part file '{hidden}' is gone and '{target}' does \
+                                     not exist"
+                                ),
+                            });
                         }
                     }
                     Err(e) => return Err(e.into()),

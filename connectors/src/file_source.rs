@@ -15,6 +15,9 @@ use std::ops::Range;
 
 use arrow::datatypes::SchemaRef;
 use bytes::Bytes;
+use eddy_common::object_storage::StorageLocation;
+use eddy_common::state::{StateReader, StateWriter};
+use eddy_common::{EddyError, Result};
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt, TryStreamExt};
@@ -25,9 +28,6 @@ use object_store::{
 
 use super::format::{Format, LinePosition};
 use super::{SourceContext, SourceEvent, SourceReader};
-use eddy_common::object_storage::StorageLocation;
-use eddy_common::state::{StateReader, StateWriter};
-use eddy_common::{EddyError, Result};
 
 /// Marks a position written by this reader (byte offsets per split); earlier readers kept
 /// a line number per whole file.
@@ -311,7 +311,7 @@ impl FileReader {
 
     async fn next_rows(&mut self) -> Result<Option<SourceEvent>> {
         let Some(lanes) = self.lanes.as_mut() else {
-            return Err(EddyError::Runtime(
+            return Err(EddyError::Internal(
                 "filesystem reader used before open".into(),
             ));
         };
@@ -522,7 +522,7 @@ impl SourceReader for FileReader {
         for position in positions {
             let mut input = StateReader::new(position, "a filesystem source position");
             if input.u64()? != POSITION_FORMAT {
-                return Err(EddyError::Runtime(format!(
+                return Err(EddyError::Snapshot(format!(
                     "table '{}': the checkpoint's filesystem source position was written by \
                      an earlier Eddy (line numbers per file), which this one cannot continue; \
                      start the job without that checkpoint",

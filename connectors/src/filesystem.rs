@@ -5,14 +5,14 @@
 use std::collections::BTreeMap;
 
 use arrow::datatypes::SchemaRef;
+use eddy_common::Result;
+use eddy_common::object_storage::resolve;
 
 use super::file_sink::{self, FileSinkConfig};
 use super::file_source::{self, FileSourceConfig};
 use super::format::{FORMAT_KEYS, Format};
 use super::transaction::DeliveryGuarantee;
 use super::{Options, SinkContext, SinkWriter, SourceContext, SourceReader, TableConnector};
-use eddy_common::Result;
-use eddy_common::object_storage::resolve;
 
 /// Default `source.split-size`: the largest byte range of a file one split reads.
 const DEFAULT_SPLIT_SIZE: u64 = 64 * 1024 * 1024;

@@ -3,10 +3,10 @@
 use arrow::compute::concat_batches;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
-
-use super::Options;
 use eddy_common::metrics::OperatorMetrics;
 use eddy_common::{EddyError, Result};
+
+use super::Options;
 
 /// A record format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -22,16 +22,16 @@ use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
-use futures::FutureExt;
-use futures::future::BoxFuture;
-use tokio::sync::watch;
-
 use eddy_common::checkpoint::CompletedCheckpoint;
 use eddy_common::chunk::Chunk;
 use eddy_common::event::StreamEnd;
+use eddy_common::ids::ExecutionId;
 use eddy_common::metrics::OperatorMetrics;
 use eddy_common::{EddyError, Result};
+use futures::FutureExt;
+use futures::future::BoxFuture;
 pub use options::Options;
+use tokio::sync::watch;
 
 const CONNECTORS: &[&str] = &[
     "blackhole",
@@ -116,10 +116,9 @@ pub struct SinkContext {
     pub subtask: usize,
     /// How many subtasks write the table.
     pub parallelism: usize,
-    /// The job's id, the same in every attempt (names transactions).
-    pub job: String,
-    /// This attempt's id, unique among the job's attempts.
-    pub attempt: String,
+    /// The run of the job: its id, the same in every attempt, names transactions; the
+    /// attempt orders them.
+    pub execution: ExecutionId,
     /// Counters of this sink.
     pub metrics: Arc<OperatorMetrics>,
     /// Checkpoints as they complete; `None` when the job does not checkpoint.

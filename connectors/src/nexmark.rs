@@ -10,13 +10,13 @@ use std::time::{Duration, Instant};
 use arrow::array::{ArrayRef, Int64Array, StringBuilder, TimestampMillisecondArray};
 use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
+use eddy_common::Result;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
 use super::progress::StridedProgress;
 use super::random::SplitMix64;
 use super::{Options, SourceContext, SourceEvent, SourceReader, TableConnector};
-use eddy_common::Result;
 
 const KEYS: &[&str] = &[
     "nexmark.table",

@@ -3,8 +3,9 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
-use super::transaction::DeliveryGuarantee;
 use eddy_common::{EddyError, Result};
+
+use super::transaction::DeliveryGuarantee;
 
 /// A table's options, checked against the keys its connector knows.
 #[derive(Debug)]

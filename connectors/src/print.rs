@@ -7,15 +7,15 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 
 use arrow::util::display::{ArrayFormatter, FormatOptions};
+use eddy_common::Result;
+use eddy_common::chunk::Chunk;
+use eddy_common::event::StreamEnd;
+use eddy_common::metrics::OperatorMetrics;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
 use super::throttle::{Throttle, pace};
 use super::{Options, SinkContext, SinkWriter, TableConnector};
-use eddy_common::Result;
-use eddy_common::chunk::Chunk;
-use eddy_common::event::StreamEnd;
-use eddy_common::metrics::OperatorMetrics;
 
 const KEYS: &[&str] = &["print-identifier", "standard-error", "rows-per-second"];
 

@@ -82,7 +82,7 @@ impl StridedProgress {
             let stride = input.u64()?;
             let next = input.u64()?;
             if stride == 0 || (previous.stride != 0 && stride != previous.stride) {
-                return Err(eddy_common::EddyError::Runtime(format!(
+                return Err(eddy_common::EddyError::Snapshot(format!(
                     "generator positions disagree on the parallelism ({stride} vs {})",
                     previous.stride
                 )));
@@ -101,7 +101,7 @@ impl StridedProgress {
                     .map(|_| input.u64())
                     .collect::<Result<Vec<_>>>()?;
                 if stride == 0 || next.len() as u64 != stride {
-                    return Err(eddy_common::EddyError::Runtime(
+                    return Err(eddy_common::EddyError::Snapshot(
                         "corrupt generator position".into(),
                     ));
                 }

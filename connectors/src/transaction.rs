@@ -23,17 +23,17 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::FutureExt;
-use futures::future::BoxFuture;
-use tokio::sync::{Notify, watch};
-
-use super::{SinkContext, SinkWriter};
 use eddy_common::checkpoint::CompletedCheckpoint;
 use eddy_common::chunk::Chunk;
 use eddy_common::event::StreamEnd;
 use eddy_common::state::{StateReader, StateWriter};
 use eddy_common::wire::{decode_chunk, encode_chunk};
 use eddy_common::{EddyError, Result};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use tokio::sync::{Notify, watch};
+
+use super::{SinkContext, SinkWriter};
 
 /// What a sink promises about the rows readers see (`'sink.delivery-guarantee'`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,13 +105,13 @@ pub struct AttemptToken {
 
 impl AttemptToken {
     /// The token of a writer of `attempt` starting now.
-    pub fn new(attempt: &str) -> Self {
+    pub fn new(attempt: u32) -> Self {
         let started_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
         AttemptToken {
-            attempt: attempt.parse().unwrap_or(0),
+            attempt: attempt.into(),
             started_ms,
         }
     }
@@ -387,7 +387,8 @@ async fn commit_due(
     }
 }
 
-/// Commits one transaction, retrying with exponential backoff.
+/// Commits one transaction, retrying transient failures with exponential backoff; a
+/// permanent failure (the request itself is wrong) fails at once.
 async fn commit_with_retry(
     committer: &dyn TransactionCommitter,
     handle: &[u8],
@@ -398,7 +399,7 @@ async fn commit_with_retry(
     loop {
         match committer.commit(handle).await {
             Ok(()) => return Ok(()),
-            Err(e) if attempt >= retry.attempts => return Err(e),
+            Err(e) if attempt >= retry.attempts || !e.is_transient() => return Err(e),
             Err(e) => {
                 tracing::warn!(error = %e, attempt, "commit failed; retrying");
                 tokio::time::sleep(backoff).await;
@@ -536,6 +537,7 @@ mod tests {
     use arrow::array::Int64Array;
     use arrow::datatypes::{DataType, Field, Schema};
     use arrow::record_batch::RecordBatch;
+    use eddy_common::ids::ExecutionId;
     use eddy_common::metrics::OperatorMetrics;
     use std::collections::BTreeSet;
 
@@ -546,6 +548,10 @@ mod tests {
         prepared: BTreeMap<String, Vec<i64>>,
         commits: usize,
         failures_left: usize,
+        /// The failures are permanent ones.
+        permanent: bool,
+        /// Commits tried.
+        tries: usize,
     }
 
     struct Writer {
@@ -584,9 +590,14 @@ mod tests {
     impl TransactionCommitter for Committer {
         fn commit<'a>(&'a self, handle: &'a [u8]) -> BoxFuture<'a, Result<()>> {
             let mut store = self.0.lock().unwrap();
+            store.tries += 1;
             let result = if store.failures_left > 0 {
                 store.failures_left -= 1;
-                Err(EddyError::Runtime("connection reset".into()))
+                Err(EddyError::Remote {
+                    table: "t".into(),
+                    message: "connection reset".into(),
+                    transient: !store.permanent,
+                })
             } else {
                 let id = String::from_utf8(handle.to_vec()).unwrap();
                 if let Some(rows) = store.prepared.remove(&id) {
@@ -651,8 +662,7 @@ mod tests {
                 schema: schema(),
                 subtask: 0,
                 parallelism: 1,
-                job: "job".into(),
-                attempt: attempt.to_string(),
+                execution: ExecutionId::new("job", attempt),
                 metrics: Arc::new(OperatorMetrics::default()),
                 completed: Some(self.notices.subscribe()),
             };
@@ -794,6 +804,29 @@ mod tests {
         let error = sink.write(&rows(&[3])).await.unwrap_err().to_string();
         assert!(error.contains("checkpoint 2"), "{error}");
         // The prepared transaction is kept, for the restart to commit.
+        assert_eq!(harness.store.lock().unwrap().prepared.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_permanent_commit_failure_is_not_retried() {
+        let harness = Harness::new();
+        let mut sink = harness.sink(1, &[]).await;
+        {
+            let mut store = harness.store.lock().unwrap();
+            store.failures_left = 100;
+            store.permanent = true;
+        }
+        sink.write(&rows(&[1])).await.unwrap();
+        sink.checkpoint(1).await.unwrap();
+        harness.complete(1);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let error = sink.write(&rows(&[2])).await.unwrap_err().to_string();
+        assert!(error.contains("checkpoint 1"), "{error}");
+        assert_eq!(
+            harness.store.lock().unwrap().tries,
+            1,
+            "tried once, not retried"
+        );
         assert_eq!(harness.store.lock().unwrap().prepared.len(), 1);
     }
 

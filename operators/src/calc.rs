@@ -6,10 +6,10 @@ use arrow::array::BooleanArray;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion_physical_expr::PhysicalExpr;
-
-use super::{Operator, evaluate};
 use eddy_common::chunk::Chunk;
 use eddy_common::{EddyError, Result};
+
+use super::{Operator, evaluate};
 
 /// `WHERE predicate` and/or `SELECT expressions`.
 #[derive(Debug)]

@@ -13,14 +13,14 @@ use std::sync::Arc;
 
 use arrow::array::ArrayRef;
 use arrow::record_batch::RecordBatch;
-use datafusion_physical_expr::PhysicalExpr;
-
-use crate::partition::KeyScope;
 use datafusion_common::DataFusionError;
+use datafusion_physical_expr::PhysicalExpr;
 use eddy_common::chunk::Chunk;
 use eddy_common::event::Timestamp;
 use eddy_common::state::{OperatorState, SnapshotRequest};
 use eddy_common::{EddyError, Result};
+
+use crate::partition::KeyScope;
 
 /// A streaming operator of one subtask.
 pub trait Operator: Send {

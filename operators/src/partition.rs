@@ -2,16 +2,16 @@
 //! groups; subtask `i` of `p` owns a contiguous range of key groups (as in Flink), so
 //! state can later be split by key-group range when a job is rescaled.
 
-use crate::OrEddy;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, UInt32Array};
 use datafusion_common::hash_utils::{RandomState, create_hashes};
 use datafusion_physical_expr::PhysicalExpr;
-
-use crate::evaluate;
 use eddy_common::Result;
 use eddy_common::chunk::Chunk;
+
+use crate::OrEddy;
+use crate::evaluate;
 
 /// The hash seed: fixed, so every process sends a key to the same subtask.
 const HASH_STATE: RandomState = RandomState::with_seed(0xEDD1);

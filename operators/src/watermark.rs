@@ -11,10 +11,10 @@ use arrow::record_batch::RecordBatch;
 use datafusion_expr::Operator;
 use datafusion_physical_expr::PhysicalExpr;
 use datafusion_physical_expr::expressions::{BinaryExpr, Column, Literal};
-
-use super::evaluate;
 use eddy_common::Result;
 use eddy_common::event::Timestamp;
+
+use super::evaluate;
 
 /// Tracks the watermark of a source subtask over its splits.
 #[derive(Debug)]

@@ -1,17 +1,17 @@
 //! Window TVFs: each row is paired with the window(s) it falls into, as `window_start`,
 //! `window_end` and `window_time` columns.
 
+use std::fmt;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Int64Array, TimestampMillisecondArray, UInt32Array};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
-
-use super::Operator;
 use eddy_common::Result;
 use eddy_common::chunk::Chunk;
-use std::fmt;
+
+use super::Operator;
 
 /// The kind and sizes of a window table-valued function, in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd)]

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use eddy_common::event::Barrier;
 use eddy_common::event::Event;
+use eddy_common::ids::TaskKey;
 use eddy_planner::plan::{JobGraph, Partitioning, VertexOutput};
 use tokio::sync::mpsc::{
     Receiver, Sender, UnboundedReceiver, UnboundedSender, channel, unbounded_channel,
@@ -115,24 +116,24 @@ pub fn channels(graph: &JobGraph) -> Vec<ChannelEnds> {
 
 /// The ends of every channel of a job inside one process, to be handed to the subtasks.
 pub struct LocalChannels {
-    inputs: HashMap<(usize, usize), Vec<InputChannel>>,
-    outputs: HashMap<(usize, usize), Vec<OutputChannel>>,
+    inputs: HashMap<TaskKey, Vec<InputChannel>>,
+    outputs: HashMap<TaskKey, Vec<OutputChannel>>,
 }
 
 impl LocalChannels {
     /// Creates the channels of `graph`, each holding at most `capacity` events.
     pub fn for_job(graph: &JobGraph, capacity: usize) -> Self {
-        let mut inputs: HashMap<(usize, usize), Vec<InputChannel>> = HashMap::new();
-        let mut outputs: HashMap<(usize, usize), Vec<OutputChannel>> = HashMap::new();
+        let mut inputs: HashMap<TaskKey, Vec<InputChannel>> = HashMap::new();
+        let mut outputs: HashMap<TaskKey, Vec<OutputChannel>> = HashMap::new();
         for ends in channels(graph) {
             let (tx, mut rx) = local_channel(capacity);
             rx.input = ends.input_index(graph);
             outputs
-                .entry((ends.from_vertex, ends.from_subtask))
+                .entry(TaskKey::new(ends.from_vertex, ends.from_subtask))
                 .or_default()
                 .push(tx);
             inputs
-                .entry((ends.to_vertex, ends.to_subtask))
+                .entry(TaskKey::new(ends.to_vertex, ends.to_subtask))
                 .or_default()
                 .push(rx);
         }
@@ -140,12 +141,12 @@ impl LocalChannels {
     }
 
     /// Takes the input channels of one subtask.
-    pub fn take_inputs(&mut self, vertex: usize, subtask: usize) -> Vec<InputChannel> {
-        self.inputs.remove(&(vertex, subtask)).unwrap_or_default()
+    pub fn take_inputs(&mut self, task: TaskKey) -> Vec<InputChannel> {
+        self.inputs.remove(&task).unwrap_or_default()
     }
 
     /// Takes the output channels of one subtask.
-    pub fn take_outputs(&mut self, vertex: usize, subtask: usize) -> Vec<OutputChannel> {
-        self.outputs.remove(&(vertex, subtask)).unwrap_or_default()
+    pub fn take_outputs(&mut self, task: TaskKey) -> Vec<OutputChannel> {
+        self.outputs.remove(&task).unwrap_or_default()
     }
 }

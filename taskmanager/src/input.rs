@@ -193,7 +193,7 @@ impl InputGate {
                     self.end = self.end.and(end);
                 }
                 None => {
-                    return Err(EddyError::Runtime(format!(
+                    return Err(EddyError::Exchange(format!(
                         "input channel {index} closed before its end of stream (the upstream task stopped)"
                     )));
                 }

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use eddy_common::event::{Barrier, Event, StreamEnd};
+use eddy_common::wire::{decode_chunk, encode_chunk};
 use eddy_proto::v1 as pb;
 use eddy_proto::v1::data_exchange_client::DataExchangeClient;
 use tokio::sync::mpsc::{
@@ -18,7 +19,6 @@ use tokio::sync::watch;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::exchange::{ChannelEnds, InputChannel, OutputChannel, PriorityBarrier};
-use eddy_common::wire::{decode_chunk, encode_chunk};
 
 /// How long a transfer for a job not (yet) deployed here waits for its deployment: the
 /// JobManager deploys to all TaskManagers at once, so senders may connect first.

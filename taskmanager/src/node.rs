@@ -281,12 +281,12 @@ impl TaskManager {
     async fn forward_input_ended(
         self: Arc<Self>,
         execution: ExecutionId,
-        mut ended: UnboundedReceiver<(usize, usize)>,
+        mut ended: UnboundedReceiver<TaskKey>,
     ) {
-        while let Some((vertex, subtask)) = ended.recv().await {
+        while let Some(key) = ended.recv().await {
             let report = pb::TaskStateReport {
                 taskmanager_id: self.id.clone(),
-                task: Some(task_id(&execution, TaskKey::new(vertex, subtask))),
+                task: Some(task_id(&execution, key)),
                 state: pb::TaskState::Running as i32,
                 input_ended: true,
                 ..Default::default()

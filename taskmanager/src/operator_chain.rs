@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-
 use eddy_common::chunk::Chunk;
 use eddy_common::event::Timestamp;
 use eddy_common::metrics::{JobMetrics, OperatorMetrics};
@@ -92,7 +91,7 @@ impl OperatorChain {
     /// taken after it).
     pub fn restore(&mut self, states: &[Vec<Bytes>], scope: &KeyScope) -> Result<()> {
         if states.len() != self.operators.len() {
-            return Err(EddyError::Runtime(format!(
+            return Err(EddyError::Snapshot(format!(
                 "the checkpoint holds {} operators for this task but the plan has {}: the job changed",
                 states.len(),
                 self.operators.len()

@@ -22,11 +22,10 @@ use eddy_common::{EddyError, Result};
 use eddy_connectors::SinkWriter;
 use eddy_operators::partition::HashPartitioner;
 use eddy_planner::plan::Partitioning;
-
-use crate::exchange::{OutputChannel, PriorityBarrier};
-
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::mpsc::error::TrySendError;
+
+use crate::exchange::{OutputChannel, PriorityBarrier};
 
 /// The output of one task.
 pub enum TaskOutput {
@@ -255,7 +254,7 @@ impl PriorityLanes {
 }
 
 fn downstream_gone(target: usize) -> EddyError {
-    EddyError::Runtime(format!("downstream subtask {target} is gone"))
+    EddyError::Exchange(format!("downstream subtask {target} is gone"))
 }
 
 impl TaskOutput {
@@ -281,8 +280,9 @@ impl TaskOutput {
                 } => {
                     let rows =
                         RecordBatch::try_new(schema.clone(), chunk.rows().columns().to_vec())
-                            .map_err(|e| {
-                                EddyError::Runtime(format!("writing to table '{table}': {e}"))
+                            .map_err(|e| EddyError::Connector {
+                                table: table.clone(),
+                                message: format!("rows do not fit its schema: {e}"),
                             })?;
                     writer.write(&chunk.with_rows(rows)).await?;
                 }

@@ -102,7 +102,7 @@ impl VertexRestore {
                 .iter()
                 .any(|s| s.operators.len() != restore.operators.len())
             {
-                return Err(EddyError::Runtime(format!(
+                return Err(EddyError::Snapshot(format!(
                     "{what}: operator count differs between subtasks or snapshots"
                 )));
             }
@@ -112,7 +112,7 @@ impl VertexRestore {
                     .iter()
                     .rposition(|s| s.operators[i].kind == StateKind::Full)
                     .ok_or_else(|| {
-                        EddyError::Runtime(format!(
+                        EddyError::Snapshot(format!(
                             "{what}: operator {i} has changes but no full state to apply them to"
                         ))
                     })?;
@@ -129,7 +129,7 @@ impl VertexRestore {
             }
             if !snapshot.in_flight.is_empty() {
                 if !same_parallelism {
-                    return Err(EddyError::Runtime(format!(
+                    return Err(EddyError::Snapshot(format!(
                         "{what} is an unaligned checkpoint with data in flight; it restores only at the \
                          same parallelism (take a savepoint, which is aligned, to rescale)"
                     )));

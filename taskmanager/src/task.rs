@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-
 use eddy_common::Result;
 use eddy_common::checkpoint::{
     CheckpointStorage, CompletedCheckpoint, StateFile, StateHandle, TaskSnapshot,
@@ -16,7 +15,7 @@ use eddy_common::checkpoint::{
 use eddy_common::chunk::Chunk;
 use eddy_common::config::checkpointing::CheckpointingMode;
 use eddy_common::event::{Barrier, StreamEnd, Timestamp};
-use eddy_common::ids::ExecutionId;
+use eddy_common::ids::{ExecutionId, TaskKey};
 use eddy_common::metrics::{JobMetrics, OperatorMetrics};
 use eddy_common::state::{OperatorState, SnapshotRequest, StateKind};
 use eddy_connectors::{SinkContext, SourceContext, SourceEvent, SourceReader};
@@ -71,8 +70,8 @@ pub struct TaskCheckpointing {
     pub acks: UnboundedSender<TaskAck>,
     /// Checkpoints as the JobManager declares them complete.
     pub completed: watch::Receiver<CompletedCheckpoint>,
-    /// Where a source task says it has read all its input, as (vertex, subtask).
-    pub input_ended: UnboundedSender<(usize, usize)>,
+    /// Where a source task says it has read all its input.
+    pub input_ended: UnboundedSender<TaskKey>,
     /// The task's stored snapshots, which its next snapshot may extend.
     pub chains: SnapshotChains,
 }
@@ -198,39 +197,7 @@ async fn run_subtask(mut deployment: TaskDeployment, mut stop: StopSignal) -> Re
                 .restored(restore.checkpoint, restore.chain.clone());
         }
     }
-    let mut output = match &vertex.output {
-        VertexOutput::Sink(sink) => {
-            let context = SinkContext {
-                table: sink.table.clone(),
-                schema: sink.schema.clone(),
-                subtask: deployment.subtask,
-                parallelism: vertex.parallelism,
-                job: deployment.execution.job.clone(),
-                attempt: deployment.execution.attempt.to_string(),
-                metrics: deployment
-                    .metrics
-                    .operator(&format!("{prefix}/Sink:{}", sink.table)),
-                completed: deployment
-                    .checkpointing
-                    .as_ref()
-                    .map(|c| c.completed.clone()),
-            };
-            let mut writer = sink.connector.create_writer(&context)?;
-            let restored = deployment.restore.as_ref().map(|r| r.sink.as_slice());
-            writer.open(restored.unwrap_or_default()).await?;
-            TaskOutput::Sink {
-                writer,
-                schema: sink.schema.clone(),
-                table: sink.table.clone(),
-            }
-        }
-        VertexOutput::Exchange { partitioning, .. } => TaskOutput::Exchange(ExchangeOutput::new(
-            std::mem::take(&mut deployment.outputs),
-            partitioning,
-            max_parallelism,
-            deployment.metrics.operator(&format!("{prefix}/Exchange")),
-        )),
-    };
+    let mut output = open_output(&mut deployment, &prefix).await?;
     tracing::debug!(restored = ?deployment.restore.as_ref().map(|r| r.checkpoint), "task started");
     let mut checkpointing = deployment.checkpointing.take();
     let mode = checkpointing
@@ -270,6 +237,47 @@ async fn run_subtask(mut deployment: TaskDeployment, mut stop: StopSignal) -> Re
     // thread, so that the task's end is reported at once.
     tokio::task::spawn_blocking(move || drop(chain));
     Ok(end)
+}
+
+/// Where the task's rows go: its sink's writer, opened where the restored checkpoint left
+/// it, or the channels to the next vertex (`prefix`: the vertex's name, for counters).
+async fn open_output(deployment: &mut TaskDeployment, prefix: &str) -> Result<TaskOutput> {
+    let graph = deployment.graph.clone();
+    let vertex = &graph.vertices[deployment.vertex];
+    match &vertex.output {
+        VertexOutput::Sink(sink) => {
+            let context = SinkContext {
+                table: sink.table.clone(),
+                schema: sink.schema.clone(),
+                subtask: deployment.subtask,
+                parallelism: vertex.parallelism,
+                execution: deployment.execution.clone(),
+                metrics: deployment
+                    .metrics
+                    .operator(&format!("{prefix}/Sink:{}", sink.table)),
+                completed: deployment
+                    .checkpointing
+                    .as_ref()
+                    .map(|c| c.completed.clone()),
+            };
+            let mut writer = sink.connector.create_writer(&context)?;
+            let restored = deployment.restore.as_ref().map(|r| r.sink.as_slice());
+            writer.open(restored.unwrap_or_default()).await?;
+            Ok(TaskOutput::Sink {
+                writer,
+                schema: sink.schema.clone(),
+                table: sink.table.clone(),
+            })
+        }
+        VertexOutput::Exchange { partitioning, .. } => {
+            Ok(TaskOutput::Exchange(ExchangeOutput::new(
+                std::mem::take(&mut deployment.outputs),
+                partitioning,
+                graph.config.max_parallelism,
+                deployment.metrics.operator(&format!("{prefix}/Exchange")),
+            )))
+        }
+    }
 }
 
 /// Opens the task's source where the restored checkpoint left it and runs it.
@@ -628,24 +636,15 @@ async fn run_source(
                         // While the send blocks (backpressure), an unaligned barrier can
                         // still go out; an aligned one waits for the next read.
                         (Some(overtake), Some(pending)) if single => {
-                            let emit = pipeline.emit(chunk);
-                            tokio::pin!(emit);
-                            loop {
-                                tokio::select! {
-                                    biased;
-                                    sent = &mut emit => {
-                                        sent?;
-                                        break;
-                                    }
-                                    Some(barrier) = pending.recv() => {
-                                        if barrier.unaligned && deferred.is_none() {
-                                            overtake.checkpoint(barrier, reader.position()?)?;
-                                        } else {
-                                            deferred = Some(barrier);
-                                        }
-                                    }
-                                }
-                            }
+                            emit_overtaken(
+                                pipeline,
+                                chunk,
+                                overtake,
+                                pending,
+                                &mut deferred,
+                                &mut *reader,
+                            )
+                            .await?
                         }
                         _ => pipeline.emit(chunk).await?,
                     }
@@ -671,7 +670,7 @@ async fn run_source(
         if let Some(checkpointing) = pipeline.checkpointing.as_ref() {
             let _ = checkpointing
                 .input_ended
-                .send((pipeline.vertex, pipeline.subtask));
+                .send(TaskKey::new(pipeline.vertex, pipeline.subtask));
         }
         if let Some(barrier) = deferred.take() {
             pipeline
@@ -681,6 +680,34 @@ async fn run_source(
         return wait_for_final_checkpoint(&mut reader, pipeline, stop, triggers, completed).await;
     }
     Ok(TaskEnd::Finished)
+}
+
+/// Sends a chunk; while the send blocks (backpressure), an unaligned barrier triggered
+/// meanwhile still goes out at once (with `reader`'s position), and an aligned one is
+/// deferred to the next read.
+async fn emit_overtaken(
+    pipeline: &mut Pipeline<'_>,
+    chunk: Chunk,
+    overtake: &Overtake,
+    pending: &mut UnboundedReceiver<Barrier>,
+    deferred: &mut Option<Barrier>,
+    reader: &mut dyn SourceReader,
+) -> Result<()> {
+    let emit = pipeline.emit(chunk);
+    tokio::pin!(emit);
+    loop {
+        tokio::select! {
+            biased;
+            sent = &mut emit => return sent,
+            Some(barrier) = pending.recv() => {
+                if barrier.unaligned && deferred.is_none() {
+                    overtake.checkpoint(barrier, reader.position()?)?;
+                } else {
+                    *deferred = Some(barrier);
+                }
+            }
+        }
+    }
 }
 
 /// Takes part in checkpoints after the source's end until one taken after every source

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use eddy_common::checkpoint::{CheckpointStorage, CompletedCheckpoint};
 use eddy_common::event::{Barrier, StreamEnd};
-use eddy_common::ids::ExecutionId;
+use eddy_common::ids::{ExecutionId, TaskKey};
 use eddy_common::metrics::JobMetrics;
 use eddy_common::object_storage::resolve;
 use eddy_planner::plan::{JobGraph, plan_job};
@@ -78,8 +78,8 @@ impl Job {
                 graph: graph.clone(),
                 vertex: vertex.id,
                 subtask: 0,
-                inputs: channels.take_inputs(vertex.id, 0),
-                outputs: channels.take_outputs(vertex.id, 0),
+                inputs: channels.take_inputs(TaskKey::new(vertex.id, 0)),
+                outputs: channels.take_outputs(TaskKey::new(vertex.id, 0)),
                 metrics: metrics.clone(),
                 counters: task_counters,
                 checkpointing: Some(TaskCheckpointing {

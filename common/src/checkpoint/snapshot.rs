@@ -72,13 +72,13 @@ impl TaskSnapshot {
     pub fn decode(bytes: &Bytes, what: &str) -> Result<TaskSnapshot> {
         let mut input = StateReader::new(bytes, what);
         if input.bytes()? != MAGIC {
-            return Err(EddyError::Runtime(format!(
+            return Err(EddyError::Snapshot(format!(
                 "{what} is not an Eddy task snapshot"
             )));
         }
         let version = input.u64()?;
         if !(1..=VERSION).contains(&version) {
-            return Err(EddyError::Runtime(format!(
+            return Err(EddyError::Snapshot(format!(
                 "{what} has snapshot version {version}; this Eddy reads version {VERSION}"
             )));
         }
@@ -95,7 +95,7 @@ impl TaskSnapshot {
                         0 => StateKind::Full,
                         1 => StateKind::Changes,
                         kind => {
-                            return Err(EddyError::Runtime(format!(
+                            return Err(EddyError::Snapshot(format!(
                                 "{what}: unknown operator state kind {kind}"
                             )));
                         }

@@ -157,7 +157,7 @@ impl CheckpointDir {
         let path = self.location.path.clone().join(METADATA);
         let bytes = self.location.store.get(&path).await?.bytes().await?;
         let metadata: CheckpointMetadata = serde_json::from_slice(&bytes).map_err(|e| {
-            EddyError::Runtime(format!(
+            EddyError::Snapshot(format!(
                 "{}: unreadable metadata: {e}",
                 self.location.display
             ))
@@ -184,7 +184,7 @@ impl CheckpointDir {
     async fn read_checked(&self, path: &Path, size: u64, crc: u32) -> Result<Bytes> {
         let bytes = self.location.store.get(path).await?.bytes().await?;
         if bytes.len() as u64 != size || crc32(&bytes) != crc {
-            return Err(EddyError::Runtime(format!(
+            return Err(EddyError::Snapshot(format!(
                 "{} is {} bytes with CRC {:08x}, expected {size} bytes with CRC {crc:08x}",
                 self.location.show(path),
                 bytes.len(),
@@ -291,7 +291,7 @@ impl CheckpointStorage {
             .await
         {
             Ok(_) => Ok(handle),
-            Err(object_store::Error::AlreadyExists { .. }) => Err(EddyError::Runtime(format!(
+            Err(object_store::Error::AlreadyExists { .. }) => Err(EddyError::Snapshot(format!(
                 "the snapshot {path} exists already: another attempt of the job wrote it"
             ))),
             Err(error) => Err(error.into()),
@@ -312,7 +312,7 @@ impl CheckpointStorage {
                 let path = newest.path(&self.location.path);
                 let found = self.location.store.head(&path).await?;
                 if found.size != newest.size {
-                    return Err(EddyError::Runtime(format!(
+                    return Err(EddyError::Snapshot(format!(
                         "{} is {} bytes, but task {}-{} of checkpoint {} extends it as {} bytes",
                         self.location.show(&path),
                         found.size,
@@ -326,8 +326,7 @@ impl CheckpointStorage {
             })
         });
         futures::future::try_join_all(checks).await?;
-        let json =
-            serde_json::to_vec_pretty(metadata).map_err(|e| EddyError::Runtime(e.to_string()))?;
+        let json = serde_json::to_vec_pretty(metadata).expect("checkpoint metadata serializes");
         self.location
             .store
             .put(
@@ -401,8 +400,7 @@ impl CheckpointStorage {
                 .copy(&from, &target.clone().join(task.file.as_str()))
                 .await?;
         }
-        let json =
-            serde_json::to_vec_pretty(metadata).map_err(|e| EddyError::Runtime(e.to_string()))?;
+        let json = serde_json::to_vec_pretty(metadata).expect("checkpoint metadata serializes");
         self.location
             .store
             .put(&target.clone().join(METADATA), PutPayload::from(json))

@@ -109,12 +109,12 @@ impl<'a> StateReader<'a> {
     }
 
     fn corrupt(&self, problem: &str) -> EddyError {
-        EddyError::Runtime(format!("corrupt snapshot of {}: {problem}", self.what))
+        EddyError::Snapshot(format!("corrupt snapshot of {}: {problem}", self.what))
     }
 
     fn take(&mut self, n: usize) -> Result<&'a [u8]> {
         if n > self.bytes.len() {
-            return Err(EddyError::Runtime(format!(
+            return Err(EddyError::Snapshot(format!(
                 "corrupt snapshot of {}: needs {n} more bytes, has {}",
                 self.what,
                 self.bytes.len()
@@ -151,7 +151,7 @@ impl<'a> StateReader<'a> {
         let n = self.u64()?;
         let min_item_size = if self.compact { 1 } else { min_item_size };
         if n.saturating_mul(min_item_size.max(1) as u64) > self.bytes.len() as u64 {
-            return Err(EddyError::Runtime(format!(
+            return Err(EddyError::Snapshot(format!(
                 "corrupt snapshot of {}: {n} items cannot fit in {} bytes",
                 self.what,
                 self.bytes.len()

@@ -18,12 +18,12 @@ mod source;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use eddy_common::{EddyError, Result};
 use rdkafka::ClientConfig;
 
 use super::format::{FORMAT_KEYS, Format};
 use super::transaction::DeliveryGuarantee;
 use super::{Options, SinkContext, SinkWriter, SourceContext, SourceReader, TableConnector};
-use eddy_common::{EddyError, Result};
 
 const KEYS: &[&str] = &[
     "topic",
@@ -164,5 +164,14 @@ fn kafka_error(
     doing: &str,
     e: rdkafka::error::KafkaError,
 ) -> EddyError {
-    connector.error(format!("{doing} (topic '{}'): {e}", connector.topic))
+    // A transactional producer's fatal error never heals; others may.
+    let transient = match &e {
+        rdkafka::error::KafkaError::Transaction(error) => !error.is_fatal(),
+        _ => true,
+    };
+    EddyError::Remote {
+        table: connector.table.clone(),
+        message: format!("{doing} (topic '{}'): {e}", connector.topic),
+        transient,
+    }
 }

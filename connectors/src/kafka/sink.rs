@@ -6,6 +6,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use eddy_common::chunk::Chunk;
+use eddy_common::event::StreamEnd;
+use eddy_common::metrics::OperatorMetrics;
+use eddy_common::state::{StateReader, StateWriter};
+use eddy_common::{EddyError, Result};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -20,11 +25,6 @@ use crate::transaction::{
     DeliveryGuarantee, TransactionCommitter, TransactionWriter, TwoPhaseCommitSink,
 };
 use crate::{SinkContext, SinkWriter};
-use eddy_common::chunk::Chunk;
-use eddy_common::event::StreamEnd;
-use eddy_common::metrics::OperatorMetrics;
-use eddy_common::state::{StateReader, StateWriter};
-use eddy_common::{EddyError, Result};
 
 /// How long a flush or a transaction step may take.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -40,7 +40,7 @@ pub(super) fn create(
     let prefix = connector
         .transactional_id_prefix
         .clone()
-        .unwrap_or_else(|| format!("eddy-{}-{}", context.job, connector.table));
+        .unwrap_or_else(|| format!("eddy-{}-{}", context.execution.job, connector.table));
     let writer_id = format!("{prefix}-{}", context.subtask);
     let writer = WriteAhead {
         connector: connector.clone(),
@@ -135,7 +135,7 @@ impl Prepared {
     fn decode(handle: &[u8]) -> Result<Prepared> {
         let mut input = StateReader::new(handle, "a Kafka sink transaction");
         let writer_id = String::from_utf8(input.bytes()?.to_vec())
-            .map_err(|_| EddyError::Runtime("a Kafka writer id is not UTF-8".into()))?;
+            .map_err(|_| EddyError::Internal("a Kafka writer id is not UTF-8".into()))?;
         Ok(Prepared {
             writer_id,
             checkpoint: input.u64()?,
@@ -274,7 +274,7 @@ impl TransactionCommitter for KafkaTransactions {
         async move {
             tokio::task::spawn_blocking(move || inner.commit(&handle))
                 .await
-                .map_err(|e| EddyError::Runtime(format!("a Kafka commit panicked: {e}")))?
+                .map_err(|e| EddyError::Internal(format!("a Kafka commit panicked: {e}")))?
         }
         .boxed()
     }
@@ -286,7 +286,7 @@ impl TransactionCommitter for KafkaTransactions {
         async move {
             tokio::task::spawn_blocking(move || inner.with_producer(|_| Ok(())))
                 .await
-                .map_err(|e| EddyError::Runtime(format!("a Kafka producer panicked: {e}")))?
+                .map_err(|e| EddyError::Internal(format!("a Kafka producer panicked: {e}")))?
         }
         .boxed()
     }
@@ -338,7 +338,7 @@ impl IdempotentProducer {
         let producer = self.producer.clone();
         tokio::task::spawn_blocking(move || producer.flush(TIMEOUT))
             .await
-            .map_err(|e| EddyError::Runtime(format!("a Kafka flush panicked: {e}")))?
+            .map_err(|e| EddyError::Internal(format!("a Kafka flush panicked: {e}")))?
             .map_err(|e| kafka_error(&self.connector, "flushing", e))?;
         match self
             .producer

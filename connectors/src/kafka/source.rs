@@ -5,6 +5,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use eddy_common::metrics::OperatorMetrics;
+use eddy_common::state::{StateReader, StateWriter};
+use eddy_common::{EddyError, Result};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use rdkafka::consumer::{Consumer, StreamConsumer};
@@ -15,9 +18,6 @@ use rdkafka::{Offset, TopicPartitionList};
 use super::{KafkaConnector, StartupMode, kafka_error};
 use crate::format::LinePosition;
 use crate::{SourceContext, SourceEvent, SourceReader};
-use eddy_common::metrics::OperatorMetrics;
-use eddy_common::state::{StateReader, StateWriter};
-use eddy_common::{EddyError, Result};
 
 /// How long a read waits for records before it lets the task take a checkpoint.
 const IDLE: Duration = Duration::from_millis(100);
@@ -115,7 +115,7 @@ impl KafkaReader {
             Ok(mine)
         })
         .await
-        .map_err(|e| EddyError::Runtime(format!("reading Kafka metadata: {e}")))??;
+        .map_err(|e| EddyError::Internal(format!("reading Kafka metadata panicked: {e}")))??;
         let mut assignment = TopicPartitionList::new();
         for partition in partitions.iter().filter(|p| !p.ended) {
             assignment
@@ -150,7 +150,7 @@ impl KafkaReader {
 
     async fn read(&mut self) -> Result<Option<SourceEvent>> {
         if self.consumer.is_none() {
-            return Err(EddyError::Runtime("kafka reader used before open".into()));
+            return Err(EddyError::Internal("kafka reader used before open".into()));
         }
         if let Some(split) = self.newly_ended() {
             return Ok(Some(SourceEvent::SplitEnd(split)));

@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use eddy_common::Result;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use tokio::sync::Mutex;
@@ -13,7 +14,6 @@ use tokio_postgres::error::SqlState;
 use super::{PostgresConnector, connect, db_error};
 use crate::SinkContext;
 use crate::transaction::{AttemptToken, TransactionCommitter};
-use eddy_common::Result;
 
 /// `eddy/{job}/{table}/`: the start of every transaction id of a job's sink. Characters a
 /// literal would need escaped are replaced.

@@ -20,12 +20,12 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
-
-use super::transaction::{AttemptToken, DeliveryGuarantee, TwoPhaseCommitSink};
-use super::{Options, SinkContext, SinkWriter, TableConnector};
 use committer::PreparedTransactions;
 use eddy_common::{EddyError, Result};
 use writer::{PostgresWriter, TransactionMode};
+
+use super::transaction::{AttemptToken, DeliveryGuarantee, TwoPhaseCommitSink};
+use super::{Options, SinkContext, SinkWriter, TableConnector};
 
 const KEYS: &[&str] = &[
     "url",
@@ -107,10 +107,10 @@ impl TableConnector for PostgresConnector {
 
     fn create_writer(&self, context: &SinkContext) -> Result<Box<dyn SinkWriter>> {
         let connector = Arc::new(self.clone());
-        let token = AttemptToken::new(&context.attempt);
+        let token = AttemptToken::new(context.execution.attempt);
         let mode = match (self.guarantee, &context.completed) {
             (DeliveryGuarantee::ExactlyOnce, _) => TransactionMode::Prepared {
-                prefix: committer::job_prefix(&context.job, &self.target),
+                prefix: committer::job_prefix(&context.execution.job, &self.target),
                 writer: format!("{}/{token}", context.subtask),
             },
             (_, Some(_)) => TransactionMode::PerCheckpoint,
@@ -147,12 +147,23 @@ async fn connect(connector: &PostgresConnector) -> Result<tokio_postgres::Client
 
 /// A PostgreSQL error about this table, with the server's detail.
 fn db_error(connector: &PostgresConnector, doing: &str, e: tokio_postgres::Error) -> EddyError {
-    let detail = match e.as_db_error() {
-        Some(db) => format!("{}: {}", db.code().code(), db.message()),
-        None => e.to_string(),
+    let (detail, transient) = match e.as_db_error() {
+        Some(db) => {
+            let code = db.code().code();
+            // Connection exceptions, transaction rollbacks (serialization failures,
+            // deadlocks), insufficient resources, operator intervention (shutdown).
+            let transient = ["08", "40", "53", "57"].iter().any(|c| code.starts_with(c));
+            (format!("{code}: {}", db.message()), transient)
+        }
+        // No answer from the server: the connection failed.
+        None => (e.to_string(), true),
     };
-    connector.error(format!(
-        "{doing} (PostgreSQL table '{}'): {detail}",
-        connector.target
-    ))
+    EddyError::Remote {
+        table: connector.table.clone(),
+        message: format!(
+            "{doing} (PostgreSQL table '{}'): {detail}",
+            connector.target
+        ),
+        transient,
+    }
 }

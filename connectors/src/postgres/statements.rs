@@ -5,11 +5,11 @@
 use arrow::array::{Array, ArrayRef, BooleanArray, Float64Array, Int64Array, StringArray};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, SchemaRef};
+use eddy_common::Result;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Statement};
 
 use super::{PostgresConnector, db_error};
-use eddy_common::Result;
 
 /// How a column travels to the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,6 +8,10 @@ use arrow::array::{ArrayRef, UInt32Array};
 use arrow::compute::take;
 use arrow::datatypes::SchemaRef;
 use arrow::row::{RowConverter, SortField};
+use eddy_common::Result;
+use eddy_common::chunk::{Chunk, Op};
+use eddy_common::event::StreamEnd;
+use eddy_common::metrics::OperatorMetrics;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use hashbrown::HashMap;
@@ -18,10 +22,6 @@ use super::statements::{Statements, Values, prepare};
 use super::{PostgresConnector, connect, db_error};
 use crate::transaction::TransactionWriter;
 use crate::{SinkContext, SinkWriter};
-use eddy_common::Result;
-use eddy_common::chunk::{Chunk, Op};
-use eddy_common::event::StreamEnd;
-use eddy_common::metrics::OperatorMetrics;
 
 /// Where a writer's transactions end.
 #[derive(Debug, Clone)]

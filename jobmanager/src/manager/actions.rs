@@ -150,7 +150,14 @@ impl JobManager {
             self.execution_failed(&execution, reason);
             return;
         }
-        self.send(deploys);
+        // A run cancelled (or failed) while its record was written is not deployed: its
+        // TaskManagers were told to stop it before it arrived.
+        let current = self.lock().jobs.get(&execution.job).is_some_and(|job| {
+            job.attempt == execution.attempt && job.state() == crate::lifecycle::JobState::Running
+        });
+        if current {
+            self.send(deploys);
+        }
     }
 
     async fn deploy(

@@ -12,10 +12,9 @@ use arrow::datatypes::{
     UInt64Type,
 };
 use arrow::row::{RowConverter, SortField};
-use hashbrown::HashMap;
-
 use eddy_common::state::{StateReader, StateWriter};
 use eddy_common::{EddyError, Result};
+use hashbrown::HashMap;
 
 /// The aggregate functions Eddy evaluates incrementally.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -554,7 +553,7 @@ impl GroupAccumulator for RunningExtreme {
             .convert_columns(std::slice::from_ref(values))?;
         for (i, (g, s)) in groups.iter().zip(signs).enumerate() {
             if *s < 0 {
-                return Err(EddyError::Runtime(
+                return Err(EddyError::Internal(
                     "a retraction reached MIN/MAX planned for an append-only input".into(),
                 ));
             }

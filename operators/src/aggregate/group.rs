@@ -14,6 +14,9 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use arrow::row::{RowConverter, SortField};
 use datafusion_physical_expr::PhysicalExpr;
+use eddy_common::Result;
+use eddy_common::chunk::{Chunk, Op};
+use eddy_common::state::{Epochs, OperatorState, Removals, SnapshotRequest};
 
 use super::{
     Accumulators, AggregateCall, Emitted, Slots, open_snapshot, signs_of, snapshot_writer,
@@ -21,9 +24,6 @@ use super::{
 use crate::group_keys::GroupKeys;
 use crate::partition::{KeyScope, key_groups};
 use crate::{Operator, evaluate};
-use eddy_common::Result;
-use eddy_common::chunk::{Chunk, Op};
-use eddy_common::state::{Epochs, OperatorState, Removals, SnapshotRequest};
 
 /// A non-windowed aggregation producing a retract (or upsert) changelog.
 #[derive(Debug)]

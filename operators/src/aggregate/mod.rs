@@ -151,7 +151,7 @@ fn open_snapshot<'a>(bytes: &'a [u8], what: &'a str) -> Result<(u64, StateReader
             reader.compact();
         }
         _ => {
-            return Err(EddyError::Runtime(format!(
+            return Err(EddyError::Snapshot(format!(
                 "snapshot of {what} has format version {version}; this Eddy reads versions 1 \
                  to {SNAPSHOT_VERSION}"
             )));

@@ -11,17 +11,17 @@ use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
 use arrow::row::{RowConverter, SortField};
 use datafusion_physical_expr::PhysicalExpr;
+use eddy_common::chunk::Chunk;
+use eddy_common::event::Timestamp;
+use eddy_common::metrics::OperatorMetrics;
+use eddy_common::state::{OperatorState, SnapshotRequest};
+use eddy_common::{EddyError, Result};
 use hashbrown::HashMap;
 
 use super::{Accumulators, AggregateCall, Slots, open_snapshot, signs_of, snapshot_writer};
 use crate::group_keys::GroupKeys;
 use crate::partition::{KeyScope, key_groups};
 use crate::{Operator, evaluate};
-use eddy_common::chunk::Chunk;
-use eddy_common::event::Timestamp;
-use eddy_common::metrics::OperatorMetrics;
-use eddy_common::state::{OperatorState, SnapshotRequest};
-use eddy_common::{EddyError, Result};
 
 /// Where the window bounds are, in the input and in the output.
 #[derive(Debug, Clone)]
@@ -408,7 +408,7 @@ impl Operator for WindowAggregate {
 
     fn process(&mut self, chunk: Chunk, _out: &mut Vec<Chunk>) -> Result<()> {
         if !chunk.is_append_only() {
-            return Err(EddyError::Runtime(
+            return Err(EddyError::Internal(
                 "a window aggregate received updates; its input must be append-only".into(),
             ));
         }

@@ -21,13 +21,13 @@ use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use arrow::row::{RowConverter, SortField};
 use datafusion_physical_expr::PhysicalExpr;
+use eddy_common::chunk::{Chunk, Op};
+use eddy_common::state::{Epochs, OperatorState, SnapshotRequest, StateReader, StateWriter};
+use eddy_common::{EddyError, Result};
 
 use self::side::JoinSide;
 use crate::partition::{KeyScope, key_groups};
 use crate::{Operator, evaluate};
-use eddy_common::chunk::{Chunk, Op};
-use eddy_common::state::{Epochs, OperatorState, SnapshotRequest, StateReader, StateWriter};
-use eddy_common::{EddyError, Result};
 
 /// The join's snapshot format: 1 held each side's keys and rows; 2 puts the rows removed
 /// before them (a snapshot of changes since an earlier one).
@@ -106,7 +106,7 @@ impl StreamingJoin {
             0 => (left, &*right),
             1 => (right, &*left),
             _ => {
-                return Err(EddyError::Runtime(format!(
+                return Err(EddyError::Internal(format!(
                     "a join has two inputs, but rows came from input {input}"
                 )));
             }
@@ -235,7 +235,7 @@ impl Operator for StreamingJoin {
             let mut input = StateReader::new(snapshot, "a join");
             let version = input.u64()?;
             if !(1..=SNAPSHOT_VERSION).contains(&version) {
-                return Err(EddyError::Runtime(format!(
+                return Err(EddyError::Snapshot(format!(
                     "snapshot of a join has format version {version}; this Eddy reads \
                      versions 1 and {SNAPSHOT_VERSION}"
                 )));
@@ -250,7 +250,7 @@ impl Operator for StreamingJoin {
                 }
             }
             if !input.is_empty() {
-                return Err(EddyError::Runtime(
+                return Err(EddyError::Snapshot(
                     "corrupt snapshot of a join: bytes left after both sides".into(),
                 ));
             }

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use arrow::datatypes::SchemaRef;
 use arrow::row::{RowConverter, SortField};
 use datafusion_physical_expr::PhysicalExpr;
-
-use crate::group_keys::{GroupKeys, Slots};
 use eddy_common::Result;
 use eddy_common::state::{Removals, StateReader, StateWriter};
+
+use crate::group_keys::{GroupKeys, Slots};
 
 /// No entry: the end of a chain.
 const NONE: u32 = u32::MAX;

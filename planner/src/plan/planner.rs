@@ -3,7 +3,6 @@
 //! re-partitioned by key, and the changelog kind inferred bottom-up (and `-U` dropped
 //! where an upsert sink's primary key equals the stream's unique key).
 
-use eddy_operators::OrEddy;
 use std::sync::Arc;
 
 use arrow::datatypes::{Field, Schema, SchemaRef};
@@ -14,6 +13,12 @@ use datafusion_expr::expr::AggregateFunction;
 use datafusion_expr::physical_planning_context::PhysicalPlanningContext;
 use datafusion_expr::{Expr, ExprSchemable, JoinType, LogicalPlan};
 use datafusion_physical_expr::{PhysicalExpr, create_physical_expr};
+use eddy_common::{EddyError, Result};
+use eddy_operators::OrEddy;
+use eddy_operators::aggregate::{
+    AggregateCall, AggregateKind, OutputColumn, WindowAggregateSpec, WindowColumns,
+};
+use eddy_operators::join::JoinSpec;
 
 use super::{
     Changelog, JobGraph, OperatorKind, OperatorSpec, Partitioning, SinkSpec, SourceSpec, Vertex,
@@ -22,11 +27,6 @@ use super::{
 use crate::sql::catalog::ConnectorSource;
 use crate::sql::nodes::{WINDOW_END, WINDOW_START, WatermarkAssigner, WindowKind, WindowTvf};
 use crate::sql::{CompiledScript, PlannedInsert};
-use eddy_common::{EddyError, Result};
-use eddy_operators::aggregate::{
-    AggregateCall, AggregateKind, OutputColumn, WindowAggregateSpec, WindowColumns,
-};
-use eddy_operators::join::JoinSpec;
 
 /// Plans every `INSERT INTO` of a script into one job graph.
 pub fn plan_job(script: &CompiledScript) -> Result<JobGraph> {
@@ -629,25 +629,7 @@ impl Planner {
         {
             return Err(unsupported("GROUPING SETS, CUBE and ROLLUP"));
         }
-        let window_position = |name: &str| {
-            aggregate
-                .group_expr
-                .iter()
-                .position(|e| matches!(strip_alias(e), Expr::Column(c) if c.name == name))
-        };
-        let window_bounds = match (
-            input.window,
-            window_position(WINDOW_START),
-            window_position(WINDOW_END),
-        ) {
-            (Some(kind), Some(start), Some(end)) => Some((kind, start, end)),
-            (Some(WindowKind::Session { .. }), _, _) => {
-                return Err(unsupported(
-                    "a SESSION window must be grouped by both window_start and window_end",
-                ));
-            }
-            _ => None,
-        };
+        let window_bounds = window_bounds(aggregate, &input)?;
         let append_only = input.changelog == Changelog::AppendOnly;
         let (calls, call_names) = self.aggregate_calls(aggregate, &input.schema, append_only)?;
         let key_exprs: Vec<&Expr> = aggregate
@@ -696,32 +678,7 @@ impl Planner {
                 if input.changelog != Changelog::AppendOnly {
                     return Err(unsupported("a window aggregate over an updating input"));
                 }
-                let index_of = |name: &str| {
-                    input
-                        .schema
-                        .fields()
-                        .iter()
-                        .position(|f| f.name() == name)
-                        .ok_or_else(|| EddyError::Plan(format!("window column {name} is missing")))
-                };
-                let mut key_index = 0;
-                let layout = (0..aggregate.group_expr.len())
-                    .map(|i| {
-                        if i == start_pos {
-                            OutputColumn::WindowStart
-                        } else if i == end_pos {
-                            OutputColumn::WindowEnd
-                        } else {
-                            key_index += 1;
-                            OutputColumn::Key(key_index - 1)
-                        }
-                    })
-                    .collect();
-                let columns = WindowColumns {
-                    start: index_of(WINDOW_START)?,
-                    end: index_of(WINDOW_END)?,
-                    layout,
-                };
+                let columns = window_columns(aggregate, &input, start_pos, end_pos)?;
                 let session_gap = match kind {
                     WindowKind::Session { gap } => Some(gap),
                     _ => None,
@@ -772,4 +729,61 @@ impl Planner {
             }
         }
     }
+}
+
+/// The window of a windowed `GROUP BY`: its kind and the positions of `window_start` and
+/// `window_end` among the grouping expressions; `None` for a `GROUP BY` without one.
+fn window_bounds(
+    aggregate: &datafusion_expr::Aggregate,
+    input: &Stream,
+) -> Result<Option<(WindowKind, usize, usize)>> {
+    let position = |name: &str| {
+        aggregate
+            .group_expr
+            .iter()
+            .position(|e| matches!(strip_alias(e), Expr::Column(c) if c.name == name))
+    };
+    match (input.window, position(WINDOW_START), position(WINDOW_END)) {
+        (Some(kind), Some(start), Some(end)) => Ok(Some((kind, start, end))),
+        (Some(WindowKind::Session { .. }), _, _) => Err(unsupported(
+            "a SESSION window must be grouped by both window_start and window_end",
+        )),
+        _ => Ok(None),
+    }
+}
+
+/// Where a window aggregate finds its window's bounds in its input, and how its output
+/// orders the grouping columns (`start_pos`, `end_pos`: the bounds among them).
+fn window_columns(
+    aggregate: &datafusion_expr::Aggregate,
+    input: &Stream,
+    start_pos: usize,
+    end_pos: usize,
+) -> Result<WindowColumns> {
+    let index_of = |name: &str| {
+        input
+            .schema
+            .fields()
+            .iter()
+            .position(|f| f.name() == name)
+            .ok_or_else(|| EddyError::Plan(format!("window column {name} is missing")))
+    };
+    let mut key_index = 0;
+    let layout = (0..aggregate.group_expr.len())
+        .map(|i| {
+            if i == start_pos {
+                OutputColumn::WindowStart
+            } else if i == end_pos {
+                OutputColumn::WindowEnd
+            } else {
+                key_index += 1;
+                OutputColumn::Key(key_index - 1)
+            }
+        })
+        .collect();
+    Ok(WindowColumns {
+        start: index_of(WINDOW_START)?,
+        end: index_of(WINDOW_END)?,
+        layout,
+    })
 }

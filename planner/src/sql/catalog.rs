@@ -12,7 +12,6 @@ use datafusion_expr::planner::{ContextProvider, ExprPlanner, RelationPlanner};
 use datafusion_expr::{
     AggregateUDF, HigherOrderUDF, LogicalPlan, ScalarUDF, TableSource, WindowUDF,
 };
-
 use eddy_common::error::Location;
 use eddy_connectors::TableConnector;
 

@@ -11,14 +11,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::datatypes::{Field, Schema};
+use catalog::{Catalog, ConnectorSource, Provider, TableDef};
 use datafusion_common::{Column, DataFusionError};
 use datafusion_expr::{Expr, ExprSchemable, Extension, LogicalPlan, LogicalPlanBuilder, cast, col};
 use datafusion_optimizer::analyzer::Analyzer;
 use datafusion_optimizer::{Optimizer, OptimizerContext, OptimizerRule};
 use datafusion_sql::planner::{ParserOptions, PlannerContext, SqlToRel};
 use datafusion_sql::sqlparser::ast;
-
-use catalog::{Catalog, ConnectorSource, Provider, TableDef};
 use eddy_common::config::JobConfig;
 use eddy_common::error::Location;
 use eddy_common::schema;

@@ -6,7 +6,6 @@ use datafusion_sql::sqlparser::ast;
 use datafusion_sql::sqlparser::dialect::GenericDialect;
 use datafusion_sql::sqlparser::parser::{Parser, ParserError};
 use datafusion_sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
-
 use eddy_common::error::Location;
 use eddy_common::schema::arrow_type;
 use eddy_common::{EddyError, Result};
