@@ -1,7 +1,8 @@
-//! Golden plans: every script under `tests/plans/` (and every Nexmark query of the benchmark,
-//! `bench/queries/nexmark/`, over the generator's `bid` table) is planned, and its `EXPLAIN`
-//! text (operators, changelog kinds, parallelism, exchanges) must equal the `.plan` file
-//! beside it, checked in for reviewers to read.
+//! Golden plans: every script under `tests/plans/`, every example of `examples/`, and every
+//! Nexmark query of the benchmark (`bench/queries/nexmark/`, over the generator's `bid`
+//! table) is planned, and its `EXPLAIN` text (operators, changelog kinds, parallelism,
+//! exchanges) must equal its `.plan` file under `tests/plans/`, checked in for reviewers to
+//! read.
 //!
 //! After a deliberate planner change, re-bless the files and review the diff:
 //! `EDDY_BLESS=1 cargo test -p eddy-planner --test golden_plans`.
@@ -74,6 +75,21 @@ fn scripts_plan_as_their_golden_files_say() {
             let script = std::fs::read_to_string(path).unwrap();
             let name = path.file_stem().unwrap().to_string_lossy();
             check(&name, &script, &path.with_extension("plan"))
+        })
+        .collect();
+    assert_all(mismatches);
+}
+
+#[test]
+fn examples_plan_as_their_golden_files_say() {
+    let examples = root().join("../examples");
+    let golden = root().join("tests/plans/examples");
+    let mismatches = scripts(&examples, &[])
+        .iter()
+        .filter_map(|path| {
+            let script = std::fs::read_to_string(path).unwrap();
+            let name = path.file_stem().unwrap().to_string_lossy().to_string();
+            check(&name, &script, &golden.join(format!("{name}.plan")))
         })
         .collect();
     assert_all(mismatches);

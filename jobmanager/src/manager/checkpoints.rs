@@ -66,10 +66,7 @@ impl JobManager {
         let (vertex, subtask) = (task.vertex as usize, task.subtask as usize);
         let (outcome, actions) = {
             let mut state = self.lock();
-            let job = state
-                .jobs
-                .get_mut(&execution.job)
-                .ok_or_else(|| JobManagerError::NoSuchJob(execution.job.clone()))?;
+            let job = state.job_mut(&execution.job)?;
             if job.attempt != execution.attempt || job.state() != JobState::Running {
                 return Ok(());
             }
@@ -262,16 +259,7 @@ impl JobManager {
         reply: oneshot::Sender<Result<String, JobManagerError>>,
     ) -> Result<Duration, JobManagerError> {
         let mut state = self.lock();
-        let job = state
-            .jobs
-            .get_mut(job_id)
-            .ok_or_else(|| JobManagerError::NoSuchJob(job_id.into()))?;
-        if job.state() != JobState::Running {
-            return Err(JobManagerError::WrongState {
-                job: job_id.into(),
-                state: job.state(),
-            });
-        }
+        let job = state.running_job_mut(job_id)?;
         let Some(coordinator) = job.coordinator.as_mut() else {
             return Err(JobManagerError::NotCheckpointing);
         };

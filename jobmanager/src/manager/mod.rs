@@ -49,6 +49,47 @@ struct State {
     order: Vec<String>,
 }
 
+impl State {
+    /// A job, or [`JobManagerError::NoSuchJob`].
+    fn job(&self, job_id: &str) -> Result<&JobRecord, JobManagerError> {
+        self.jobs
+            .get(job_id)
+            .ok_or_else(|| JobManagerError::NoSuchJob(job_id.into()))
+    }
+
+    /// A job, to change, or [`JobManagerError::NoSuchJob`].
+    fn job_mut(&mut self, job_id: &str) -> Result<&mut JobRecord, JobManagerError> {
+        self.jobs
+            .get_mut(job_id)
+            .ok_or_else(|| JobManagerError::NoSuchJob(job_id.into()))
+    }
+
+    /// A running job, to change; otherwise why not.
+    fn running_job_mut(&mut self, job_id: &str) -> Result<&mut JobRecord, JobManagerError> {
+        let job = self.job_mut(job_id)?;
+        match job.state() {
+            JobState::Running => Ok(job),
+            state => Err(JobManagerError::WrongState {
+                job: job_id.into(),
+                state,
+            }),
+        }
+    }
+
+    /// The job of run `execution`, moved on `transition`, if that run is still its current
+    /// one and its state allows the transition: otherwise the event is stale.
+    fn transition_run(
+        &mut self,
+        execution: &ExecutionId,
+        transition: Transition,
+    ) -> Option<&mut JobRecord> {
+        let job = self.jobs.get_mut(&execution.job)?;
+        let current =
+            job.attempt == execution.attempt && job.transition(&execution.job, transition);
+        current.then_some(job)
+    }
+}
+
 /// The JobManager's state, shared by its services.
 pub struct JobManager {
     config: JobManagerConfig,
@@ -240,10 +281,7 @@ impl JobManager {
     pub fn cancel(self: &Arc<Self>, job_id: &str) -> Result<(), JobManagerError> {
         let actions = {
             let mut state = self.lock();
-            let job = state
-                .jobs
-                .get(job_id)
-                .ok_or_else(|| JobManagerError::NoSuchJob(job_id.into()))?;
+            let job = state.job(job_id)?;
             if !job.state().allows(Transition::CancelRequested) {
                 return Err(JobManagerError::WrongState {
                     job: job_id.into(),
@@ -270,16 +308,7 @@ impl JobManager {
         let actions = {
             let mut state = self.lock();
             let state = &mut *state;
-            let job = state
-                .jobs
-                .get_mut(job_id)
-                .ok_or_else(|| JobManagerError::NoSuchJob(job_id.into()))?;
-            if job.state() != JobState::Running {
-                return Err(JobManagerError::WrongState {
-                    job: job_id.into(),
-                    state: job.state(),
-                });
-            }
+            let job = state.running_job_mut(job_id)?;
             job.draining = true;
             job.reason = "stopping: sources end, sinks flush".into();
             let execution = job.execution(job_id);
@@ -296,12 +325,7 @@ impl JobManager {
 
     /// Follows a job's state.
     pub fn watch(&self, job_id: &str) -> Result<watch::Receiver<JobState>, JobManagerError> {
-        let state = self.lock();
-        let job = state
-            .jobs
-            .get(job_id)
-            .ok_or_else(|| JobManagerError::NoSuchJob(job_id.into()))?;
-        Ok(job.watch())
+        Ok(self.lock().job(job_id)?.watch())
     }
 
     /// Summaries of all jobs, newest first.
@@ -317,12 +341,7 @@ impl JobManager {
 
     /// One job in detail.
     pub fn job(&self, job_id: &str) -> Result<pb::JobInfo, JobManagerError> {
-        let state = self.lock();
-        let job = state
-            .jobs
-            .get(job_id)
-            .ok_or_else(|| JobManagerError::NoSuchJob(job_id.into()))?;
-        Ok(job.info(job_id))
+        Ok(self.lock().job(job_id)?.info(job_id))
     }
 
     /// Runs the JobManager's timers until the future is dropped: triggers due checkpoints,

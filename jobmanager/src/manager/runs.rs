@@ -120,14 +120,9 @@ impl JobManager {
     fn fail_for_good(self: &Arc<Self>, execution: &ExecutionId, reason: String) {
         let actions = {
             let mut state = self.lock();
-            let Some(job) = state.jobs.get_mut(&execution.job) else {
+            let Some(job) = state.transition_run(execution, Transition::Unrestorable) else {
                 return;
             };
-            if job.attempt != execution.attempt
-                || !job.transition(&execution.job, Transition::Unrestorable)
-            {
-                return;
-            }
             tracing::error!(job = %execution.job, %reason, "job failed; it cannot restart");
             job.reason = reason;
             self.persisted(&execution.job, job)
@@ -199,14 +194,9 @@ impl JobManager {
     /// Moves a restarting job to its next attempt, restoring `point`.
     fn restart_from(&self, execution: &ExecutionId, point: RestartPoint) {
         let mut state = self.lock();
-        let Some(job) = state.jobs.get_mut(&execution.job) else {
+        let Some(job) = state.transition_run(execution, Transition::RestartDue) else {
             return;
         };
-        if job.attempt != execution.attempt
-            || !job.transition(&execution.job, Transition::RestartDue)
-        {
-            return;
-        }
         job.attempt += 1;
         job.restore_from = point.checkpoint.map_or(0, |m| m.checkpoint);
         // Checkpoint ids only grow, also across JobManager restarts (which do not keep the

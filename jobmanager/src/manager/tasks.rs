@@ -162,10 +162,7 @@ impl JobManager {
         report: &pb::TaskStateReport,
     ) -> Result<(ReportOutcome, bool), JobManagerError> {
         let mut state = self.lock();
-        let job = state
-            .jobs
-            .get_mut(&execution.job)
-            .ok_or_else(|| JobManagerError::NoSuchJob(execution.job.clone()))?;
+        let job = state.job_mut(&execution.job)?;
         if job.attempt != execution.attempt {
             tracing::info!(job = %execution.job, attempt = execution.attempt, current = job.attempt, "fenced a report from an earlier attempt");
             return Ok((ReportOutcome::Nothing, false));
