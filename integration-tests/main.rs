@@ -7,6 +7,7 @@ mod cli;
 mod cluster;
 mod docker;
 mod examples;
+mod functions;
 mod golden;
 mod joins;
 mod kafka;

@@ -147,6 +147,7 @@ static FUNCTIONS: LazyLock<Functions> = LazyLock::new(|| {
         scalars,
         aggregates,
         expr_planners: vec![
+            Arc::new(super::functions::FlinkSyntaxPlanner),
             Arc::new(datafusion_functions::core::planner::CoreFunctionPlanner {}),
             Arc::new(datafusion_functions::unicode::planner::UnicodeFunctionPlanner),
             Arc::new(datafusion_functions::datetime::planner::DatetimeFunctionPlanner),

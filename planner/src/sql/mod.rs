@@ -2,6 +2,7 @@
 //! logical plans, one per `INSERT INTO`.
 
 pub mod catalog;
+mod flink_casts;
 mod functions;
 pub mod nodes;
 pub mod script;
@@ -371,6 +372,7 @@ fn optimize(plan: LogicalPlan) -> datafusion_common::Result<LogicalPlan> {
     use datafusion_optimizer::replace_distinct_aggregate::ReplaceDistinctWithAggregate;
     use datafusion_optimizer::simplify_expressions::SimplifyExpressions;
     let rules: Vec<Arc<dyn OptimizerRule + Send + Sync>> = vec![
+        Arc::new(flink_casts::FlinkCasts),
         Arc::new(SimplifyExpressions::new()),
         Arc::new(ReplaceDistinctWithAggregate::new()),
         Arc::new(EliminateFilter::new()),

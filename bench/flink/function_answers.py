@@ -1,0 +1,57 @@
+"""Apache Flink's answers to the scalar expressions of integration-tests/functions/cases.sql.
+
+Runs each expression through Flink's SQL (batch mode, one local JVM), cast to STRING, and
+writes integration-tests/functions/flink_answers.tsv: one line per expression,
+`expression<TAB>answer`, where the answer is the string Flink returns, `NULL`, or
+`ERROR: <Flink's message>` when Flink refuses the expression. The integration test compares
+Eddy's answers with these; it does not need Flink.
+
+Usage (PyFlink from PyPI and a Java 17 runtime):
+    python3 -m venv ~/flink-venv && ~/flink-venv/bin/pip install apache-flink==2.3.0
+    ~/flink-venv/bin/python bench/flink/function_answers.py
+"""
+
+import pathlib
+import sys
+
+from pyflink.table import EnvironmentSettings, TableEnvironment
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CASES = ROOT / "integration-tests" / "functions" / "cases.sql"
+ANSWERS = ROOT / "integration-tests" / "functions" / "flink_answers.tsv"
+
+
+def expressions():
+    for line in CASES.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("--"):
+            yield line
+
+
+def answer(env, expression):
+    try:
+        result = env.execute_sql(f"SELECT CAST(({expression}) AS STRING)")
+        with result.collect() as rows:
+            values = [row[0] for row in rows]
+    except Exception as error:  # Flink's refusal is an answer too
+        message = str(error).strip().splitlines()
+        first = next((m for m in message if "Exception" in m or "rror" in m), message[0])
+        return "ERROR: " + first.strip().replace("\t", " ")[:300]
+    value = values[0]
+    return "NULL" if value is None else value.replace("\t", "\\t").replace("\n", "\\n")
+
+
+def main():
+    env = TableEnvironment.create(EnvironmentSettings.in_batch_mode())
+    env.get_config().set("parallelism.default", "1")
+    env.get_config().set("table.local-time-zone", "UTC")
+    lines = []
+    for expression in expressions():
+        value = answer(env, expression)
+        print(f"{expression}  =>  {value}", file=sys.stderr)
+        lines.append(f"{expression}\t{value}")
+    ANSWERS.write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,254 @@
+//! Numeric functions where Flink answers differently from DataFusion: `MOD`, `LOG` (one
+//! argument: natural), `CEIL`/`FLOOR`/`SIGN` of an integer (an integer), and
+//! `GREATEST`/`LEAST` (NULL if any argument is NULL).
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, BooleanArray, Float64Array};
+use arrow::compute::kernels::numeric::rem;
+use arrow::compute::{cast, nullif};
+use arrow::datatypes::DataType;
+use datafusion_common::{Result, exec_err};
+use datafusion_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature,
+    Volatility,
+};
+
+use super::{DOUBLE, FlinkFunction, returns};
+
+/// The functions of this module.
+pub fn functions() -> Vec<Arc<ScalarUDF>> {
+    let numeric = [DataType::Int64, DataType::Float64]
+        .into_iter()
+        .map(|t| TypeSignature::Exact(vec![t.clone(), t]))
+        .collect();
+    let modulo = FlinkFunction::udf(
+        "mod",
+        Signature::one_of(numeric, Volatility::Immutable),
+        |types| Ok(types[0].clone()),
+        |args| Ok(rem(&args[0], &args[1])?),
+    );
+    let log = FlinkFunction::udf(
+        "log",
+        Signature::one_of(
+            vec![
+                TypeSignature::Exact(vec![DataType::Float64]),
+                TypeSignature::Exact(vec![DataType::Float64, DataType::Float64]),
+            ],
+            Volatility::Immutable,
+        ),
+        returns::<DOUBLE>,
+        log,
+    );
+    vec![
+        modulo,
+        log,
+        IntegerPreserving::udf(datafusion_functions::math::ceil(), |v| v),
+        IntegerPreserving::udf(datafusion_functions::math::floor(), |v| v),
+        IntegerPreserving::udf(datafusion_functions::math::signum(), i64::signum),
+        IntegerPreserving::renamed("sign", datafusion_functions::math::signum(), i64::signum),
+        NullIfAnyNull::udf(datafusion_functions::core::greatest()),
+        NullIfAnyNull::udf(datafusion_functions::core::least()),
+    ]
+}
+
+/// `LOG(x)`: the natural logarithm; `LOG(b, x)`: the logarithm of `x` to base `b`.
+fn log(args: &[ArrayRef]) -> Result<ArrayRef> {
+    let values = as_f64(&args[args.len() - 1])?;
+    let result: Float64Array = match args.len() {
+        1 => values.unary(f64::ln),
+        _ => {
+            let bases = as_f64(&args[0])?;
+            arrow::compute::binary(&bases, &values, |b: f64, x: f64| x.ln() / b.ln())?
+        }
+    };
+    Ok(Arc::new(result))
+}
+
+fn as_f64(array: &ArrayRef) -> Result<Float64Array> {
+    let array = cast(array, &DataType::Float64)?;
+    Ok(array
+        .as_any()
+        .downcast_ref::<Float64Array>()
+        .expect("cast to Float64")
+        .clone())
+}
+
+fn is_integer(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64
+    )
+}
+
+/// A DataFusion math function that answers a DOUBLE for every input, answering an integer
+/// for an integer as Flink does (`CEIL(7)` is `7`, not `7.0`). The same if the names are.
+#[derive(Debug)]
+struct IntegerPreserving {
+    name: String,
+    inner: Arc<ScalarUDF>,
+    signature: Signature,
+    on_integer: fn(i64) -> i64,
+}
+
+impl PartialEq for IntegerPreserving {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for IntegerPreserving {}
+
+impl std::hash::Hash for IntegerPreserving {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
+impl IntegerPreserving {
+    fn udf(inner: Arc<ScalarUDF>, on_integer: fn(i64) -> i64) -> Arc<ScalarUDF> {
+        let name = inner.name().to_string();
+        Self::renamed_owned(name, inner, on_integer)
+    }
+
+    fn renamed(name: &str, inner: Arc<ScalarUDF>, on_integer: fn(i64) -> i64) -> Arc<ScalarUDF> {
+        Self::renamed_owned(name.to_string(), inner, on_integer)
+    }
+
+    fn renamed_owned(
+        name: String,
+        inner: Arc<ScalarUDF>,
+        on_integer: fn(i64) -> i64,
+    ) -> Arc<ScalarUDF> {
+        Arc::new(ScalarUDF::from(IntegerPreserving {
+            name,
+            inner,
+            signature: Signature::any(1, Volatility::Immutable),
+            on_integer,
+        }))
+    }
+}
+
+impl ScalarUDFImpl for IntegerPreserving {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        match &arg_types[0] {
+            t if is_integer(t) => Ok(DataType::Int64),
+            t if t.is_numeric() || t.is_null() => {
+                let coerced = self
+                    .inner
+                    .coerce_types(arg_types)
+                    .unwrap_or(arg_types.to_vec());
+                self.inner.return_type(&coerced)
+            }
+            other => exec_err!("{}: a number is expected, not {other}", self.name),
+        }
+    }
+
+    fn invoke_with_args(&self, mut args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let input = args.arg_fields[0].data_type().clone();
+        if is_integer(&input) {
+            let values = ColumnarValue::values_to_arrays(&args.args)?;
+            let values = cast(&values[0], &DataType::Int64)?;
+            let values = values
+                .as_any()
+                .downcast_ref::<arrow::array::Int64Array>()
+                .expect("cast to Int64");
+            let on_integer = self.on_integer;
+            return Ok(ColumnarValue::Array(Arc::new(
+                values.unary::<_, arrow::datatypes::Int64Type>(on_integer),
+            )));
+        }
+        if !matches!(
+            input,
+            DataType::Float64 | DataType::Float32 | DataType::Decimal128(..)
+        ) {
+            args.args = vec![args.args[0].cast_to(&DataType::Float64, None)?];
+        }
+        self.inner.invoke_with_args(args)
+    }
+}
+
+/// `GREATEST`/`LEAST` as Flink has them: NULL if any argument is NULL (DataFusion's skip
+/// NULLs).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct NullIfAnyNull {
+    inner: Arc<ScalarUDF>,
+}
+
+impl NullIfAnyNull {
+    fn udf(inner: Arc<ScalarUDF>) -> Arc<ScalarUDF> {
+        Arc::new(ScalarUDF::from(NullIfAnyNull { inner }))
+    }
+}
+
+impl ScalarUDFImpl for NullIfAnyNull {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        self.inner.coerce_types(arg_types)
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        self.inner.return_type(arg_types)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let rows = args.number_rows;
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let result = self.inner.invoke_with_args(args)?.into_array(rows)?;
+        let any_null: BooleanArray = (0..rows)
+            .map(|row| Some(arrays.iter().any(|a| a.is_null(row))))
+            .collect();
+        Ok(ColumnarValue::Array(nullif(&result, &any_null)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::Int64Array;
+
+    #[test]
+    fn mod_keeps_the_sign_of_the_dividend() {
+        let a: ArrayRef = Arc::new(Int64Array::from(vec![7, -7, 246]));
+        let b: ArrayRef = Arc::new(Int64Array::from(vec![3, 3, 123]));
+        let result = rem(&a, &b).unwrap();
+        let result = result.as_any().downcast_ref::<Int64Array>().unwrap();
+        assert_eq!(result.values().to_vec(), vec![1, -1, 0]);
+    }
+
+    #[test]
+    fn log_of_one_argument_is_natural() {
+        let x: ArrayRef = Arc::new(Float64Array::from(vec![std::f64::consts::E]));
+        let base: ArrayRef = Arc::new(Float64Array::from(vec![10.0]));
+        let hundred: ArrayRef = Arc::new(Float64Array::from(vec![100.0]));
+        let ln = log(&[x]).unwrap();
+        assert_eq!(
+            ln.as_any().downcast_ref::<Float64Array>().unwrap().value(0),
+            1.0
+        );
+        let log10 = log(&[base, hundred]).unwrap();
+        assert_eq!(
+            log10
+                .as_any()
+                .downcast_ref::<Float64Array>()
+                .unwrap()
+                .value(0),
+            2.0
+        );
+    }
+}
