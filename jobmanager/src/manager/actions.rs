@@ -13,6 +13,7 @@ use super::JobManager;
 use crate::gateway::{Deployment, TaskExecutorGateway};
 use crate::job::SavepointRequest;
 use crate::job_store::StoredJob;
+use crate::lifecycle::JobState;
 
 /// A TaskManager to call.
 pub type Gateway = Arc<dyn TaskExecutorGateway>;
@@ -152,10 +153,7 @@ impl JobManager {
         }
         // A run cancelled (or failed) while its record was written is not deployed: its
         // TaskManagers were told to stop it before it arrived.
-        let current = self.lock().jobs.get(&execution.job).is_some_and(|job| {
-            job.attempt == execution.attempt && job.state() == crate::lifecycle::JobState::Running
-        });
-        if current {
+        if self.is_current_run(&execution) {
             self.send(deploys);
         }
     }
@@ -173,14 +171,33 @@ impl JobManager {
                 return;
             }
         };
-        if let Err(error) = gateway.deploy(deployment).await {
-            if let CallError::Unavailable(_) = error {
-                // It is gone: forget it now rather than place the restart there.
-                tracing::warn!(%taskmanager, "taskmanager unreachable; forgetting it");
-                self.lock().resources.remove(&taskmanager);
+        match gateway.deploy(deployment).await {
+            Ok(()) if !self.is_current_run(&execution) => {
+                // Cancelled or failed while it was being deployed: the stop sent then found
+                // nothing there yet, so this one stops it.
+                tracing::info!(job = %execution, %taskmanager, "a run ended while it was deployed; stopping it there");
+                if let Err(error) = gateway.stop(&execution, StopRequest::Cancel).await {
+                    tracing::warn!(job = %execution, %error, "stopping a stale run failed");
+                }
             }
-            let reason = format!("deploying to {taskmanager} failed: {error}");
-            self.execution_failed(&execution, reason);
+            Ok(()) => {}
+            Err(error) => {
+                if let CallError::Unavailable(_) = error {
+                    // It is gone: forget it now rather than place the restart there.
+                    tracing::warn!(%taskmanager, "taskmanager unreachable; forgetting it");
+                    self.lock().resources.remove(&taskmanager);
+                }
+                let reason = format!("deploying to {taskmanager} failed: {error}");
+                self.execution_failed(&execution, reason);
+            }
         }
+    }
+
+    /// Whether `execution` is its job's current run and still running.
+    fn is_current_run(&self, execution: &ExecutionId) -> bool {
+        self.lock()
+            .jobs
+            .get(&execution.job)
+            .is_some_and(|job| job.attempt == execution.attempt && job.state() == JobState::Running)
     }
 }
