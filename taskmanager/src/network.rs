@@ -409,6 +409,50 @@ async fn forward(address: &str, key: &ChannelKey, events: Receiver<Event>) -> Re
 mod tests {
     use super::*;
 
+    fn key(execution: &str) -> ChannelKey {
+        ChannelKey {
+            execution_id: execution.into(),
+            ends: ChannelEnds {
+                from_vertex: 0,
+                from_subtask: 0,
+                to_vertex: 1,
+                to_subtask: 0,
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn shared_channels_stay_until_the_last_deployment_of_a_run_ends() {
+        // Two in-process TaskManagers share the queues and deploy parts of one run.
+        let channels = Channels::new(4);
+        channels.open_job("j.1");
+        channels.open_job("j.1");
+        let receiver = channels.take_receiver(&key("j.1"));
+        assert!(receiver.is_some());
+        channels.close_job("j.1");
+        assert!(channels.is_open("j.1"), "the other deployment still runs");
+        // Its sender is still the one the receiver reads.
+        assert!(channels.take_sender(&key("j.1")).is_some());
+        channels.close_job("j.1");
+        assert!(!channels.is_open("j.1"));
+        // A later close (a cancel after the tasks ended) changes nothing.
+        channels.close_job("j.1");
+        assert!(!channels.is_open("j.1"));
+    }
+
+    #[tokio::test]
+    async fn a_transfer_waits_for_its_deployment_without_polling() {
+        let channels = Arc::new(Channels::new(4));
+        let waiting = {
+            let channels = channels.clone();
+            tokio::spawn(async move { channels.wait_open("j.2", Duration::from_secs(5)).await })
+        };
+        tokio::task::yield_now().await;
+        channels.open_job("j.2");
+        assert!(waiting.await.unwrap());
+        assert!(!channels.wait_open("j.3", Duration::from_millis(20)).await);
+    }
+
     #[test]
     fn a_frame_keeps_why_its_stream_ended() {
         for end in [

@@ -324,9 +324,18 @@ impl TaskManager {
         }
     }
 
+    /// Forgets a job whose tasks all ended, and (once) its channels; a cancel forgot them
+    /// already.
     fn forget(&self, execution: &ExecutionId) {
-        self.jobs.lock().expect("jobs lock").remove(execution);
-        self.channels.close_job(&execution.to_string());
+        if self
+            .jobs
+            .lock()
+            .expect("jobs lock")
+            .remove(execution)
+            .is_some()
+        {
+            self.channels.close_job(&execution.to_string());
+        }
     }
 
     /// Stops every task of a job here. Cancelled, each ends at its next step, its sink
@@ -343,8 +352,8 @@ impl TaskManager {
             return;
         }
         let job = self.jobs.lock().expect("jobs lock").remove(execution);
-        self.channels.close_job(&execution.to_string());
         let Some(mut job) = job else { return };
+        self.channels.close_job(&execution.to_string());
         let _ = job.stop.send(Some(StopRequest::Cancel));
         let ended = job.running.wait_for(|running| *running == 0);
         if tokio::time::timeout(CANCEL_TIMEOUT, ended).await.is_err() {
