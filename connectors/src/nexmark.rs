@@ -44,6 +44,11 @@ const HOT_BIDDER_RATIO: u64 = 4;
 const HOT_SELLER_RATIO: u64 = 4;
 const HOT_STRIDE: u64 = 100;
 const CHANNELS: &[&str] = &["Google", "Facebook", "Baidu", "Apple"];
+/// Average sizes of the events in bytes, as the Nexmark specification counts them (8 per
+/// number or time, 1 per character): `extra` pads each event to about this size.
+const AVERAGE_PERSON_BYTES: usize = 200;
+const AVERAGE_AUCTION_BYTES: usize = 500;
+const AVERAGE_BID_BYTES: usize = 100;
 const FIRST_NAMES: &[&str] = &[
     "Peter", "Paul", "Luke", "John", "Saul", "Vicky", "Kate", "Julie", "Sarah", "Deiter", "Walter",
 ];
@@ -421,9 +426,18 @@ impl NexmarkGenerator {
                     rng.below(10_000)
                 );
                 t[2].append_value("");
-                t[3].append_value(CITIES[rng.below(CITIES.len() as u64) as usize]);
-                t[4].append_value(STATES[rng.below(STATES.len() as u64) as usize]);
-                t[5].append_value("");
+                let city = CITIES[rng.below(CITIES.len() as u64) as usize];
+                let state = STATES[rng.below(STATES.len() as u64) as usize];
+                t[3].append_value(city);
+                t[4].append_value(state);
+                let size = 8
+                    + [&t[0], &t[1], &t[2]]
+                        .iter()
+                        .map(|b| last_len(b))
+                        .sum::<usize>()
+                    + city.len()
+                    + state.len();
+                append_extra(&mut rng, size, AVERAGE_PERSON_BYTES, &mut t[5]);
                 rows.times[0].push(ts);
             }
             NexmarkStream::Auction => {
@@ -448,7 +462,8 @@ impl NexmarkGenerator {
                 t[0].append_value("");
                 let _ = write!(t[1], "description of auction {id}");
                 t[1].append_value("");
-                t[2].append_value("");
+                let size = 8 + last_len(&t[0]) + last_len(&t[1]) + 5 * 8;
+                append_extra(&mut rng, size, AVERAGE_AUCTION_BYTES, &mut t[2]);
                 rows.times[0].push(ts);
                 rows.times[1].push(ts + length_ms);
             }
@@ -478,11 +493,47 @@ impl NexmarkGenerator {
                     CHANNELS[channel].to_ascii_lowercase()
                 );
                 t[1].append_value("");
-                t[2].append_value("");
+                append_extra(&mut rng, 4 * 8, AVERAGE_BID_BYTES, &mut t[2]);
                 rows.times[0].push(ts);
             }
         }
     }
+}
+
+/// The length in bytes of the last value of `builder`.
+fn last_len(builder: &StringBuilder) -> usize {
+    let offsets = builder.offsets_slice();
+    match offsets {
+        [.., before, last] => (*last - *before) as usize,
+        _ => 0,
+    }
+}
+
+/// Appends the `extra` field of an event of `size` bytes so far, as the Nexmark
+/// specification makes it: random lowercase letters bringing the event to `average` bytes
+/// on average, ±20 % (none if the event is that large already).
+fn append_extra(rng: &mut SplitMix64, size: usize, average: usize, out: &mut StringBuilder) {
+    if size > average {
+        out.append_value("");
+        return;
+    }
+    let target = (average - size) as u64;
+    let delta = (target as f64 * 0.2).round() as u64;
+    let mut length = target - delta + if delta == 0 { 0 } else { rng.below(2 * delta) };
+    let mut letters = [0u8; 13];
+    while length > 0 {
+        // 13 letters from each 64 random bits (26^13 < 2^64).
+        let mut bits = rng.next_u64();
+        let n = length.min(13) as usize;
+        for letter in letters.iter_mut().take(n) {
+            *letter = b'a' + (bits % 26) as u8;
+            bits /= 26;
+        }
+        out.write_str(std::str::from_utf8(&letters[..n]).expect("ASCII letters"))
+            .expect("writing to a string builder");
+        length -= n as u64;
+    }
+    out.append_value("");
 }
 
 /// The id (from 0) of the newest person at `event`.
@@ -560,6 +611,49 @@ mod tests {
             );
         }
         assert!(generator.timestamp(10) > generator.timestamp(0));
+    }
+
+    /// The average size of the events of `stream` as the specification counts it: `fixed`
+    /// bytes for its numbers and times, and the characters of the text columns `counted`;
+    /// and the shortest and longest `extra` (the last text column).
+    fn sizes(stream: NexmarkStream, fixed: usize, counted: &[usize]) -> (f64, usize, usize) {
+        use arrow::array::Array;
+        let generator = NexmarkGenerator {
+            seed: 11,
+            inter_event_micros: 100,
+            base_time: 0,
+        };
+        let mut rows = RowsBuilder::new(stream, 16);
+        let events = (0..200_000).filter(|e| stream.matches(*e)).count();
+        for event in (0..200_000).filter(|e| stream.matches(*e)) {
+            generator.append(stream, event, &mut rows);
+        }
+        let texts: Vec<_> = rows.texts.iter_mut().map(|t| t.finish()).collect();
+        let text: usize = counted.iter().map(|c| texts[*c].value_data().len()).sum();
+        let extra = texts.last().unwrap();
+        let lengths = (0..extra.len()).map(|i| extra.value(i).len());
+        let (min, max) = lengths.fold((usize::MAX, 0), |(lo, hi), l| (lo.min(l), hi.max(l)));
+        ((fixed * events + text) as f64 / events as f64, min, max)
+    }
+
+    #[test]
+    fn extra_pads_events_to_the_specifications_average_sizes() {
+        // A bid: four numbers and its extra (the specification counts no channel or url).
+        let (bid, min, max) = sizes(NexmarkStream::Bid, 32, &[2]);
+        assert!(min >= 54 && max <= 81, "extra of {min} to {max} letters");
+        assert!((bid - 100.0).abs() < 1.0, "bids average {bid} bytes");
+        // A person: its id, name, email, credit card, city, state and extra.
+        let (person, ..) = sizes(NexmarkStream::Person, 8, &[0, 1, 2, 3, 4, 5]);
+        assert!(
+            (person - 200.0).abs() < 2.0,
+            "people average {person} bytes"
+        );
+        // An auction: six numbers, name, description and extra.
+        let (auction, ..) = sizes(NexmarkStream::Auction, 48, &[0, 1, 2]);
+        assert!(
+            (auction - 500.0).abs() < 5.0,
+            "auctions average {auction} bytes"
+        );
     }
 
     #[tokio::test(start_paused = true)]
