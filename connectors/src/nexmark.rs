@@ -520,14 +520,14 @@ fn append_extra(rng: &mut SplitMix64, size: usize, average: usize, out: &mut Str
     let target = (average - size) as u64;
     let delta = (target as f64 * 0.2).round() as u64;
     let mut length = target - delta + if delta == 0 { 0 } else { rng.below(2 * delta) };
-    let mut letters = [0u8; 13];
+    let mut letters = [0u8; 12];
     while length > 0 {
-        // 13 letters from each 64 random bits (26^13 < 2^64).
+        // 12 letters from each 64 random bits, 5 bits each scaled to 0..26 (no division).
         let mut bits = rng.next_u64();
-        let n = length.min(13) as usize;
+        let n = length.min(12) as usize;
         for letter in letters.iter_mut().take(n) {
-            *letter = b'a' + (bits % 26) as u8;
-            bits /= 26;
+            *letter = b'a' + (((bits & 31) * 26) >> 5) as u8;
+            bits >>= 5;
         }
         out.write_str(std::str::from_utf8(&letters[..n]).expect("ASCII letters"))
             .expect("writing to a string builder");
