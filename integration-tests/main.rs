@@ -9,6 +9,7 @@ mod docker;
 mod examples;
 mod functions;
 mod golden;
+mod group_windows;
 mod joins;
 mod kafka;
 mod postgres;

@@ -4,6 +4,7 @@
 pub mod catalog;
 mod flink_casts;
 mod functions;
+mod group_window;
 pub mod nodes;
 pub mod script;
 pub mod window_tvf;
@@ -271,9 +272,10 @@ fn create_table(catalog: &Catalog, table: TableStatement, location: Location) ->
 
 fn bind_query(
     catalog: &Catalog,
-    query: Box<ast::Query>,
+    mut query: Box<ast::Query>,
     location: Location,
 ) -> Result<LogicalPlan> {
+    group_window::rewrite(&mut query).map_err(|message| sql_error(location, message))?;
     let provider = Provider::new(catalog);
     let planner = sql_to_rel(&provider);
     let plan = planner

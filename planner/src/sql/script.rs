@@ -403,9 +403,10 @@ const PLURAL_UNITS: &[(&str, &str)] = &[
 ];
 
 /// Rewrites Flink-only token sequences into ones the generic parser reads:
-/// `TABLE(TUMBLE(TABLE t, ...))` loses the inner `TABLE`, `SESSION(t PARTITION BY k, ...)`
-/// loses the partitioning (the window aggregate partitions by its grouping keys), and
-/// `INTERVAL '5' MINUTES` becomes `INTERVAL '5' MINUTE`.
+/// `TABLE(TUMBLE(TABLE t, ...))` loses the inner `TABLE`, `SESSION(t PARTITION BY (k1, k2),
+/// ...)` becomes `SESSION(eddy_partition_by(t, k1, k2), ...)` (checked against the grouping
+/// keys, then dropped, before planning: see `group_window`), and `INTERVAL '5' MINUTES`
+/// becomes `INTERVAL '5' MINUTE`.
 fn rewrite_flink_syntax(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
     let is_word = |t: &TokenWithSpan, w: &str| matches!(&t.token, Token::Word(word) if word.quote_style.is_none() && word.value.eq_ignore_ascii_case(w));
     let mut i = 0;
@@ -418,27 +419,7 @@ fn rewrite_flink_syntax(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
             && is_word(&tokens[i + 4], "TABLE")
         {
             tokens.remove(i + 4);
-            // Skip the table name, then drop `PARTITION BY ...` up to the next comma.
-            let mut j = i + 4;
-            while j + 1 < tokens.len() && tokens[j + 1].token == Token::Period {
-                j += 2;
-            }
-            j += 1;
-            if j < tokens.len() && is_word(&tokens[j], "PARTITION") {
-                let mut end = j;
-                let mut depth = 0i32;
-                while end < tokens.len() {
-                    match tokens[end].token {
-                        Token::LParen => depth += 1,
-                        Token::RParen if depth == 0 => break,
-                        Token::RParen => depth -= 1,
-                        Token::Comma if depth == 0 => break,
-                        _ => {}
-                    }
-                    end += 1;
-                }
-                tokens.drain(j..end);
-            }
+            mark_partition_by(&mut tokens, i + 4);
         }
         if i + 2 < tokens.len()
             && is_word(&tokens[i], "INTERVAL")
@@ -453,6 +434,60 @@ fn rewrite_flink_syntax(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
         i += 1;
     }
     tokens
+}
+
+/// The name of the marker call that carries a window TVF's `PARTITION BY` keys to the
+/// planner: `eddy_partition_by(table, key, ...)`.
+pub const PARTITION_MARKER: &str = "eddy_partition_by";
+
+/// Turns `t PARTITION BY (k1, k2)` (or `PARTITION BY k`), starting at `start`, into
+/// `eddy_partition_by(t, k1, k2)`; a table without `PARTITION BY` stays as it is.
+fn mark_partition_by(tokens: &mut Vec<TokenWithSpan>, start: usize) {
+    let is_word = |t: &TokenWithSpan, w: &str| matches!(&t.token, Token::Word(word) if word.quote_style.is_none() && word.value.eq_ignore_ascii_case(w));
+    let mut name_end = start;
+    while name_end + 1 < tokens.len() && tokens[name_end + 1].token == Token::Period {
+        name_end += 2;
+    }
+    let partition = name_end + 1;
+    if partition + 1 >= tokens.len()
+        || !is_word(&tokens[partition], "PARTITION")
+        || !is_word(&tokens[partition + 1], "BY")
+    {
+        return;
+    }
+    // The keys run to the next comma outside parentheses.
+    let mut end = partition + 2;
+    let mut depth = 0i32;
+    while end < tokens.len() {
+        match tokens[end].token {
+            Token::LParen => depth += 1,
+            Token::RParen if depth == 0 => break,
+            Token::RParen => depth -= 1,
+            Token::Comma if depth == 0 => break,
+            _ => {}
+        }
+        end += 1;
+    }
+    let mut keys: Vec<TokenWithSpan> = tokens[partition + 2..end]
+        .iter()
+        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+        .cloned()
+        .collect();
+    if keys.first().is_some_and(|t| t.token == Token::LParen)
+        && keys.last().is_some_and(|t| t.token == Token::RParen)
+    {
+        keys = keys[1..keys.len() - 1].to_vec();
+    }
+    let token = |t: Token| TokenWithSpan::wrap(t);
+    let mut marked = vec![
+        token(Token::make_word(PARTITION_MARKER, None)),
+        token(Token::LParen),
+    ];
+    marked.extend(tokens[start..=name_end].iter().cloned());
+    marked.push(token(Token::Comma));
+    marked.extend(keys);
+    marked.push(token(Token::RParen));
+    tokens.splice(start..end, marked);
 }
 
 #[cfg(test)]
@@ -498,19 +533,27 @@ mod tests {
     }
 
     #[test]
-    fn drops_session_partitioning() {
-        let statements = parse_script(
-            "INSERT INTO o SELECT * FROM TABLE(SESSION(TABLE b PARTITION BY k, DESCRIPTOR(ts), INTERVAL '5' MINUTES))",
-        )
-        .unwrap();
-        let Statement::Insert { query, .. } = &statements[0].item else {
-            panic!("expected INSERT");
+    fn marks_session_partitioning_for_the_planner_to_check() {
+        let query = |sql: &str| {
+            let statements = parse_script(sql).unwrap();
+            let Statement::Insert { query, .. } = &statements[0].item else {
+                panic!("expected INSERT");
+            };
+            query.to_string()
         };
+        let one = query(
+            "INSERT INTO o SELECT * FROM TABLE(SESSION(TABLE b PARTITION BY k, DESCRIPTOR(ts), INTERVAL '5' MINUTES))",
+        );
         assert!(
-            query
-                .to_string()
-                .contains("SESSION(b, DESCRIPTOR(ts), INTERVAL '5' MINUTE)"),
-            "{query}"
+            one.contains("SESSION(eddy_partition_by(b, k), DESCRIPTOR(ts), INTERVAL '5' MINUTE)"),
+            "{one}"
+        );
+        let two = query(
+            "INSERT INTO o SELECT * FROM TABLE(SESSION(TABLE b PARTITION BY (k, j), DESCRIPTOR(ts), INTERVAL '5' SECOND))",
+        );
+        assert!(
+            two.contains("SESSION(eddy_partition_by(b, k, j), DESCRIPTOR(ts)"),
+            "{two}"
         );
     }
 }

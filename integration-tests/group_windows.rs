@@ -1,0 +1,124 @@
+//! Flink's group windows (`GROUP BY TUMBLE(ts, ...)`, `HOP`, `SESSION`, with `*_START`,
+//! `*_END`, `*_ROWTIME`) and session TVFs: every query of `group_windows/` over
+//! `group_windows/clicks.csv` gives Apache Flink's rows (`NAME.flink`, written by
+//! `bench/flink/group_window_answers.py`), at parallelism 1 and 4; what Eddy would answer
+//! differently is refused.
+
+use std::path::Path;
+
+use crate::support::{Scratch, eddy};
+
+const QUERIES: &[&str] = &["tumble", "hop", "session", "rowtime", "session_tvf"];
+
+fn dir() -> &'static Path {
+    Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/integration-tests/group_windows"
+    ))
+}
+
+/// Eddy's rows for `query` at parallelism `p`, each as `v1, v2, ...`, sorted.
+fn eddy_rows(scratch: &Scratch, query: &str, columns: usize, p: usize) -> Vec<String> {
+    let sink_columns: Vec<String> = (0..columns).map(|i| format!("c{i} STRING")).collect();
+    let script = format!(
+        "CREATE TABLE clicks (ts TIMESTAMP(3), user_id BIGINT, amount BIGINT,
+           WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+           WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');
+         CREATE TABLE answer ({}) WITH ('connector' = 'print');
+         INSERT INTO answer {};",
+        dir().join("clicks.csv").display(),
+        sink_columns.join(", "),
+        std::fs::read_to_string(dir().join(format!("{query}.sql"))).unwrap()
+    );
+    let file = scratch.write(&format!("{query}-{p}.sql"), &script);
+    let output = eddy()
+        .args(["run", "-p", &p.to_string()])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{query}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut rows: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| {
+            let (_, row) = line.split_once("+I[").unwrap_or_else(|| panic!("{line}"));
+            row.strip_suffix(']').unwrap().to_string()
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+#[test]
+fn group_windows_give_flinks_rows() {
+    let scratch = Scratch::new("group-windows");
+    for query in QUERIES {
+        let flink: Vec<String> = std::fs::read_to_string(dir().join(format!("{query}.flink")))
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        assert!(!flink.is_empty(), "{query}: Flink's rows are missing");
+        let columns = flink[0].split(", ").count();
+        for p in [1, 4] {
+            assert_eq!(
+                eddy_rows(&scratch, query, columns, p),
+                flink,
+                "{query} at parallelism {p}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_group_window_over_a_join_is_refused_with_the_way_out() {
+    let scratch = Scratch::new("group-window-join");
+    let file = scratch.write(
+        "job.sql",
+        "CREATE TABLE a (ts TIMESTAMP(3), k BIGINT, WATERMARK FOR ts AS ts)
+           WITH ('connector' = 'datagen', 'number-of-rows' = '1');
+         CREATE TABLE b (k BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '1');
+         CREATE TABLE o (n BIGINT) WITH ('connector' = 'print');
+         INSERT INTO o SELECT COUNT(*) FROM a JOIN b ON a.k = b.k
+           GROUP BY TUMBLE(a.ts, INTERVAL '1' SECOND);",
+    );
+    let output = eddy().arg("run").arg(&file).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("unsupported: the group window TUMBLE(...) over a join"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_session_tvf_partitioned_otherwise_than_grouped_is_refused() {
+    // Flink computes these sessions over all users' clicks together; Eddy's window
+    // aggregate would compute them per user.
+    let scratch = Scratch::new("session-tvf");
+    let file = scratch.write(
+        "job.sql",
+        &format!(
+            "CREATE TABLE clicks (ts TIMESTAMP(3), user_id BIGINT, amount BIGINT,
+               WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+               WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');
+             CREATE TABLE o (u BIGINT, n BIGINT) WITH ('connector' = 'print');
+             INSERT INTO o SELECT user_id, COUNT(*)
+               FROM TABLE(SESSION(TABLE clicks, DESCRIPTOR(ts), INTERVAL '3' SECOND))
+               GROUP BY window_start, window_end, user_id;",
+            dir().join("clicks.csv").display()
+        ),
+    );
+    let output = eddy().arg("run").arg(&file).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains(
+            "unsupported: a SESSION window whose PARTITION BY () is not the GROUP BY keys"
+        ),
+        "{stderr}"
+    );
+}

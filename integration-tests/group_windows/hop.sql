@@ -1,0 +1,5 @@
+SELECT DATE_FORMAT(HOP_START(ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND), 'yyyy-MM-dd HH:mm:ss.SSS') AS window_from,
+  DATE_FORMAT(HOP_END(ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND), 'yyyy-MM-dd HH:mm:ss.SSS') AS window_to,
+  COUNT(*) AS clicks, MAX(amount) AS biggest
+FROM clicks
+GROUP BY HOP(ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND)

@@ -1,0 +1,5 @@
+SELECT DATE_FORMAT(TUMBLE_ROWTIME(ts, INTERVAL '20' SECOND), 'yyyy-MM-dd HH:mm:ss.SSS') AS window_time,
+  COUNT(*) AS clicks
+FROM clicks
+GROUP BY TUMBLE(ts, INTERVAL '20' SECOND)
+HAVING COUNT(*) > 5
