@@ -40,9 +40,24 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
         returns::<DOUBLE>,
         log,
     );
+    let truncate = FlinkFunction::udf(
+        "truncate",
+        Signature::one_of(
+            vec![
+                TypeSignature::Exact(vec![DataType::Int64]),
+                TypeSignature::Exact(vec![DataType::Int64, DataType::Int64]),
+                TypeSignature::Exact(vec![DataType::Float64]),
+                TypeSignature::Exact(vec![DataType::Float64, DataType::Int64]),
+            ],
+            Volatility::Immutable,
+        ),
+        |types| Ok(types[0].clone()),
+        truncate,
+    );
     vec![
         modulo,
         log,
+        truncate,
         IntegerPreserving::udf(datafusion_functions::math::ceil(), |v| v),
         IntegerPreserving::udf(datafusion_functions::math::floor(), |v| v),
         IntegerPreserving::udf(datafusion_functions::math::signum(), i64::signum),
@@ -63,6 +78,73 @@ fn log(args: &[ArrayRef]) -> Result<ArrayRef> {
         }
     };
     Ok(Arc::new(result))
+}
+
+/// `TRUNCATE(x[, d])`: `x` cut (toward zero) to `d` decimal places (by default 0; a
+/// negative `d` zeroes digits left of the point), keeping its type.
+fn truncate(args: &[ArrayRef]) -> Result<ArrayRef> {
+    let places = match args.get(1) {
+        Some(places) => {
+            let places = cast(places, &DataType::Int64)?;
+            let places = places
+                .as_any()
+                .downcast_ref::<arrow::array::Int64Array>()
+                .expect("cast to Int64")
+                .clone();
+            Some(places)
+        }
+        None => None,
+    };
+    let places_of = |row: usize| {
+        places
+            .as_ref()
+            .map_or(Some(0), |p| p.is_valid(row).then(|| p.value(row)))
+    };
+    if let Some(ints) = args[0].as_any().downcast_ref::<arrow::array::Int64Array>() {
+        let out: arrow::array::Int64Array = (0..ints.len())
+            .map(|row| {
+                let (value, places) = (
+                    ints.is_valid(row).then(|| ints.value(row))?,
+                    places_of(row)?,
+                );
+                let unit = 10i64.checked_pow(places.clamp(-18, 0).unsigned_abs() as u32)?;
+                Some(value / unit * unit)
+            })
+            .collect();
+        return Ok(Arc::new(out));
+    }
+    let values = as_f64(&args[0])?;
+    let out: Float64Array = (0..values.len())
+        .map(|row| {
+            let (value, places) = (
+                values.is_valid(row).then(|| values.value(row))?,
+                places_of(row)?,
+            );
+            Some(truncate_decimal(value, places))
+        })
+        .collect();
+    Ok(Arc::new(out))
+}
+
+/// `value` cut to `places` decimals on its shortest decimal form (as Flink's `BigDecimal`
+/// does: `TRUNCATE(0.29, 2)` is `0.29`, where `0.29 * 100` is `28.999...` in binary).
+fn truncate_decimal(value: f64, places: i64) -> f64 {
+    if !value.is_finite() {
+        return value;
+    }
+    let text = format!("{value}");
+    let (whole, fraction) = text.split_once('.').unwrap_or((&text, ""));
+    let cut = if places >= 0 {
+        let keep = (places as usize).min(fraction.len());
+        format!("{whole}.{}", &fraction[..keep])
+    } else {
+        let digits = whole.trim_start_matches('-');
+        let zeroed = (places.unsigned_abs() as usize).min(digits.len());
+        let kept = &digits[..digits.len() - zeroed];
+        let sign = if whole.starts_with('-') { "-" } else { "" };
+        format!("{sign}{kept}{}", "0".repeat(zeroed))
+    };
+    cut.trim_end_matches('.').parse().unwrap_or(0.0)
 }
 
 fn as_f64(array: &ArrayRef) -> Result<Float64Array> {
@@ -229,6 +311,16 @@ mod tests {
         let result = rem(&a, &b).unwrap();
         let result = result.as_any().downcast_ref::<Int64Array>().unwrap();
         assert_eq!(result.values().to_vec(), vec![1, -1, 0]);
+    }
+
+    #[test]
+    fn truncate_cuts_the_decimal_form() {
+        assert_eq!(truncate_decimal(0.29, 2), 0.29);
+        assert_eq!(truncate_decimal(42.324, 2), 42.32);
+        assert_eq!(truncate_decimal(-42.38, 1), -42.3);
+        assert_eq!(truncate_decimal(1234.5, -2), 1200.0);
+        assert_eq!(truncate_decimal(-1234.5, -5), 0.0);
+        assert_eq!(truncate_decimal(7.0, 0), 7.0);
     }
 
     #[test]
