@@ -311,13 +311,10 @@ struct InProcessTaskExecutor {
 #[async_trait]
 impl TaskExecutorGateway for InProcessTaskExecutor {
     async fn deploy(&self, deployment: Deployment) -> Result<(), CallError> {
-        let execution = deployment.request.execution_id.parse::<ExecutionId>();
         self.taskmanager
             .deploy(deployment.request, Some(deployment.graph))
             .await?;
-        if let Ok(execution) = execution {
-            self.deployed.deployed(&execution);
-        }
+        self.deployed.deployed(&deployment.execution);
         Ok(())
     }
 

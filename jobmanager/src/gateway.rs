@@ -17,6 +17,8 @@ use eddy_proto::v1 as pb;
 /// remote one plans the request's SQL and checks it gets the same).
 #[derive(Debug, Clone)]
 pub struct Deployment {
+    /// The run the tasks belong to (the request's `execution_id`).
+    pub execution: ExecutionId,
     /// What to run where.
     pub request: pb::DeployTasksRequest,
     /// The job's graph.

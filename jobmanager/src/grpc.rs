@@ -10,10 +10,11 @@ use eddy_common::checkpoint::CompletedCheckpoint;
 use eddy_common::error::CallError;
 use eddy_common::event::{Barrier, StopRequest};
 use eddy_common::ids::ExecutionId;
+use eddy_proto::call_error;
 use eddy_proto::v1 as pb;
 use eddy_proto::v1::task_executor_client::TaskExecutorClient;
 use tonic::transport::Channel;
-use tonic::{Code, Request, Response, Status};
+use tonic::{Request, Response, Status};
 
 use crate::error::JobManagerError;
 use crate::gateway::{Deployment, TaskExecutorGateway};
@@ -35,16 +36,6 @@ fn status(error: JobManagerError) -> Status {
         JobManagerError::SavepointFailed(_) => Status::internal(message),
         JobManagerError::SavepointAborted => Status::aborted(message),
         JobManagerError::SavepointTimedOut => Status::deadline_exceeded(message),
-    }
-}
-
-/// A TaskManager's answer as a call's error.
-fn call_error(status: Status) -> CallError {
-    let message = status.message().to_string();
-    match status.code() {
-        Code::Unavailable => CallError::Unavailable(message),
-        Code::NotFound => CallError::NotFound(message),
-        _ => CallError::Refused(message),
     }
 }
 

@@ -50,10 +50,9 @@ pub struct JobRecord {
     pub options: HashMap<String, String>,
     /// Its plan.
     pub graph: Arc<JobGraph>,
-    /// Where it is in its lifecycle (change it with [`JobRecord::transition`]).
-    state: JobState,
-    /// Watchers of its state.
-    watchers: watch::Sender<JobState>,
+    /// Where it is in its lifecycle, and its watchers (change it with
+    /// [`JobRecord::transition`]).
+    state: watch::Sender<JobState>,
     /// Why it is in its state.
     pub reason: String,
     /// When it was submitted, in milliseconds since the epoch.
@@ -106,8 +105,7 @@ impl JobRecord {
             sql,
             options,
             graph,
-            state: JobState::Created,
-            watchers: watch::Sender::new(JobState::Created),
+            state: watch::Sender::new(JobState::Created),
             reason: "waiting for slots".into(),
             submitted_at_ms,
             started_at_ms: 0,
@@ -129,17 +127,17 @@ impl JobRecord {
 
     /// Its lifecycle state.
     pub fn state(&self) -> JobState {
-        self.state
+        *self.state.borrow()
     }
 
     /// Moves the job on `transition`; false (and no change) if its state does not allow
     /// it: the event is stale.
     pub fn transition(&mut self, job_id: &str, transition: Transition) -> bool {
-        match self.state.apply(transition) {
+        let from = self.state();
+        match from.apply(transition) {
             Ok(next) => {
-                tracing::debug!(job = %job_id, from = %self.state, to = %next, ?transition, "job state");
-                self.state = next;
-                self.watchers.send_replace(next);
+                tracing::debug!(job = %job_id, %from, to = %next, ?transition, "job state");
+                self.state.send_replace(next);
                 true
             }
             Err(stale) => {
@@ -151,7 +149,7 @@ impl JobRecord {
 
     /// Follows its state.
     pub fn watch(&self) -> watch::Receiver<JobState> {
-        self.watchers.subscribe()
+        self.state.subscribe()
     }
 
     /// The id of its current run.
@@ -187,7 +185,7 @@ impl JobRecord {
             job_id: job_id.to_string(),
             sql: self.sql.clone(),
             options: self.options.clone(),
-            state: self.state,
+            state: self.state(),
             attempt: self.attempt,
             restarts: self.restarts,
             submitted_at_ms: self.submitted_at_ms,
@@ -210,7 +208,7 @@ impl JobRecord {
         pb::JobSummary {
             job_id: job_id.to_string(),
             name: self.name.clone(),
-            state: self.state.to_proto() as i32,
+            state: self.state().to_proto() as i32,
             submitted_at_ms: self.submitted_at_ms,
             slots: self.graph.slots_needed() as u32,
         }
@@ -245,7 +243,7 @@ impl JobRecord {
         pb::JobInfo {
             job_id: job_id.to_string(),
             name: self.name.clone(),
-            state: self.state.to_proto() as i32,
+            state: self.state().to_proto() as i32,
             reason: self.reason.clone(),
             submitted_at_ms: self.submitted_at_ms,
             started_at_ms: self.started_at_ms,

@@ -16,3 +16,25 @@ pub fn incoming(
 ) -> tonic::transport::server::TcpIncoming {
     listener.into().with_nodelay(Some(true))
 }
+
+/// A call's error as the gRPC status that carries it.
+pub fn status(error: eddy_common::error::CallError) -> tonic::Status {
+    use eddy_common::error::CallError;
+    match error {
+        CallError::Unavailable(message) => tonic::Status::unavailable(message),
+        CallError::NotFound(message) => tonic::Status::not_found(message),
+        CallError::Refused(message) => tonic::Status::invalid_argument(message),
+    }
+}
+
+/// A gRPC status as a call's error: the other side unreachable, not knowing what the call
+/// names, or refusing it.
+pub fn call_error(status: tonic::Status) -> eddy_common::error::CallError {
+    use eddy_common::error::CallError;
+    let message = status.message().to_string();
+    match status.code() {
+        tonic::Code::Unavailable => CallError::Unavailable(message),
+        tonic::Code::NotFound => CallError::NotFound(message),
+        _ => CallError::Refused(message),
+    }
+}

@@ -12,36 +12,16 @@ use eddy_common::event::{Barrier, StopRequest};
 use eddy_common::ids::ExecutionId;
 use eddy_proto::v1 as pb;
 use eddy_proto::v1::resource_manager_client::ResourceManagerClient;
+use eddy_proto::{call_error, status};
 use tonic::transport::{Channel, Endpoint};
-use tonic::{Code, Request, Response, Status};
+use tonic::{Request, Response, Status};
 
 use crate::gateway::ResourceManagerGateway;
 use crate::node::TaskManager;
 
-/// A call's error as a status.
-pub fn status(error: CallError) -> Status {
-    match error {
-        CallError::Unavailable(message) => Status::unavailable(message),
-        CallError::NotFound(message) => Status::not_found(message),
-        CallError::Refused(message) => Status::invalid_argument(message),
-    }
-}
-
-/// A status as a call's error.
-pub fn call_error(status: Status) -> CallError {
-    let message = status.message().to_string();
-    match status.code() {
-        Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown => {
-            CallError::Unavailable(message)
-        }
-        Code::NotFound => CallError::NotFound(message),
-        _ => CallError::Refused(message),
-    }
-}
-
 fn execution(id: &str) -> Result<ExecutionId, Status> {
-    id.parse()
-        .map_err(|e: eddy_common::ids::BadExecutionId| Status::invalid_argument(e.to_string()))
+    id.parse::<ExecutionId>()
+        .map_err(|e| Status::invalid_argument(e.to_string()))
 }
 
 /// The `TaskExecutor` service of a TaskManager.

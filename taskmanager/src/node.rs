@@ -130,7 +130,6 @@ impl TaskManager {
     ) -> Result<(), CallError> {
         let plan = DeploymentPlan::new(request, planned)?;
         let execution = plan.execution.clone();
-        let mut restores = plan.read_restores().await?;
         if self
             .jobs
             .lock()
@@ -141,6 +140,8 @@ impl TaskManager {
                 "job {execution} is already deployed here"
             )));
         }
+        // Read before any task starts.
+        let mut restores = plan.read_restores().await?;
         let (acks, acks_rx) = unbounded_channel();
         let (input_ended, input_ended_rx) = unbounded_channel();
         if plan.checkpointing.is_some() {

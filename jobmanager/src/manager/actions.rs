@@ -164,13 +164,7 @@ impl JobManager {
         gateway: Gateway,
         deployment: Deployment,
     ) {
-        let execution = match deployment.request.execution_id.parse::<ExecutionId>() {
-            Ok(execution) => execution,
-            Err(error) => {
-                tracing::error!(%error, "a deployment without an execution id");
-                return;
-            }
-        };
+        let execution = deployment.execution.clone();
         match gateway.deploy(deployment).await {
             Ok(()) if !self.is_current_run(&execution) => {
                 // Cancelled or failed while it was being deployed: the stop sent then found

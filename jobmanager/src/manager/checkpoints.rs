@@ -9,23 +9,24 @@ use eddy_common::checkpoint::{
     CheckpointMetadata, CheckpointStorage, CompletedCheckpoint, StateFile, StateHandle,
 };
 use eddy_common::event::Barrier;
-use eddy_common::ids::ExecutionId;
+use eddy_common::ids::{ExecutionId, TaskKey};
 use eddy_proto::v1 as pb;
 use tokio::sync::oneshot;
 
 use super::JobManager;
 use super::actions::Action;
+use super::tasks::reported_task;
 use crate::coordinator::{AckOutcome, Acknowledgement};
 use crate::error::JobManagerError;
 use crate::job::{JobRecord, SavepointRequest};
 use crate::lifecycle::JobState;
 
 /// A task's acknowledgement as the coordinator takes it.
-fn acknowledgement(ack: pb::CheckpointAck, vertex: usize, subtask: usize) -> Acknowledgement {
+fn acknowledgement(ack: pb::CheckpointAck, task: TaskKey) -> Acknowledgement {
     let result = match ack.error.is_empty() {
         true => Ok(StateHandle {
-            vertex,
-            subtask,
+            vertex: task.vertex,
+            subtask: task.subtask,
             file: ack.file,
             size: ack.size_bytes,
             crc32: ack.crc32,
@@ -54,16 +55,7 @@ impl JobManager {
     /// Takes a task's checkpoint acknowledgement.
     pub fn acknowledge(self: &Arc<Self>, ack: pb::CheckpointAck) -> Result<(), JobManagerError> {
         self.known_taskmanager(&ack.taskmanager_id)?;
-        let task = ack.task.clone().ok_or_else(|| {
-            JobManagerError::BadMessage("an acknowledgement without a task".into())
-        })?;
-        let execution: ExecutionId =
-            task.execution_id
-                .parse()
-                .map_err(|e: eddy_common::ids::BadExecutionId| {
-                    JobManagerError::BadMessage(e.to_string())
-                })?;
-        let (vertex, subtask) = (task.vertex as usize, task.subtask as usize);
+        let (execution, key) = reported_task(ack.task.as_ref(), "an acknowledgement")?;
         let (outcome, actions) = {
             let mut state = self.lock();
             let job = state.job_mut(&execution.job)?;
@@ -73,8 +65,7 @@ impl JobManager {
             let Some(coordinator) = job.coordinator.as_mut() else {
                 return Ok(());
             };
-            let key = eddy_common::ids::TaskKey::new(vertex, subtask);
-            let outcome = coordinator.acknowledge(key, acknowledgement(ack, vertex, subtask));
+            let outcome = coordinator.acknowledge(key, acknowledgement(ack, key));
             let mut actions = Vec::new();
             if let AckOutcome::Complete(metadata) = &outcome {
                 let (_, storage) = job

@@ -36,7 +36,7 @@ pub use actions::Action;
 use crate::config::JobManagerConfig;
 use crate::error::JobManagerError;
 use crate::job::JobRecord;
-use crate::job_store::JobStore;
+use crate::job_store::{JobStore, StoredJob};
 use crate::lifecycle::{JobState, Transition};
 use crate::resources::ResourceManager;
 
@@ -134,12 +134,17 @@ impl JobManager {
         self.state.lock().expect("jobmanager state lock")
     }
 
-    /// The action that persists a job's record (its state changed), with a job store.
-    fn persisted(&self, job_id: &str, job: &JobRecord) -> Option<Action> {
+    /// A job's record as it is now, numbered after every earlier one, with a job store.
+    fn record_now(&self, job_id: &str, job: &JobRecord) -> Option<StoredJob> {
         self.store.as_ref().map(|_| {
             let revision = self.revisions.fetch_add(1, Ordering::Relaxed);
-            Action::Persist(job.stored(job_id, revision))
+            job.stored(job_id, revision)
         })
+    }
+
+    /// The action that persists a job's record (its state changed), with a job store.
+    fn persisted(&self, job_id: &str, job: &JobRecord) -> Option<Action> {
+        self.record_now(job_id, job).map(Action::Persist)
     }
 
     /// Plans a job's SQL (with `options` overriding its `SET`s).

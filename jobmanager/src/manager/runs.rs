@@ -68,10 +68,7 @@ impl JobManager {
                 job.transition(&job_id, Transition::Scheduled);
                 job.reason = String::new();
                 job.started_at_ms = now_ms();
-                let record = self.persisted(&job_id, job).map(|action| match action {
-                    Action::Persist(record) => record,
-                    _ => unreachable!("persisted makes a Persist action"),
-                });
+                let record = self.record_now(&job_id, job);
                 tracing::info!(job = %job_id, attempt = job.attempt, slots = job.slots.len(), restored_from = job.restore_from, "job deployed");
                 actions.push(Action::Start {
                     execution: job.execution(&job_id),
@@ -280,6 +277,7 @@ fn deployments(state: &mut State, job_id: &str, slots: &[String]) -> Vec<Action>
                 taskmanager: tm,
                 gateway,
                 deployment: Box::new(Deployment {
+                    execution: execution.clone(),
                     request,
                     graph: job.graph.clone(),
                 }),

@@ -12,15 +12,16 @@ use crate::error::JobManagerError;
 use crate::gateway::TaskExecutorGateway;
 use crate::lifecycle::{JobState, Transition};
 
-/// A task report's run and task.
-fn reported_task(task: Option<&pb::TaskId>) -> Result<(ExecutionId, TaskKey), JobManagerError> {
-    let task = task.ok_or_else(|| JobManagerError::BadMessage("a report without a task".into()))?;
+/// The run and task a message (`what`: "a report", ...) names.
+pub(super) fn reported_task(
+    task: Option<&pb::TaskId>,
+    what: &str,
+) -> Result<(ExecutionId, TaskKey), JobManagerError> {
+    let task = task.ok_or_else(|| JobManagerError::BadMessage(format!("{what} without a task")))?;
     let execution = task
         .execution_id
-        .parse()
-        .map_err(|e: eddy_common::ids::BadExecutionId| {
-            JobManagerError::BadMessage(e.to_string())
-        })?;
+        .parse::<ExecutionId>()
+        .map_err(|e| JobManagerError::BadMessage(e.to_string()))?;
     Ok((
         execution,
         TaskKey::new(task.vertex as usize, task.subtask as usize),
@@ -94,7 +95,7 @@ impl JobManager {
             return Err(JobManagerError::UnknownTaskManager(tm.clone()));
         }
         for counters in &request.tasks {
-            let Ok((execution, key)) = reported_task(counters.task.as_ref()) else {
+            let Ok((execution, key)) = reported_task(counters.task.as_ref(), "counters") else {
                 continue;
             };
             if let Some(job) = state.jobs.get_mut(&execution.job)
@@ -123,7 +124,7 @@ impl JobManager {
     /// Takes a task's new state.
     pub fn report(self: &Arc<Self>, report: pb::TaskStateReport) -> Result<(), JobManagerError> {
         self.known_taskmanager(&report.taskmanager_id)?;
-        let (execution, key) = reported_task(report.task.as_ref())?;
+        let (execution, key) = reported_task(report.task.as_ref(), "a report")?;
         let reported = pb::TaskState::try_from(report.state).map_err(|_| {
             JobManagerError::BadMessage(format!("unknown task state {}", report.state))
         })?;

@@ -16,7 +16,7 @@ use datafusion_common::{Result, exec_err};
 use datafusion_expr::{ScalarUDF, Signature, TypeSignature, Volatility};
 
 use super::java_format::to_chrono;
-use super::{ArrayFunction, BIGINT, DATE, FlinkFunction, STRING, TIMESTAMP, returns};
+use super::{ArrayFunction, FlinkFunction, Returns};
 
 /// Flink's default pattern of `TO_TIMESTAMP`, `UNIX_TIMESTAMP` and `FROM_UNIXTIME`.
 const DEFAULT_PATTERN: &str = "yyyy-MM-dd HH:mm:ss";
@@ -40,26 +40,31 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
         FlinkFunction::udf(
             "date_format",
             Signature::any(2, Volatility::Immutable),
-            returns::<STRING>,
+            Returns::Fixed(DataType::Utf8),
             date_format,
         ),
         FlinkFunction::udf(
             "to_timestamp",
             one_or_two(text()),
-            returns::<TIMESTAMP>,
+            Returns::Fixed(DataType::Timestamp(TimeUnit::Millisecond, None)),
             to_timestamp,
         ),
-        FlinkFunction::udf("to_date", one_or_two(text()), returns::<DATE>, to_date),
+        FlinkFunction::udf(
+            "to_date",
+            one_or_two(text()),
+            Returns::Fixed(DataType::Date32),
+            to_date,
+        ),
         FlinkFunction::udf(
             "unix_timestamp",
             one_or_two(text()),
-            returns::<BIGINT>,
+            Returns::Fixed(DataType::Int64),
             unix_timestamp,
         ),
         FlinkFunction::udf(
             "from_unixtime",
             one_or_two(DataType::Int64),
-            returns::<STRING>,
+            Returns::Fixed(DataType::Utf8),
             from_unixtime,
         ),
     ];
@@ -67,7 +72,7 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
         all.push(FlinkFunction::udf(
             name,
             Signature::any(1, Volatility::Immutable),
-            returns::<BIGINT>,
+            Returns::Fixed(DataType::Int64),
             *part,
         ));
     }

@@ -33,7 +33,7 @@ type ArrayFunction = fn(&[ArrayRef]) -> Result<ArrayRef>;
 pub(crate) struct FlinkFunction {
     name: &'static str,
     signature: Signature,
-    return_type: fn(&[DataType]) -> Result<DataType>,
+    return_type: Returns,
     invoke: ArrayFunction,
 }
 
@@ -56,7 +56,7 @@ impl FlinkFunction {
     fn udf(
         name: &'static str,
         signature: Signature,
-        return_type: fn(&[DataType]) -> Result<DataType>,
+        return_type: Returns,
         invoke: ArrayFunction,
     ) -> Arc<ScalarUDF> {
         Arc::new(ScalarUDF::from(FlinkFunction {
@@ -78,7 +78,10 @@ impl ScalarUDFImpl for FlinkFunction {
     }
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        (self.return_type)(arg_types)
+        Ok(match &self.return_type {
+            Returns::Fixed(t) => t.clone(),
+            Returns::FirstArgument => arg_types[0].clone(),
+        })
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
@@ -96,30 +99,14 @@ impl ScalarUDFImpl for FlinkFunction {
     }
 }
 
-/// The return type `t`, whatever the arguments.
-fn returns<const T: u8>(_: &[DataType]) -> Result<DataType> {
-    Ok(match T {
-        0 => DataType::Utf8,
-        1 => DataType::Int64,
-        2 => DataType::Boolean,
-        3 => DataType::Float64,
-        4 => DataType::Date32,
-        _ => DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, None),
-    })
+/// What a [`FlinkFunction`] returns.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum Returns {
+    /// This type, whatever the arguments.
+    Fixed(DataType),
+    /// The type of its first argument.
+    FirstArgument,
 }
-
-/// Returns a STRING.
-const STRING: u8 = 0;
-/// Returns a BIGINT.
-const BIGINT: u8 = 1;
-/// Returns a BOOLEAN.
-const BOOLEAN: u8 = 2;
-/// Returns a DOUBLE.
-const DOUBLE: u8 = 3;
-/// Returns a DATE.
-const DATE: u8 = 4;
-/// Returns a TIMESTAMP(3).
-const TIMESTAMP: u8 = 5;
 
 /// Every function of this module, to register over DataFusion's (same names replace
 /// DataFusion's).

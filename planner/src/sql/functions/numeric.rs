@@ -13,8 +13,9 @@ use datafusion_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature,
     Volatility,
 };
+use datafusion_functions::math;
 
-use super::{DOUBLE, FlinkFunction, returns};
+use super::{FlinkFunction, Returns};
 
 /// The functions of this module.
 pub fn functions() -> Vec<Arc<ScalarUDF>> {
@@ -25,7 +26,7 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
     let modulo = FlinkFunction::udf(
         "mod",
         Signature::one_of(numeric, Volatility::Immutable),
-        |types| Ok(types[0].clone()),
+        Returns::FirstArgument,
         |args| Ok(rem(&args[0], &args[1])?),
     );
     let log = FlinkFunction::udf(
@@ -37,7 +38,7 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
             ],
             Volatility::Immutable,
         ),
-        returns::<DOUBLE>,
+        Returns::Fixed(DataType::Float64),
         log,
     );
     let truncate = FlinkFunction::udf(
@@ -51,17 +52,17 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
             ],
             Volatility::Immutable,
         ),
-        |types| Ok(types[0].clone()),
+        Returns::FirstArgument,
         truncate,
     );
     vec![
         modulo,
         log,
         truncate,
-        IntegerPreserving::udf(datafusion_functions::math::ceil(), |v| v),
-        IntegerPreserving::udf(datafusion_functions::math::floor(), |v| v),
-        IntegerPreserving::udf(datafusion_functions::math::signum(), i64::signum),
-        IntegerPreserving::renamed("sign", datafusion_functions::math::signum(), i64::signum),
+        IntegerPreserving::udf(None, math::ceil(), OnInteger::Same),
+        IntegerPreserving::udf(None, math::floor(), OnInteger::Same),
+        IntegerPreserving::udf(None, math::signum(), OnInteger::Sign),
+        IntegerPreserving::udf(Some("sign"), math::signum(), OnInteger::Sign),
         NullIfAnyNull::udf(datafusion_functions::core::greatest()),
         NullIfAnyNull::udf(datafusion_functions::core::least()),
     ]
@@ -163,47 +164,30 @@ fn is_integer(t: &DataType) -> bool {
     )
 }
 
+/// What [`IntegerPreserving`] makes of an integer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum OnInteger {
+    /// The integer itself (`CEIL`, `FLOOR`).
+    Same,
+    /// Its sign (`SIGN`).
+    Sign,
+}
+
 /// A DataFusion math function that answers a DOUBLE for every input, answering an integer
-/// for an integer as Flink does (`CEIL(7)` is `7`, not `7.0`). The same if the names are.
-#[derive(Debug)]
+/// for an integer as Flink does (`CEIL(7)` is `7`, not `7.0`).
+#[derive(Debug, PartialEq, Eq, Hash)]
 struct IntegerPreserving {
     name: String,
     inner: Arc<ScalarUDF>,
     signature: Signature,
-    on_integer: fn(i64) -> i64,
-}
-
-impl PartialEq for IntegerPreserving {
-    fn eq(&self, other: &Self) -> bool {
-        self.name == other.name
-    }
-}
-
-impl Eq for IntegerPreserving {}
-
-impl std::hash::Hash for IntegerPreserving {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.name.hash(state);
-    }
+    on_integer: OnInteger,
 }
 
 impl IntegerPreserving {
-    fn udf(inner: Arc<ScalarUDF>, on_integer: fn(i64) -> i64) -> Arc<ScalarUDF> {
-        let name = inner.name().to_string();
-        Self::renamed_owned(name, inner, on_integer)
-    }
-
-    fn renamed(name: &str, inner: Arc<ScalarUDF>, on_integer: fn(i64) -> i64) -> Arc<ScalarUDF> {
-        Self::renamed_owned(name.to_string(), inner, on_integer)
-    }
-
-    fn renamed_owned(
-        name: String,
-        inner: Arc<ScalarUDF>,
-        on_integer: fn(i64) -> i64,
-    ) -> Arc<ScalarUDF> {
+    /// `inner` under `name` (by default its own).
+    fn udf(name: Option<&str>, inner: Arc<ScalarUDF>, on_integer: OnInteger) -> Arc<ScalarUDF> {
         Arc::new(ScalarUDF::from(IntegerPreserving {
-            name,
+            name: name.unwrap_or(inner.name()).to_string(),
             inner,
             signature: Signature::any(1, Volatility::Immutable),
             on_integer,
@@ -243,7 +227,10 @@ impl ScalarUDFImpl for IntegerPreserving {
                 .as_any()
                 .downcast_ref::<arrow::array::Int64Array>()
                 .expect("cast to Int64");
-            let on_integer = self.on_integer;
+            let on_integer = match self.on_integer {
+                OnInteger::Same => |v: i64| v,
+                OnInteger::Sign => i64::signum,
+            };
             return Ok(ColumnarValue::Array(Arc::new(
                 values.unary::<_, arrow::datatypes::Int64Type>(on_integer),
             )));

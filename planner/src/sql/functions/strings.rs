@@ -7,14 +7,16 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, StringArray};
+use std::fmt::Write as _;
+
+use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, StringArray, StringBuilder};
 use arrow::compute::{CastOptions, cast_with_options};
 use arrow::datatypes::DataType;
 use datafusion_common::{Result, exec_err};
 use datafusion_expr::{ScalarUDF, Signature, TypeSignature, Volatility};
 use regex::{NoExpand, Regex};
 
-use super::{BIGINT, BOOLEAN, FlinkFunction, STRING, returns};
+use super::{FlinkFunction, Returns};
 
 /// The functions of this module.
 pub fn functions() -> Vec<Arc<ScalarUDF>> {
@@ -31,48 +33,58 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
         FlinkFunction::udf(
             "concat",
             Signature::variadic(vec![text()], Volatility::Immutable),
-            returns::<STRING>,
+            Returns::Fixed(DataType::Utf8),
             concat,
         ),
         substr(),
-        FlinkFunction::udf("left", exact(vec![text(), int()]), returns::<STRING>, left),
+        FlinkFunction::udf(
+            "left",
+            exact(vec![text(), int()]),
+            Returns::Fixed(DataType::Utf8),
+            left,
+        ),
         FlinkFunction::udf(
             "right",
             exact(vec![text(), int()]),
-            returns::<STRING>,
+            Returns::Fixed(DataType::Utf8),
             right,
         ),
         FlinkFunction::udf(
             "regexp_replace",
             exact(vec![text(), text(), text()]),
-            returns::<STRING>,
+            Returns::Fixed(DataType::Utf8),
             regexp_replace,
         ),
         FlinkFunction::udf(
             "regexp_extract",
             either(vec![vec![text(), text()], vec![text(), text(), int()]]),
-            returns::<STRING>,
+            Returns::Fixed(DataType::Utf8),
             regexp_extract,
         ),
         FlinkFunction::udf(
             "regexp",
             exact(vec![text(), text()]),
-            returns::<BOOLEAN>,
+            Returns::Fixed(DataType::Boolean),
             regexp,
         ),
         FlinkFunction::udf(
             "split_index",
             exact(vec![text(), text(), int()]),
-            returns::<STRING>,
+            Returns::Fixed(DataType::Utf8),
             split_index,
         ),
         FlinkFunction::udf(
             "locate",
             either(vec![vec![text(), text()], vec![text(), text(), int()]]),
-            returns::<BIGINT>,
+            Returns::Fixed(DataType::Int64),
             locate,
         ),
-        FlinkFunction::udf("chr", exact(vec![int()]), returns::<STRING>, chr),
+        FlinkFunction::udf(
+            "chr",
+            exact(vec![int()]),
+            Returns::Fixed(DataType::Utf8),
+            chr,
+        ),
     ]
 }
 
@@ -85,7 +97,7 @@ pub fn substr() -> Arc<ScalarUDF> {
     let udf = FlinkFunction::udf(
         "substr",
         Signature::one_of(forms, Volatility::Immutable),
-        returns::<STRING>,
+        Returns::Fixed(DataType::Utf8),
         substr_values,
     );
     Arc::new(udf.as_ref().clone().with_aliases(["substring"]))
@@ -123,66 +135,92 @@ fn per_row<T>(
         .collect()
 }
 
-fn concat(args: &[ArrayRef]) -> Result<ArrayRef> {
-    let parts = args.iter().map(strings).collect::<Result<Vec<_>>>()?;
-    let out = per_row(args, |row| {
-        Ok(Some(parts.iter().map(|p| p.value(row)).collect::<String>()))
-    })?;
-    Ok(Arc::new(StringArray::from(out)))
+/// A STRING per row, written into one builder (no string is allocated per row): `append`
+/// appends the row's value, or a NULL. A row where any argument is NULL is NULL.
+fn text_per_row(
+    args: &[ArrayRef],
+    mut append: impl FnMut(usize, &mut StringBuilder) -> Result<()>,
+) -> Result<ArrayRef> {
+    let rows = args.first().map_or(0, |a| a.len());
+    let mut out = StringBuilder::with_capacity(rows, rows * 16);
+    for row in 0..rows {
+        match args.iter().any(|a| a.is_null(row)) {
+            true => out.append_null(),
+            false => append(row, &mut out)?,
+        }
+    }
+    Ok(Arc::new(out.finish()))
 }
 
-/// Flink's substring of `chars` from 1-based `pos` (0 is 1; negative counts from the end)
+fn concat(args: &[ArrayRef]) -> Result<ArrayRef> {
+    let parts = args.iter().map(strings).collect::<Result<Vec<_>>>()?;
+    text_per_row(args, |row, out| {
+        for part in &parts {
+            out.write_str(part.value(row))
+                .expect("writing to a string builder");
+        }
+        out.append_value("");
+        Ok(())
+    })
+}
+
+/// The byte offset of character `index` of `text` (its length past the last character).
+fn char_offset(text: &str, index: usize) -> usize {
+    text.char_indices()
+        .nth(index)
+        .map_or(text.len(), |(at, _)| at)
+}
+
+/// Flink's substring of `text` from 1-based `pos` (0 is 1; negative counts from the end)
 /// for `len` characters (NULL for a negative length).
-fn substring(text: &str, pos: i64, len: Option<i64>) -> Option<String> {
+fn substring(text: &str, pos: i64, len: Option<i64>) -> Option<&str> {
     if len.is_some_and(|l| l < 0) {
         return None;
     }
-    let chars: Vec<char> = text.chars().collect();
-    let n = chars.len() as i64;
+    let n = text.chars().count() as i64;
     let start = match pos {
         0 => 0,
         p if p > 0 => p - 1,
         p => n + p,
     };
     if start < 0 || start >= n {
-        return Some(String::new());
+        return Some("");
     }
     let end = len.map_or(n, |l| (start + l).min(n));
-    Some(chars[start as usize..end as usize].iter().collect())
+    let from = char_offset(text, start as usize);
+    let to = from + char_offset(&text[from..], (end - start) as usize);
+    Some(&text[from..to])
 }
 
 fn substr_values(args: &[ArrayRef]) -> Result<ArrayRef> {
     let text = strings(&args[0])?;
     let pos = ints(&args[1])?;
     let len = args.get(2).map(ints).transpose()?;
-    let out = per_row(args, |row| {
+    text_per_row(args, |row, out| {
         let len = len.as_ref().map(|l| l.value(row));
-        Ok(substring(text.value(row), pos.value(row), len))
-    })?;
-    Ok(Arc::new(StringArray::from(out)))
+        out.append_option(substring(text.value(row), pos.value(row), len));
+        Ok(())
+    })
 }
 
 fn left(args: &[ArrayRef]) -> Result<ArrayRef> {
     let (text, count) = (strings(&args[0])?, ints(&args[1])?);
-    let out = per_row(args, |row| {
-        let count = count.value(row).max(0) as usize;
-        Ok(Some(
-            text.value(row).chars().take(count).collect::<String>(),
-        ))
-    })?;
-    Ok(Arc::new(StringArray::from(out)))
+    text_per_row(args, |row, out| {
+        let text = text.value(row);
+        out.append_value(&text[..char_offset(text, count.value(row).max(0) as usize)]);
+        Ok(())
+    })
 }
 
 fn right(args: &[ArrayRef]) -> Result<ArrayRef> {
     let (text, count) = (strings(&args[0])?, ints(&args[1])?);
-    let out = per_row(args, |row| {
-        let chars: Vec<char> = text.value(row).chars().collect();
-        let count = (count.value(row).max(0) as usize).min(chars.len());
-        Ok(Some(
-            chars[chars.len() - count..].iter().collect::<String>(),
-        ))
-    })?;
-    Ok(Arc::new(StringArray::from(out)))
+    text_per_row(args, |row, out| {
+        let text = text.value(row);
+        let n = text.chars().count();
+        let count = (count.value(row).max(0) as usize).min(n);
+        out.append_value(&text[char_offset(text, n - count)..]);
+        Ok(())
+    })
 }
 
 /// Regular expressions compiled once each; a pattern Rust's engine refuses (Java's
@@ -207,12 +245,12 @@ impl Regexes {
 fn regexp_replace(args: &[ArrayRef]) -> Result<ArrayRef> {
     let (text, pattern, replacement) = (strings(&args[0])?, strings(&args[1])?, strings(&args[2])?);
     let mut regexes = Regexes::default();
-    let out = per_row(args, |row| {
+    text_per_row(args, |row, out| {
         let regex = regexes.get(pattern.value(row))?;
         let replaced = regex.replace_all(text.value(row), NoExpand(replacement.value(row)));
-        Ok(Some(replaced.into_owned()))
-    })?;
-    Ok(Arc::new(StringArray::from(out)))
+        out.append_value(replaced);
+        Ok(())
+    })
 }
 
 /// `REGEXP_EXTRACT(s, regex[, group])`: the group (by default 0, the whole match) of the
@@ -221,18 +259,18 @@ fn regexp_extract(args: &[ArrayRef]) -> Result<ArrayRef> {
     let (text, pattern) = (strings(&args[0])?, strings(&args[1])?);
     let group = args.get(2).map(ints).transpose()?;
     let mut regexes = Regexes::default();
-    let out = per_row(args, |row| {
+    text_per_row(args, |row, out| {
         let regex = regexes.get(pattern.value(row))?;
-        let index = group.as_ref().map_or(0, |g| g.value(row));
-        let Ok(index) = usize::try_from(index) else {
-            return Ok(None);
-        };
-        Ok(regex
-            .captures(text.value(row))
-            .and_then(|c| c.get(index))
-            .map(|m| m.as_str().to_string()))
-    })?;
-    Ok(Arc::new(StringArray::from(out)))
+        let index = usize::try_from(group.as_ref().map_or(0, |g| g.value(row)));
+        let found = index.ok().and_then(|index| {
+            regex
+                .captures(text.value(row))
+                .and_then(|c| c.get(index))
+                .map(|m| m.as_str())
+        });
+        out.append_option(found);
+        Ok(())
+    })
 }
 
 fn regexp(args: &[ArrayRef]) -> Result<ArrayRef> {
@@ -250,17 +288,18 @@ fn regexp(args: &[ArrayRef]) -> Result<ArrayRef> {
 /// a negative `i`.
 fn split_index(args: &[ArrayRef]) -> Result<ArrayRef> {
     let (text, delimiter, index) = (strings(&args[0])?, strings(&args[1])?, ints(&args[2])?);
-    let out = per_row(args, |row| {
-        let Ok(index) = usize::try_from(index.value(row)) else {
-            return Ok(None);
-        };
+    text_per_row(args, |row, out| {
         let (text, delimiter) = (text.value(row), delimiter.value(row));
-        if delimiter.is_empty() {
-            return Ok((index == 0).then(|| text.to_string()));
-        }
-        Ok(text.split(delimiter).nth(index).map(str::to_string))
-    })?;
-    Ok(Arc::new(StringArray::from(out)))
+        let piece =
+            usize::try_from(index.value(row))
+                .ok()
+                .and_then(|index| match delimiter.is_empty() {
+                    true => (index == 0).then_some(text),
+                    false => text.split(delimiter).nth(index),
+                });
+        out.append_option(piece);
+        Ok(())
+    })
 }
 
 /// `LOCATE(needle, haystack[, from])`: the 1-based position of `needle` at or after
@@ -269,12 +308,17 @@ fn locate(args: &[ArrayRef]) -> Result<ArrayRef> {
     let (needle, haystack) = (strings(&args[0])?, strings(&args[1])?);
     let from = args.get(2).map(ints).transpose()?;
     let out = per_row(args, |row| {
-        let chars: Vec<char> = haystack.value(row).chars().collect();
-        let needle: Vec<char> = needle.value(row).chars().collect();
+        let haystack = haystack.value(row);
         let from = from.as_ref().map_or(1, |f| f.value(row)).max(1) as usize - 1;
-        let found = (from..=chars.len().saturating_sub(needle.len()))
-            .find(|&i| chars.get(i..i + needle.len()) == Some(&needle[..]));
-        Ok(Some(found.map_or(0, |i| i as i64 + 1)))
+        let found = match haystack.char_indices().nth(from) {
+            Some((at, _)) => haystack[at..].find(needle.value(row)).map(|i| at + i),
+            None if from == haystack.chars().count() => {
+                needle.value(row).is_empty().then_some(haystack.len())
+            }
+            None => None,
+        };
+        let position = found.map_or(0, |at| haystack[..at].chars().count() as i64 + 1);
+        Ok(Some(position))
     })?;
     Ok(Arc::new(Int64Array::from(out)))
 }
@@ -282,15 +326,16 @@ fn locate(args: &[ArrayRef]) -> Result<ArrayRef> {
 /// `CHR(n)`: the character of code `n` modulo 256; empty for a negative `n`.
 fn chr(args: &[ArrayRef]) -> Result<ArrayRef> {
     let codes = ints(&args[0])?;
-    let out = per_row(args, |row| {
+    text_per_row(args, |row, out| {
         let code = codes.value(row);
         if code < 0 {
-            return Ok(Some(String::new()));
+            out.append_value("");
+            return Ok(());
         }
         let c = char::from_u32((code % 256) as u32).expect("a Latin-1 character");
-        Ok(Some(c.to_string()))
-    })?;
-    Ok(Arc::new(StringArray::from(out)))
+        out.append_value(c.encode_utf8(&mut [0; 4]));
+        Ok(())
+    })
 }
 
 #[cfg(test)]
@@ -300,12 +345,12 @@ mod tests {
     #[test]
     fn substrings_as_flink_takes_them() {
         let s = |pos, len| substring("hello", pos, len);
-        assert_eq!(s(2, Some(3)).as_deref(), Some("ell"));
-        assert_eq!(s(0, Some(2)).as_deref(), Some("he"));
-        assert_eq!(s(-3, Some(2)).as_deref(), Some("ll"));
-        assert_eq!(s(-2, None).as_deref(), Some("lo"));
-        assert_eq!(s(10, None).as_deref(), Some(""));
-        assert_eq!(s(-10, Some(2)).as_deref(), Some(""));
+        assert_eq!(s(2, Some(3)), Some("ell"));
+        assert_eq!(s(0, Some(2)), Some("he"));
+        assert_eq!(s(-3, Some(2)), Some("ll"));
+        assert_eq!(s(-2, None), Some("lo"));
+        assert_eq!(s(10, None), Some(""));
+        assert_eq!(s(-10, Some(2)), Some(""));
         assert_eq!(s(2, Some(-1)), None);
     }
 }
