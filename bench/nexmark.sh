@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/eddy-target}"
 events="${1:-10000000}"
 csv_events="${2:-5434783}"
-queries="${QUERIES:-q0 q1 q2 q5 q7 group_by tumble_count}"
+queries="${QUERIES:-q0 q1 q2 q5 q7 q18 q19 group_by tumble_count}"
 cargo build --release --quiet --bin eddy --example nexmark-limit
 eddy="$CARGO_TARGET_DIR/release/eddy"
 work="$(mktemp -d)"

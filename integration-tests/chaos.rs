@@ -36,9 +36,10 @@ impl Systems {
     }
 }
 
-/// The job: a retracting two-level GROUP BY and an upsert GROUP BY into PostgreSQL, and an
-/// append stream into PostgreSQL, into files on S3 and into a Kafka topic, all named after
-/// `name`.
+/// The job: a retracting two-level GROUP BY, an upsert GROUP BY, a Top-N over the bids and
+/// a deduplication keeping each bidder's last bid into PostgreSQL, and an append stream into
+/// PostgreSQL, into files on S3 and into a Kafka topic, all named after `name`. (One event
+/// per millisecond: no bidder bids twice at one time, so the last bid is one bid.)
 pub fn job(name: &str, events: u64, rate: u64, guarantee: &str, systems: &Systems) -> String {
     let (pg, s3) = (&systems.pg, &systems.s3);
     let url = pg.url();
@@ -53,13 +54,18 @@ pub fn job(name: &str, events: u64, rate: u64, guarantee: &str, systems: &System
          SET 'restart-strategy.exponential-delay.initial-backoff' = '200ms';
          SET 'restart-strategy.exponential-delay.max-backoff' = '200ms';
          SET 'restart-strategy.exponential-delay.attempts-before-reset-backoff' = '100';
-         CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR)
+         CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR,
+           dateTime TIMESTAMP(3), WATERMARK FOR dateTime AS dateTime - INTERVAL '1' SECOND)
            WITH ('connector' = 'nexmark', 'nexmark.table' = 'bid', 'events.num' = '{events}',
-           'events.rate' = '{rate}');
+           'events.rate' = '{rate}', 'nexmark.first-event-rate' = '1000');
          CREATE TABLE per_auction (auction BIGINT, bids BIGINT, top BIGINT,
            PRIMARY KEY (auction) NOT ENFORCED) WITH ({});
          CREATE TABLE per_count (bids BIGINT, auctions BIGINT,
            PRIMARY KEY (bids) NOT ENFORCED) WITH ({});
+         CREATE TABLE top_bids (auction BIGINT, rn BIGINT, bidder BIGINT, price BIGINT,
+           PRIMARY KEY (auction, rn) NOT ENFORCED) WITH ({});
+         CREATE TABLE last_bid (bidder BIGINT, auction BIGINT, price BIGINT,
+           PRIMARY KEY (bidder) NOT ENFORCED) WITH ({});
          CREATE TABLE cheap (auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR)
            WITH ({});
          CREATE TABLE cheap_files (auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR)
@@ -72,11 +78,18 @@ pub fn job(name: &str, events: u64, rate: u64, guarantee: &str, systems: &System
          INSERT INTO per_auction SELECT auction, COUNT(*), MAX(price) FROM bid GROUP BY auction;
          INSERT INTO per_count SELECT bids, COUNT(*)
            FROM (SELECT auction, COUNT(*) AS bids FROM bid GROUP BY auction) GROUP BY bids;
+         INSERT INTO top_bids SELECT auction, rn, bidder, price FROM (SELECT auction, bidder,
+           price, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC, bidder) AS rn
+           FROM bid) WHERE rn <= 3;
+         INSERT INTO last_bid SELECT bidder, auction, price FROM (SELECT *, ROW_NUMBER()
+           OVER (PARTITION BY bidder ORDER BY dateTime DESC) AS rn FROM bid) WHERE rn = 1;
          INSERT INTO cheap SELECT auction, bidder, price, channel FROM bid WHERE price < 1000;
          INSERT INTO cheap_files SELECT auction, bidder, price, channel FROM bid WHERE price < 1000;
          INSERT INTO cheap_kafka SELECT auction, bidder, price, channel FROM bid WHERE price < 1000;",
         with_pg("per_auction"),
         with_pg("per_count"),
+        with_pg("top_bids"),
+        with_pg("last_bid"),
         with_pg("cheap"),
         s3.options(),
         systems.kafka.address
@@ -89,6 +102,9 @@ pub fn create_tables(systems: &Systems, name: &str) {
     systems.pg.execute(&format!(
         "CREATE TABLE {name}_per_auction (auction BIGINT PRIMARY KEY, bids BIGINT, top BIGINT);
          CREATE TABLE {name}_per_count (bids BIGINT PRIMARY KEY, auctions BIGINT);
+         CREATE TABLE {name}_top_bids (auction BIGINT, rn BIGINT, bidder BIGINT, price BIGINT,
+           PRIMARY KEY (auction, rn));
+         CREATE TABLE {name}_last_bid (bidder BIGINT PRIMARY KEY, auction BIGINT, price BIGINT);
          CREATE TABLE {name}_cheap (auction BIGINT, bidder BIGINT, price BIGINT, channel TEXT);"
     ));
 }
@@ -110,6 +126,8 @@ pub fn seen(systems: &Systems, name: &str) -> Seen {
     for (table, order) in [
         ("per_auction", "1"),
         ("per_count", "1"),
+        ("top_bids", "1, 2"),
+        ("last_bid", "1"),
         ("cheap", "1, 2, 3, 4"),
     ] {
         tables.insert(

@@ -1,76 +1,27 @@
 //! Flink's group windows (`GROUP BY TUMBLE(ts, ...)`, `HOP`, `SESSION`, with `*_START`,
 //! `*_END`, `*_ROWTIME`) and session TVFs: every query of `group_windows/` over
 //! `group_windows/clicks.csv` gives Apache Flink's rows (`NAME.flink`, written by
-//! `bench/flink/group_window_answers.py`), at parallelism 1 and 4; what Eddy would answer
+//! `bench/flink/query_answers.py`), at parallelism 1 and 4; what Eddy would answer
 //! differently is refused.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use crate::flink_oracle::OracleDir;
 use crate::support::{Scratch, eddy};
 
-const QUERIES: &[&str] = &["tumble", "hop", "session", "rowtime", "session_tvf"];
-
-fn dir() -> &'static Path {
-    Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/integration-tests/group_windows"
-    ))
-}
-
-/// Eddy's rows for `query` at parallelism `p`, each as `v1, v2, ...`, sorted.
-fn eddy_rows(scratch: &Scratch, query: &str, columns: usize, p: usize) -> Vec<String> {
-    let sink_columns: Vec<String> = (0..columns).map(|i| format!("c{i} STRING")).collect();
-    let script = format!(
-        "CREATE TABLE clicks (ts TIMESTAMP(3), user_id BIGINT, amount BIGINT,
-           WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
-           WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');
-         CREATE TABLE answer ({}) WITH ('connector' = 'print');
-         INSERT INTO answer {};",
-        dir().join("clicks.csv").display(),
-        sink_columns.join(", "),
-        std::fs::read_to_string(dir().join(format!("{query}.sql"))).unwrap()
-    );
-    let file = scratch.write(&format!("{query}-{p}.sql"), &script);
-    let output = eddy()
-        .args(["run", "-p", &p.to_string()])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{query}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let mut rows: Vec<String> = String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(|line| {
-            let (_, row) = line.split_once("+I[").unwrap_or_else(|| panic!("{line}"));
-            row.strip_suffix(']').unwrap().to_string()
-        })
-        .collect();
-    rows.sort();
-    rows
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("integration-tests/group_windows")
 }
 
 #[test]
 fn group_windows_give_flinks_rows() {
-    let scratch = Scratch::new("group-windows");
-    for query in QUERIES {
-        let flink: Vec<String> = std::fs::read_to_string(dir().join(format!("{query}.flink")))
-            .unwrap()
-            .lines()
-            .map(str::to_string)
-            .collect();
-        assert!(!flink.is_empty(), "{query}: Flink's rows are missing");
-        let columns = flink[0].split(", ").count();
-        for p in [1, 4] {
-            assert_eq!(
-                eddy_rows(&scratch, query, columns, p),
-                flink,
-                "{query} at parallelism {p}"
-            );
-        }
-    }
+    OracleDir::new("group_windows").check_all(&[
+        "tumble",
+        "hop",
+        "session",
+        "rowtime",
+        "session_tvf",
+    ]);
 }
 
 #[test]

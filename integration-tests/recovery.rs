@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::postgres::Postgres;
 use crate::processes::Cluster;
 use crate::s3::S3Server;
 use crate::support::{Scratch, parse_changes, run_script, visible_lines};
@@ -509,6 +510,98 @@ fn a_savepoint_resumes_at_another_parallelism() {
             "resumed at parallelism {parallelism}"
         );
     }
+}
+
+/// A Top-N's and a deduplication's partitions, split by key group over more subtasks: a
+/// job stopped with a savepoint at parallelism 2 and resumed at 3 leaves the top bids and
+/// each bidder's last bid in PostgreSQL (exactly-once) as a failure-free run does.
+#[test]
+fn a_top_n_and_a_deduplication_resume_from_a_savepoint_at_another_parallelism() {
+    let cluster = Cluster::start("savepoint-top-n", 2, 2);
+    let pg = Postgres::start("savepoint-top-n");
+    for name in ["reference", "rescaled"] {
+        pg.execute(&format!(
+            "CREATE TABLE {name}_top (auction BIGINT, rn BIGINT, bidder BIGINT, price BIGINT,
+               PRIMARY KEY (auction, rn));
+             CREATE TABLE {name}_last (bidder BIGINT PRIMARY KEY, auction BIGINT, price BIGINT);"
+        ));
+    }
+    let script = |name: &str, rate: &str| {
+        let with = |table: &str| {
+            format!(
+                "'connector' = 'postgres', 'url' = '{}', 'table' = '{name}_{table}',
+                 'sink.delivery-guarantee' = 'exactly-once'",
+                pg.url()
+            )
+        };
+        format!(
+            "SET 'execution.checkpointing.interval' = '500ms';
+             CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT, dateTime TIMESTAMP(3),
+               WATERMARK FOR dateTime AS dateTime - INTERVAL '1' SECOND) WITH (
+               'connector' = 'nexmark', 'nexmark.table' = 'bid', 'events.num' = '200000',
+               'nexmark.first-event-rate' = '1000'{rate});
+             CREATE TABLE top (auction BIGINT, rn BIGINT, bidder BIGINT, price BIGINT,
+               PRIMARY KEY (auction, rn) NOT ENFORCED) WITH ({});
+             CREATE TABLE last_bid (bidder BIGINT, auction BIGINT, price BIGINT,
+               PRIMARY KEY (bidder) NOT ENFORCED) WITH ({});
+             INSERT INTO top SELECT auction, rn, bidder, price FROM (SELECT *, ROW_NUMBER()
+               OVER (PARTITION BY auction ORDER BY price DESC, bidder) AS rn FROM bid)
+               WHERE rn <= 3;
+             INSERT INTO last_bid SELECT bidder, auction, price FROM (SELECT *, ROW_NUMBER()
+               OVER (PARTITION BY bidder ORDER BY dateTime DESC) AS rn FROM bid) WHERE rn = 1;",
+            with("top"),
+            with("last")
+        )
+    };
+    let rows = |name: &str| {
+        (
+            pg.query(&format!("SELECT * FROM {name}_top ORDER BY 1, 2")),
+            pg.query(&format!("SELECT * FROM {name}_last ORDER BY 1")),
+        )
+    };
+    let reference = script("reference", "");
+    assert!(run_script(&cluster.scratch, &reference, 2).status.success());
+    let expected = rows("reference");
+    assert!(expected.0.len() > 1000 && expected.1.len() > 100);
+
+    let job_id = cluster.submit(&script("rescaled", ", 'events.rate' = '25000'"), 2);
+    wait_for_checkpoints(&cluster, &job_id, 3);
+    let output = cluster.client(&["stop", "--savepoint", &job_id]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let savepoint = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    cluster.wait_for(&job_id, "CANCELLED", TWO_MINUTES);
+    let stopped = rows("rescaled");
+    assert!(
+        stopped.0.len() < expected.0.len() || stopped != expected,
+        "stopped early"
+    );
+    let resume = script("rescaled", ", 'events.rate' = '25000'");
+    let file = cluster.scratch.write("resume.sql", &resume);
+    let output = cluster.client(&[
+        "submit",
+        "--from-savepoint",
+        &savepoint,
+        "--parallelism",
+        "3",
+        &file.display().to_string(),
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let resumed = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    cluster.wait_for(&resumed, "FINISHED", TWO_MINUTES);
+    let got = rows("rescaled");
+    assert!(got.0 == expected.0, "the top bids differ after the rescale");
+    assert!(
+        got.1 == expected.1,
+        "the last bids differ after the rescale"
+    );
 }
 
 #[test]

@@ -20,6 +20,9 @@ pub enum Format {
     Json,
 }
 
+/// How the CSV format writes a `TIMESTAMP(3)`, as Flink's CSV format reads it.
+const CSV_TIMESTAMP_FORMAT: &str = "%Y-%m-%d %H:%M:%S%.3f";
+
 /// The option keys formats understand.
 pub const FORMAT_KEYS: &[&str] = &[
     "format",
@@ -157,9 +160,12 @@ impl Format {
     pub fn encode(self, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<()> {
         match self {
             Format::Csv { delimiter } => {
+                // Flink's CSV format reads (and writes) timestamps as SQL writes them, with a
+                // space, not ISO 8601's `T`.
                 let mut writer = arrow::csv::WriterBuilder::new()
                     .with_header(false)
                     .with_delimiter(delimiter)
+                    .with_timestamp_format(CSV_TIMESTAMP_FORMAT.to_string())
                     .build(out);
                 writer.write(batch)?;
             }
@@ -195,4 +201,56 @@ pub struct LinePosition<'a> {
     pub file: &'a str,
     /// The number of the block's first line, from 1.
     pub first_line: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Int64Array, TimestampMillisecondArray};
+    use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+
+    use super::*;
+
+    #[test]
+    fn csv_timestamps_are_written_as_flink_reads_them_and_read_back() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("ts", DataType::Timestamp(TimeUnit::Millisecond, None), true),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(Int64Array::from(vec![1, 2])),
+                Arc::new(TimestampMillisecondArray::from(vec![
+                    1_704_153_573_004,
+                    1_704_067_200_000,
+                ])),
+            ],
+        )
+        .unwrap();
+        let csv = Format::Csv { delimiter: b',' };
+        let mut out = Vec::new();
+        csv.encode(&batch, &mut out).unwrap();
+        let text = String::from_utf8(out.clone()).unwrap();
+        assert_eq!(
+            text,
+            "1,2024-01-01 23:59:33.004\n2,2024-01-01 00:00:00.000\n"
+        );
+        let position = LinePosition {
+            file: "test.csv",
+            first_line: 1,
+        };
+        let read = csv
+            .decode(
+                &schema,
+                text.trim_end().as_bytes(),
+                position,
+                false,
+                &OperatorMetrics::default(),
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!(read, batch);
+    }
 }

@@ -6,6 +6,7 @@ pub mod calc;
 mod group_keys;
 pub mod join;
 pub mod partition;
+pub mod rank;
 pub mod watermark;
 pub mod window_assign;
 

@@ -23,6 +23,7 @@ use eddy_operators::aggregate::{
 };
 use eddy_operators::calc::Calc;
 use eddy_operators::join::{JoinSpec, StreamingJoin};
+use eddy_operators::rank::{RankSpec, TopN};
 use eddy_operators::window_assign::WindowAssign;
 
 /// Which changes a stream carries.
@@ -229,6 +230,8 @@ pub enum OperatorKind {
     WindowAggregate(WindowAggregateSpec),
     /// Regular inner equi-join of the vertex's two inputs (always its first operator).
     Join(JoinSpec),
+    /// Top-N or deduplication (`ROW_NUMBER() OVER (...)` filtered by its rank).
+    TopN(RankSpec),
 }
 
 impl OperatorSpec {
@@ -240,6 +243,7 @@ impl OperatorSpec {
             OperatorKind::GroupAggregate { .. }
                 | OperatorKind::WindowAggregate(_)
                 | OperatorKind::Join(_)
+                | OperatorKind::TopN(_)
         )
     }
 
@@ -280,6 +284,9 @@ impl OperatorSpec {
                 max_parallelism,
             )?),
             OperatorKind::Join(spec) => Box::new(StreamingJoin::new(spec, max_parallelism)?),
+            OperatorKind::TopN(spec) => {
+                Box::new(TopN::new(spec.clone(), metrics, max_parallelism)?)
+            }
         };
         Ok(operator)
     }

@@ -20,6 +20,10 @@ use eddy_operators::aggregate::{
 };
 use eddy_operators::join::JoinSpec;
 
+mod rank;
+
+use eddy_operators::rank::RankOutput;
+
 use super::{
     Changelog, JobGraph, OperatorKind, OperatorSpec, Partitioning, SinkSpec, SourceSpec, Vertex,
     VertexOutput,
@@ -81,6 +85,12 @@ struct Stream {
     unique_key: Option<(Vec<usize>, (usize, usize))>,
     /// The window TVF the rows came through, if its columns are still there.
     window: Option<WindowKind>,
+    /// The column holding each row's window end, when the rows belong to windows that
+    /// close with the watermark (a window TVF's or a window aggregate's rows).
+    window_end: Option<usize>,
+    /// The event-time attribute: the column the watermark was declared on (or a window
+    /// TVF's `window_time`), while it passes unchanged.
+    rowtime: Option<usize>,
 }
 
 struct Planner {
@@ -228,53 +238,22 @@ impl Planner {
         match plan {
             LogicalPlan::TableScan(scan) => self.plan_scan(scan),
             LogicalPlan::Projection(projection) => {
-                let input = self.plan(&projection.input)?;
-                let exprs = projection
-                    .expr
-                    .iter()
-                    .map(|e| self.physical(e, &input.schema))
-                    .collect::<Result<Vec<_>>>()?;
-                let description = format!(
-                    "Calc(select: {})",
-                    projection
-                        .expr
-                        .iter()
-                        .map(|e| e.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-                let unique_key = input.unique_key.as_ref().and_then(|(key, op)| {
-                    let mapped: Option<Vec<usize>> = key
-                        .iter()
-                        .map(|k| {
-                            let column = Column::from(input.schema.qualified_field(*k));
-                            projection.expr.iter().position(
-                                |e| matches!(strip_alias(e), Expr::Column(c) if *c == column),
-                            )
-                        })
-                        .collect();
-                    mapped.map(|m| (m, *op))
-                });
-                let keeps_window = [WINDOW_START, WINDOW_END]
-                    .iter()
-                    .all(|name| projection.schema.fields().iter().any(|f| f.name() == name));
-                self.push(
-                    &input,
-                    OperatorSpec {
-                        description,
-                        changelog: input.changelog,
-                        kind: OperatorKind::Project(exprs, output_schema(&projection.schema)),
+                let input = match projection.input.as_ref() {
+                    LogicalPlan::Filter(filter) => match rank::TopNShape::of(filter)? {
+                        Some(shape) => {
+                            let output = shape.output_under(projection);
+                            self.plan_top_n(filter, shape, output)?
+                        }
+                        None => self.plan(&projection.input)?,
                     },
-                );
-                Ok(Stream {
-                    vertex: input.vertex,
-                    schema: projection.schema.clone(),
-                    changelog: input.changelog,
-                    unique_key,
-                    window: input.window.filter(|_| keeps_window),
-                })
+                    input => self.plan(input)?,
+                };
+                self.plan_projection(projection, input)
             }
             LogicalPlan::Filter(filter) => {
+                if let Some(shape) = rank::TopNShape::of(filter)? {
+                    return self.plan_top_n(filter, shape, RankOutput::Number);
+                }
                 let input = self.plan(&filter.input)?;
                 let predicate = self.physical(&filter.predicate, &input.schema)?;
                 self.push(
@@ -322,6 +301,8 @@ impl Planner {
                     changelog,
                     unique_key: None,
                     window: None,
+                    window_end: None,
+                    rowtime: None,
                 })
             }
             LogicalPlan::Extension(extension) => {
@@ -339,7 +320,10 @@ impl Planner {
                 "ORDER BY on an unbounded stream (sort within windows or use a sink that orders)",
             )),
             LogicalPlan::Limit(_) => Err(unsupported("LIMIT on an unbounded stream")),
-            LogicalPlan::Window(_) => Err(unsupported("OVER windows are not supported yet")),
+            LogicalPlan::Window(_) => Err(unsupported(
+                "OVER windows other than a Top-N: ROW_NUMBER() OVER (PARTITION BY ... ORDER BY \
+                 ...) filtered by its rank (WHERE rn <= N) in an outer query",
+            )),
             LogicalPlan::EmptyRelation(_) | LogicalPlan::Values(_) => Err(unsupported(
                 "a query without a source table (streams need a table to read)",
             )),
@@ -348,6 +332,60 @@ impl Planner {
                 other.display()
             ))),
         }
+    }
+
+    /// A projection over `input`, chained into its vertex.
+    fn plan_projection(
+        &mut self,
+        projection: &datafusion_expr::Projection,
+        input: Stream,
+    ) -> Result<Stream> {
+        let exprs = projection
+            .expr
+            .iter()
+            .map(|e| self.physical(e, &input.schema))
+            .collect::<Result<Vec<_>>>()?;
+        let description = format!(
+            "Calc(select: {})",
+            projection
+                .expr
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        // Where an input column is passed on unchanged, if it is.
+        let passed = |k: usize| {
+            let column = Column::from(input.schema.qualified_field(k));
+            projection
+                .expr
+                .iter()
+                .position(|e| matches!(strip_alias(e), Expr::Column(c) if *c == column))
+        };
+        let unique_key = input.unique_key.as_ref().and_then(|(key, op)| {
+            let mapped: Option<Vec<usize>> = key.iter().map(|k| passed(*k)).collect();
+            mapped.map(|m| (m, *op))
+        });
+        let keeps_window = [WINDOW_START, WINDOW_END]
+            .iter()
+            .all(|name| projection.schema.fields().iter().any(|f| f.name() == name));
+        self.push(
+            &input,
+            OperatorSpec {
+                description,
+                changelog: input.changelog,
+                kind: OperatorKind::Project(exprs, output_schema(&projection.schema)),
+            },
+        );
+        Ok(Stream {
+            vertex: input.vertex,
+            schema: projection.schema.clone(),
+            changelog: input.changelog,
+            unique_key,
+            window: input.window.filter(|_| keeps_window),
+            window_end: input.window_end.and_then(passed),
+            rowtime: input.rowtime.and_then(passed),
+        })
     }
 
     fn plan_scan(&mut self, scan: &datafusion_expr::TableScan) -> Result<Stream> {
@@ -388,6 +426,8 @@ impl Planner {
             changelog: Changelog::AppendOnly,
             unique_key: None,
             window: None,
+            window_end: None,
+            rowtime: None,
         };
         let Some(projection) = &scan.projection else {
             return Ok(stream);
@@ -506,6 +546,8 @@ impl Planner {
             changelog,
             unique_key: None,
             window: None,
+            window_end: None,
+            rowtime: None,
         };
         self.push(
             &stream,
@@ -538,7 +580,12 @@ impl Planner {
         };
         source.scan_operators = std::mem::take(&mut vertex.operators);
         source.watermark = Some(expr);
-        Ok(input)
+        let rowtime = input
+            .schema
+            .fields()
+            .iter()
+            .position(|f| f.name() == &node.rowtime);
+        Ok(Stream { rowtime, ..input })
     }
 
     fn plan_window_tvf(&mut self, node: &WindowTvf) -> Result<Stream> {
@@ -562,12 +609,16 @@ impl Planner {
                 },
             },
         );
+        let window_end = schema.fields().iter().position(|f| f.name() == WINDOW_END);
+        // The input's time attribute stays one (a window deduplication orders by it).
         Ok(Stream {
             vertex: input.vertex,
             schema,
             changelog: Changelog::AppendOnly,
             unique_key: None,
             window: Some(node.kind),
+            window_end,
+            rowtime: input.rowtime,
         })
     }
 
@@ -672,6 +723,8 @@ impl Planner {
             changelog: Changelog::AppendOnly,
             unique_key: None,
             window: None,
+            window_end: None,
+            rowtime: None,
         };
         match window_bounds {
             Some((kind, start_pos, end_pos)) => {
@@ -683,7 +736,11 @@ impl Planner {
                     WindowKind::Session { gap } => Some(gap),
                     _ => None,
                 };
-                let stream = stream_at(target);
+                // The output's rows belong to windows too: a window Top-N can follow.
+                let stream = Stream {
+                    window_end: Some(end_pos),
+                    ..stream_at(target)
+                };
                 self.push(
                     &stream,
                     OperatorSpec {

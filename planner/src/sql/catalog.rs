@@ -119,6 +119,7 @@ impl Catalog {
 struct Functions {
     scalars: HashMap<String, Arc<ScalarUDF>>,
     aggregates: HashMap<String, Arc<AggregateUDF>>,
+    windows: HashMap<String, Arc<WindowUDF>>,
     expr_planners: Vec<Arc<dyn ExprPlanner>>,
     relation_planners: Vec<Arc<dyn RelationPlanner>>,
     options: ConfigOptions,
@@ -140,12 +141,17 @@ static FUNCTIONS: LazyLock<Functions> = LazyLock::new(|| {
             aggregates.insert(name.to_ascii_lowercase(), f.clone());
         }
     }
+    let windows = super::functions::ranking::functions()
+        .into_iter()
+        .map(|f| (f.name().to_string(), f))
+        .collect();
     let mut options = ConfigOptions::default();
     options.sql_parser.map_string_types_to_utf8view = false;
     options.sql_parser.collect_spans = true;
     Functions {
         scalars,
         aggregates,
+        windows,
         expr_planners: vec![
             Arc::new(super::functions::FlinkSyntaxPlanner),
             Arc::new(datafusion_functions::core::planner::CoreFunctionPlanner {}),
@@ -227,8 +233,8 @@ impl ContextProvider for Provider<'_> {
             .cloned()
     }
 
-    fn get_window_meta(&self, _name: &str) -> Option<Arc<WindowUDF>> {
-        None
+    fn get_window_meta(&self, name: &str) -> Option<Arc<WindowUDF>> {
+        FUNCTIONS.windows.get(&name.to_ascii_lowercase()).cloned()
     }
 
     fn get_variable_type(&self, _variable_names: &[String]) -> Option<DataType> {
@@ -252,6 +258,6 @@ impl ContextProvider for Provider<'_> {
     }
 
     fn udwf_names(&self) -> Vec<String> {
-        Vec::new()
+        FUNCTIONS.windows.keys().cloned().collect()
     }
 }

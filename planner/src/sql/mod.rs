@@ -3,7 +3,7 @@
 
 pub mod catalog;
 mod flink_casts;
-mod functions;
+pub(crate) mod functions;
 mod group_window;
 pub mod nodes;
 pub mod script;
@@ -18,7 +18,7 @@ use datafusion_common::{Column, DataFusionError};
 use datafusion_expr::{Expr, ExprSchemable, Extension, LogicalPlan, LogicalPlanBuilder, cast, col};
 use datafusion_optimizer::analyzer::Analyzer;
 use datafusion_optimizer::{Optimizer, OptimizerContext, OptimizerRule};
-use datafusion_sql::planner::{ParserOptions, PlannerContext, SqlToRel};
+use datafusion_sql::planner::{NullOrdering, ParserOptions, PlannerContext, SqlToRel};
 use datafusion_sql::sqlparser::ast;
 use eddy_common::config::JobConfig;
 use eddy_common::error::Location;
@@ -133,7 +133,9 @@ fn bind_error(error: DataFusionError, statement: Location) -> EddyError {
 fn sql_to_rel<'a>(provider: &'a Provider<'a>) -> SqlToRel<'a, Provider<'a>> {
     let options = ParserOptions::new()
         .with_map_string_types_to_utf8view(false)
-        .with_collect_spans(true);
+        .with_collect_spans(true)
+        // Flink orders NULLs first ascending and last descending (Calcite's LOW collation).
+        .with_default_null_ordering(NullOrdering::NullsMin);
     SqlToRel::new_with_options(provider, options)
 }
 

@@ -24,6 +24,16 @@ const DEFAULT_PATTERN: &str = "yyyy-MM-dd HH:mm:ss";
 /// `UNIX_TIMESTAMP`'s answer to a string it cannot parse (Java's `Long.MIN_VALUE`).
 const UNPARSEABLE: i64 = i64::MIN;
 
+/// `DATE_FORMAT(timestamp, pattern)` with a Java pattern.
+pub(crate) fn date_format_udf() -> Arc<ScalarUDF> {
+    FlinkFunction::udf(
+        "date_format",
+        Signature::any(2, Volatility::Immutable),
+        Returns::Fixed(DataType::Utf8),
+        date_format,
+    )
+}
+
 /// The functions of this module.
 pub fn functions() -> Vec<Arc<ScalarUDF>> {
     let text = || DataType::Utf8;
@@ -37,12 +47,7 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
         )
     };
     let mut all = vec![
-        FlinkFunction::udf(
-            "date_format",
-            Signature::any(2, Volatility::Immutable),
-            Returns::Fixed(DataType::Utf8),
-            date_format,
-        ),
+        date_format_udf(),
         FlinkFunction::udf(
             "to_timestamp",
             one_or_two(text()),

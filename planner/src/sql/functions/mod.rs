@@ -8,9 +8,10 @@
 //! checks the answers against Apache Flink's.
 
 mod conditional;
-mod datetime;
+pub(crate) mod datetime;
 mod java_format;
 mod numeric;
+pub(crate) mod ranking;
 mod refused;
 mod strings;
 

@@ -1,0 +1,133 @@
+//! Apache Flink as the oracle: a directory holds `tables.sql` (its tables, `$DIR` for the
+//! directory), queries `NAME.sql` and Flink's final rows for each, `NAME.flink`, written by
+//! `bench/flink/query_answers.py DIR`. Eddy runs each query at parallelism 1 and 4; its
+//! changelog, applied, must give Flink's rows. Where Flink refused the query (`error (N
+//! columns): ...` in `NAME.flink`), Eddy must refuse it too.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::support::{Scratch, materialize, parse_changes, run_script};
+
+/// A directory of queries with Flink's answers, under `integration-tests/`.
+pub struct OracleDir {
+    dir: PathBuf,
+}
+
+/// What Flink answered to one query.
+enum Answer {
+    /// The final rows, each as `v1, v2, ...`.
+    Rows(Vec<String>),
+    /// Flink refused the query of this many columns, saying this.
+    Refused(usize, String),
+}
+
+impl OracleDir {
+    /// The directory `integration-tests/NAME`.
+    pub fn new(name: &str) -> OracleDir {
+        OracleDir {
+            dir: Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("integration-tests")
+                .join(name),
+        }
+    }
+
+    fn answer(&self, query: &str) -> Answer {
+        let path = self.dir.join(format!("{query}.flink"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!("{}: {e} (run bench/flink/query_answers.py)", path.display())
+        });
+        let refusal = text
+            .strip_prefix("error (")
+            .and_then(|rest| rest.split_once(" columns): "));
+        match refusal {
+            Some((columns, message)) => Answer::Refused(
+                columns.parse().expect("a column count"),
+                message.trim().to_string(),
+            ),
+            None => Answer::Rows(text.lines().map(str::to_string).collect()),
+        }
+    }
+
+    /// The job running `query` into a print sink of `columns` STRING columns.
+    fn script(&self, query: &str, columns: usize) -> String {
+        let tables = std::fs::read_to_string(self.dir.join("tables.sql"))
+            .unwrap()
+            .replace("$DIR", &self.dir.display().to_string());
+        let sink: Vec<String> = (0..columns).map(|i| format!("c{i} STRING")).collect();
+        let select = std::fs::read_to_string(self.dir.join(format!("{query}.sql"))).unwrap();
+        format!(
+            "{tables}\nCREATE TABLE answer ({}) WITH ('connector' = 'print');\n\
+             INSERT INTO answer {};\n",
+            sink.join(", "),
+            select.trim().trim_end_matches(';')
+        )
+    }
+
+    /// Checks Eddy against Flink on `query`; the failure says what differs.
+    pub fn check(&self, scratch: &Scratch, query: &str) -> Result<(), String> {
+        match self.answer(query) {
+            Answer::Rows(rows) => {
+                let columns = rows.first().map_or(1, |r| r.split(", ").count());
+                let script = self.script(query, columns);
+                for parallelism in [1, 4] {
+                    let got = eddy_rows(scratch, &script, parallelism)
+                        .map_err(|e| format!("{query} at parallelism {parallelism}: {e}"))?;
+                    if got != rows {
+                        return Err(difference(query, parallelism, &got, &rows));
+                    }
+                }
+                Ok(())
+            }
+            Answer::Refused(columns, flink) => {
+                let output = run_script(scratch, &self.script(query, columns), 1);
+                let stderr = String::from_utf8_lossy(&output.stderr);
+                match !output.status.success() && stderr.contains("unsupported") {
+                    true => Ok(()),
+                    false => Err(format!(
+                        "{query}: Flink refuses it ({flink}) but Eddy did not say unsupported:\n\
+                         {stderr}"
+                    )),
+                }
+            }
+        }
+    }
+
+    /// Checks every query; fails the test naming each that differs.
+    pub fn check_all(&self, queries: &[&str]) {
+        let scratch = Scratch::new("oracle");
+        let failures: Vec<String> = queries
+            .iter()
+            .filter_map(|q| self.check(&scratch, q).err())
+            .collect();
+        assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    }
+}
+
+/// Eddy's final rows for `script`, sorted.
+fn eddy_rows(scratch: &Scratch, script: &str, parallelism: usize) -> Result<Vec<String>, String> {
+    let output = run_script(scratch, script, parallelism);
+    if !output.status.success() {
+        return Err(String::from_utf8_lossy(&output.stderr).into_owned());
+    }
+    let rows: BTreeMap<Vec<String>, usize> =
+        materialize(&parse_changes(&String::from_utf8_lossy(&output.stdout)));
+    let mut rows: Vec<String> = rows
+        .into_iter()
+        .flat_map(|(row, n)| std::iter::repeat_n(row.join(", "), n))
+        .collect();
+    rows.sort();
+    Ok(rows)
+}
+
+/// What Eddy answered that Flink did not, and the other way round (a few of each).
+fn difference(query: &str, parallelism: usize, got: &[String], want: &[String]) -> String {
+    let missing: Vec<&String> = want.iter().filter(|r| !got.contains(r)).take(5).collect();
+    let extra: Vec<&String> = got.iter().filter(|r| !want.contains(r)).take(5).collect();
+    format!(
+        "{query} at parallelism {parallelism}: {} rows, Flink has {}\n  missing: {missing:?}\n  \
+         not in Flink's: {extra:?}",
+        got.len(),
+        want.len()
+    )
+}

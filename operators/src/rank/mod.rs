@@ -1,0 +1,540 @@
+//! Top-N and deduplication, as Flink's `ROW_NUMBER() OVER (PARTITION BY … ORDER BY …)`
+//! filtered by its rank: per partition key, the rows whose rank falls in `[start, end]`.
+//!
+//! On a stream, each chunk updates the partitions it touches, then emits per partition the
+//! difference between its ranked rows before and after: with the rank number in the
+//! output, `-U`/`+U` per rank whose row changed (`-D`/`+I` where a rank empties or fills);
+//! without it, `-D` for rows that left the top and `+I` for rows that entered it. Over an
+//! append-only input only the rows that can still rank by `end` are held; over an updating
+//! input every row is held, so a retracted top row is replaced by the next one.
+//!
+//! Over windows (the partition key holds a window's bounds), nothing is emitted until the
+//! watermark passes the window's end; then its ranked rows are emitted once, as inserts,
+//! and its state is dropped. Rows of a window already emitted are late and dropped.
+//!
+//! Deduplication is the same operator with `end = 1`, ordered by event time, with the tie
+//! policy of keep-first or keep-last ([`Ties`]).
+
+mod partition;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, Int64Array, TimestampMillisecondArray};
+use arrow::compute::SortOptions;
+use arrow::datatypes::{DataType, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use arrow::row::{RowConverter, Rows, SortField};
+use datafusion_physical_expr::PhysicalExpr;
+use eddy_common::chunk::{Chunk, Op};
+use eddy_common::event::Timestamp;
+use eddy_common::metrics::OperatorMetrics;
+use eddy_common::state::{OperatorState, SnapshotRequest, StateReader, StateWriter};
+use eddy_common::{EddyError, Result};
+
+use self::partition::Partition;
+pub use self::partition::Ties;
+use crate::group_keys::{GroupKeys, Slots};
+use crate::partition::{KeyScope, key_groups};
+use crate::{Operator, evaluate};
+
+/// The Top-N snapshot format.
+const SNAPSHOT_VERSION: u64 = 1;
+
+/// One `ORDER BY` expression of a Top-N.
+#[derive(Debug, Clone)]
+pub struct SortKey {
+    /// The expression, over the input rows.
+    pub expr: Arc<dyn PhysicalExpr>,
+    /// Its type.
+    pub data_type: DataType,
+    /// `DESC` and `NULLS FIRST`.
+    pub options: SortOptions,
+}
+
+/// What the rank numbers of the output are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RankOutput {
+    /// The query reads the rank: each output row carries its rank, and a row whose rank
+    /// changes is updated.
+    Number,
+    /// The query drops the rank: only rows entering and leaving the top are emitted, with
+    /// rank 0.
+    Dropped,
+}
+
+/// A Top-N or deduplication, as planned.
+#[derive(Debug, Clone)]
+pub struct RankSpec {
+    /// `PARTITION BY`, over the input rows.
+    pub partition_keys: Vec<Arc<dyn PhysicalExpr>>,
+    /// Their types.
+    pub partition_types: Vec<DataType>,
+    /// `ORDER BY`.
+    pub order: Vec<SortKey>,
+    /// The first rank kept (1 or more).
+    pub start: u64,
+    /// The last rank kept.
+    pub end: u64,
+    /// How rows tying on the `ORDER BY` are ordered.
+    pub ties: Ties,
+    /// Whether the output carries the rank.
+    pub output: RankOutput,
+    /// The input has inserts only.
+    pub append_only_input: bool,
+    /// Over windows: the input column holding each row's `window_end`.
+    pub window_end: Option<usize>,
+    /// The input rows.
+    pub input_schema: SchemaRef,
+    /// The output rows: the input's columns, then the rank.
+    pub schema: SchemaRef,
+}
+
+/// A Top-N of one subtask.
+#[derive(Debug)]
+pub struct TopN {
+    spec: RankSpec,
+    key_codec: RowConverter,
+    sort_codec: RowConverter,
+    row_codec: RowConverter,
+    index: GroupKeys,
+    slots: Slots,
+    partitions: Vec<Partition>,
+    /// Over windows: each slot's window end, and the slots by window end.
+    window_ends: Vec<Timestamp>,
+    timers: BTreeMap<Timestamp, Vec<u32>>,
+    watermark: Timestamp,
+    /// Per slot, whether the chunk being processed touched it.
+    touched_mark: Vec<bool>,
+    metrics: Arc<OperatorMetrics>,
+    max_parallelism: usize,
+}
+
+/// Rows to emit, gathered before they are decoded into a chunk: each row's bytes in one
+/// buffer, with its change and rank.
+#[derive(Default)]
+struct Emission {
+    bytes: Vec<u8>,
+    rows: Vec<(usize, usize)>,
+    ops: Vec<Op>,
+    ranks: Vec<i64>,
+}
+
+impl Emission {
+    fn push(&mut self, op: Op, row: &[u8], rank: u64) {
+        self.rows.push((self.bytes.len(), row.len()));
+        self.bytes.extend_from_slice(row);
+        self.ops.push(op);
+        self.ranks.push(rank as i64);
+    }
+}
+
+/// A partition's ranked rows before a chunk changed it: (rank, offset, length) into one
+/// buffer.
+type Ranked = Vec<(u64, usize, usize)>;
+
+impl TopN {
+    /// A Top-N as `spec` says, its keyed state split into `max_parallelism` key groups.
+    pub fn new(
+        spec: RankSpec,
+        metrics: Arc<OperatorMetrics>,
+        max_parallelism: usize,
+    ) -> Result<Self> {
+        if spec.start == 0 || spec.end < spec.start {
+            return Err(EddyError::Plan(format!(
+                "a Top-N keeps ranks {} to {}: ranks start at 1",
+                spec.start, spec.end
+            )));
+        }
+        let key_codec = RowConverter::new(
+            spec.partition_types
+                .iter()
+                .map(|t| SortField::new(t.clone()))
+                .collect(),
+        )?;
+        let sort_codec = RowConverter::new(
+            spec.order
+                .iter()
+                .map(|k| SortField::new_with_options(k.data_type.clone(), k.options))
+                .collect(),
+        )?;
+        let row_codec = RowConverter::new(
+            spec.input_schema
+                .fields()
+                .iter()
+                .map(|f| SortField::new(f.data_type().clone()))
+                .collect(),
+        )?;
+        Ok(TopN {
+            spec,
+            key_codec,
+            sort_codec,
+            row_codec,
+            index: GroupKeys::default(),
+            slots: Slots::default(),
+            partitions: Vec::new(),
+            window_ends: Vec::new(),
+            timers: BTreeMap::new(),
+            watermark: Timestamp::MIN,
+            touched_mark: Vec::new(),
+            metrics,
+            max_parallelism,
+        })
+    }
+
+    /// The slot of the partition with `key`, created when `create` and it is new.
+    fn slot(&mut self, key: &[u8], window_end: Timestamp, create: bool) -> Option<u32> {
+        let hash = self.index.hash(key);
+        if let Some(slot) = self.index.find(hash, key) {
+            return Some(slot);
+        }
+        if !create {
+            return None;
+        }
+        let (slot, grown) = self.slots.acquire();
+        if grown {
+            self.partitions.push(Partition::default());
+            self.window_ends.push(0);
+            self.touched_mark.push(false);
+        }
+        self.index.insert(hash, key, slot);
+        if self.spec.window_end.is_some() {
+            self.window_ends[slot as usize] = window_end;
+            self.timers.entry(window_end).or_default().push(slot);
+        }
+        Some(slot)
+    }
+
+    fn release(&mut self, slot: u32) {
+        self.index.remove(slot);
+        self.partitions[slot as usize] = Partition::default();
+        self.slots.release(slot);
+    }
+
+    /// Each row's window end (0 when not over windows).
+    fn window_ends_of(&self, rows: &RecordBatch) -> Result<Vec<Timestamp>> {
+        let Some(column) = self.spec.window_end else {
+            return Ok(vec![0; rows.num_rows()]);
+        };
+        let ends = rows
+            .column(column)
+            .as_any()
+            .downcast_ref::<TimestampMillisecondArray>()
+            .ok_or_else(|| EddyError::Internal("window_end is not a TIMESTAMP(3)".into()))?;
+        Ok(ends.values().to_vec())
+    }
+
+    /// The ranked rows of `partition` (those with ranks in range), copied into `buffer`.
+    fn ranked(&self, partition: &Partition, buffer: &mut Vec<u8>) -> Ranked {
+        let first = self.spec.start as usize - 1;
+        let last = (self.spec.end as usize).min(partition.len());
+        (first..last)
+            .map(|i| {
+                let row = partition.get(i).1;
+                let at = buffer.len();
+                buffer.extend_from_slice(row);
+                (i as u64 + 1, at, row.len())
+            })
+            .collect()
+    }
+
+    /// Emits what changed between a partition's ranked rows `before` and `after`.
+    fn emit_difference<'a>(
+        &self,
+        (before, before_bytes): (&Ranked, &'a [u8]),
+        (after, after_bytes): (&Ranked, &'a [u8]),
+        emission: &mut Emission,
+    ) {
+        let numbered = self.spec.output == RankOutput::Number;
+        // With the rank in the output a row is (rank, row); without it, the row alone.
+        let items = |ranked: &Ranked, bytes: &'a [u8]| {
+            let mut items: Vec<(u64, &'a [u8])> = ranked
+                .iter()
+                .map(|(rank, start, len)| {
+                    (
+                        if numbered { *rank } else { 0 },
+                        &bytes[*start..start + len],
+                    )
+                })
+                .collect();
+            items.sort_unstable();
+            items
+        };
+        let (old, new) = (items(before, before_bytes), items(after, after_bytes));
+        let (removed, added) = multiset_difference(&old, &new);
+        let updated =
+            |rank: u64, other: &[&(u64, &[u8])]| numbered && other.iter().any(|(r, _)| *r == rank);
+        for (rank, row) in &removed {
+            let op = match updated(*rank, &added) {
+                true => Op::UpdateBefore,
+                false => Op::Delete,
+            };
+            emission.push(op, row, *rank);
+        }
+        for (rank, row) in &added {
+            let op = match updated(*rank, &removed) {
+                true => Op::UpdateAfter,
+                false => Op::Insert,
+            };
+            emission.push(op, row, *rank);
+        }
+    }
+
+    /// Builds the output chunk of `emission`.
+    fn chunk_of(&self, emission: Emission) -> Result<Option<Chunk>> {
+        if emission.ops.is_empty() {
+            return Ok(None);
+        }
+        let parser = self.row_codec.parser();
+        let rows = emission
+            .rows
+            .iter()
+            .map(|(start, len)| parser.parse(&emission.bytes[*start..start + len]));
+        let mut columns = self.row_codec.convert_rows(rows)?;
+        columns.push(Arc::new(Int64Array::from(emission.ranks)) as ArrayRef);
+        let batch = RecordBatch::try_new(self.spec.schema.clone(), columns)?;
+        Ok(Some(Chunk::from_ops(batch, emission.ops)))
+    }
+
+    /// Applies one row's change to its partition.
+    fn apply(&mut self, slot: u32, op: Op, sort_key: &[u8], row: &[u8]) {
+        let partition = &mut self.partitions[slot as usize];
+        if op.is_accumulate() {
+            partition.insert(sort_key, row, self.spec.ties);
+            if self.spec.append_only_input {
+                partition.truncate_past(self.spec.end);
+            }
+        } else {
+            // A retraction of a row never held takes nothing back.
+            partition.retract(sort_key, row);
+        }
+    }
+
+    /// Emits the ranked rows of the windows the watermark has passed, and drops them.
+    fn fire(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
+        let mut emission = Emission::default();
+        let mut buffer = Vec::new();
+        while let Some(entry) = self.timers.first_entry() {
+            if *entry.key() - 1 > watermark {
+                break;
+            }
+            for slot in entry.remove() {
+                buffer.clear();
+                let ranked = self.ranked(&self.partitions[slot as usize], &mut buffer);
+                for (rank, start, len) in ranked {
+                    let rank = match self.spec.output {
+                        RankOutput::Number => rank,
+                        RankOutput::Dropped => 0,
+                    };
+                    emission.push(Op::Insert, &buffer[start..start + len], rank);
+                }
+                self.release(slot);
+            }
+        }
+        out.extend(self.chunk_of(emission)?);
+        Ok(())
+    }
+
+    /// The key groups of the partitions in `slots`.
+    fn key_groups_of(&self, slots: &[u32]) -> Result<Vec<usize>> {
+        if self.spec.partition_keys.is_empty() || slots.is_empty() {
+            return Ok(vec![0; slots.len()]);
+        }
+        let parser = self.key_codec.parser();
+        let keys = slots.iter().map(|s| parser.parse(self.index.key(*s)));
+        let columns = self.key_codec.convert_rows(keys)?;
+        key_groups(&columns, self.max_parallelism)
+    }
+
+    /// Reads one partition of a snapshot, keeping it when `scope` owns its key group.
+    fn load_partition(&mut self, input: &mut StateReader<'_>, scope: &KeyScope) -> Result<()> {
+        let key = input.bytes()?;
+        let key_group = input.u64()? as usize;
+        let window_end = input.i64()?;
+        let rows = input.count(2)?;
+        let keep = self.spec.partition_keys.is_empty() || scope.owns(key_group);
+        let slot = match keep {
+            true => self.slot(key, window_end, true),
+            false => None,
+        };
+        for _ in 0..rows {
+            let (sort_key, row) = (input.bytes()?, input.bytes()?);
+            if let Some(slot) = slot {
+                self.partitions[slot as usize].push(sort_key, row);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What `old` holds that `new` does not, and what `new` holds that `old` does not (both
+/// sorted; a row held twice counts twice).
+fn multiset_difference<'a, T: Ord>(old: &'a [T], new: &'a [T]) -> (Vec<&'a T>, Vec<&'a T>) {
+    let (mut removed, mut added) = (Vec::new(), Vec::new());
+    let (mut i, mut j) = (0, 0);
+    while i < old.len() || j < new.len() {
+        match (old.get(i), new.get(j)) {
+            (Some(a), Some(b)) if a == b => {
+                i += 1;
+                j += 1;
+            }
+            (Some(a), Some(b)) if a < b => {
+                removed.push(a);
+                i += 1;
+            }
+            (Some(a), None) => {
+                removed.push(a);
+                i += 1;
+            }
+            (_, Some(b)) => {
+                added.push(b);
+                j += 1;
+            }
+            (None, None) => break,
+        }
+    }
+    (removed, added)
+}
+
+/// The rows of a chunk in the forms the Top-N keeps: partition key, sort key and row.
+struct Encoded {
+    keys: Option<Rows>,
+    sort_keys: Rows,
+    rows: Rows,
+}
+
+impl TopN {
+    fn encode(&self, batch: &RecordBatch) -> Result<Encoded> {
+        let keys = match self.spec.partition_keys.is_empty() {
+            true => None,
+            false => {
+                let columns = self
+                    .spec
+                    .partition_keys
+                    .iter()
+                    .map(|k| evaluate(k, batch))
+                    .collect::<Result<Vec<_>>>()?;
+                Some(self.key_codec.convert_columns(&columns)?)
+            }
+        };
+        let sort_columns = self
+            .spec
+            .order
+            .iter()
+            .map(|k| evaluate(&k.expr, batch))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Encoded {
+            keys,
+            sort_keys: self.sort_codec.convert_columns(&sort_columns)?,
+            rows: self.row_codec.convert_columns(batch.columns())?,
+        })
+    }
+}
+
+impl Operator for TopN {
+    fn process(&mut self, chunk: Chunk, out: &mut Vec<Chunk>) -> Result<()> {
+        let encoded = self.encode(chunk.rows())?;
+        let window_ends = self.window_ends_of(chunk.rows())?;
+        let windowed = self.spec.window_end.is_some();
+        let mut before: Vec<(u32, Ranked)> = Vec::new();
+        let mut before_bytes = Vec::new();
+        let mut late = 0u64;
+        for (i, window_end) in window_ends.iter().enumerate() {
+            if windowed && window_end - 1 <= self.watermark {
+                late += 1;
+                continue;
+            }
+            let key = encoded.keys.as_ref().map_or(&[][..], |k| k.row(i).data());
+            let op = chunk.op(i);
+            let Some(slot) = self.slot(key, *window_end, op.is_accumulate()) else {
+                continue;
+            };
+            if !windowed && !self.touched_mark[slot as usize] {
+                self.touched_mark[slot as usize] = true;
+                let ranked = self.ranked(&self.partitions[slot as usize], &mut before_bytes);
+                before.push((slot, ranked));
+            }
+            self.apply(
+                slot,
+                op,
+                encoded.sort_keys.row(i).data(),
+                encoded.rows.row(i).data(),
+            );
+        }
+        OperatorMetrics::add(&self.metrics.late_records_dropped, late);
+        let mut emission = Emission::default();
+        let mut after_bytes = Vec::new();
+        for (slot, ranked_before) in &before {
+            self.touched_mark[*slot as usize] = false;
+            after_bytes.clear();
+            let ranked_after = self.ranked(&self.partitions[*slot as usize], &mut after_bytes);
+            self.emit_difference(
+                (ranked_before, &before_bytes),
+                (&ranked_after, &after_bytes),
+                &mut emission,
+            );
+            if self.partitions[*slot as usize].len() == 0 {
+                self.release(*slot);
+            }
+        }
+        out.extend(self.chunk_of(emission)?);
+        Ok(())
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
+        if self.spec.window_end.is_some() && watermark > self.watermark {
+            self.watermark = watermark;
+            self.fire(watermark, out)?;
+        }
+        Ok(())
+    }
+
+    fn snapshot(&mut self, _request: &SnapshotRequest) -> Result<OperatorState> {
+        let live: Vec<u32> = (0..self.slots.len as u32)
+            .filter(|s| self.partitions[*s as usize].len() > 0)
+            .collect();
+        let key_groups = self.key_groups_of(&live)?;
+        let mut out = StateWriter::new();
+        out.u64(SNAPSHOT_VERSION).compact();
+        out.i64(self.watermark).u64(live.len() as u64);
+        for (slot, key_group) in live.iter().zip(key_groups) {
+            let partition = &self.partitions[*slot as usize];
+            out.bytes(self.index.key(*slot))
+                .u64(key_group as u64)
+                .i64(self.window_ends[*slot as usize])
+                .u64(partition.len() as u64);
+            for i in 0..partition.len() {
+                let (sort_key, row) = partition.get(i);
+                out.bytes(sort_key).bytes(row);
+            }
+        }
+        Ok(OperatorState::full(out.finish()))
+    }
+
+    fn restore(&mut self, snapshots: &[&[u8]], scope: &KeyScope) -> Result<()> {
+        let mut watermark: Option<Timestamp> = None;
+        for snapshot in snapshots {
+            let mut input = StateReader::new(snapshot, "a Top-N");
+            let version = input.u64()?;
+            if version != SNAPSHOT_VERSION {
+                return Err(EddyError::Snapshot(format!(
+                    "snapshot of a Top-N has format version {version}; this Eddy reads \
+                     version {SNAPSHOT_VERSION}"
+                )));
+            }
+            input.compact();
+            let restored = input.i64()?;
+            watermark = Some(watermark.map_or(restored, |w| w.min(restored)));
+            for _ in 0..input.count(4)? {
+                self.load_partition(&mut input, scope)?;
+            }
+        }
+        if let Some(watermark) = watermark {
+            self.watermark = watermark;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;
