@@ -1,8 +1,12 @@
 //! Apache Flink as the oracle: a directory holds `tables.sql` (its tables, `$DIR` for the
-//! directory), queries `NAME.sql` and Flink's final rows for each, `NAME.flink`, written by
-//! `bench/flink/query_answers.py DIR`. Eddy runs each query at parallelism 1 and 4; its
-//! changelog, applied, must give Flink's rows. Where Flink refused the query (`error (N
-//! columns): ...` in `NAME.flink`), Eddy must refuse it too.
+//! directory), queries `NAME.sql` (or they come from another directory: the benchmark's
+//! Nexmark queries) and Flink's final rows for each, `NAME.flink`, written by
+//! `bench/flink/query_answers.py DIR [--queries QDIR]`. A query is one SELECT, or one
+//! `INSERT INTO sink SELECT ...` whose SELECT is taken. With a `data.sql` in the directory,
+//! Eddy first writes the tables' data with it (`$DATA`: the Nexmark generator as CSV).
+//! Eddy runs each query at parallelism 1 and 4; its changelog, applied, must give Flink's
+//! rows. Where Flink refused the query (`error (N columns): ...` in `NAME.flink`), Eddy
+//! must refuse it too.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,6 +16,9 @@ use crate::support::{Scratch, materialize, parse_changes, run_script};
 /// A directory of queries with Flink's answers, under `integration-tests/`.
 pub struct OracleDir {
     dir: PathBuf,
+    queries: PathBuf,
+    /// Where `data.sql` wrote the tables' data, if the directory has one.
+    data: Option<Scratch>,
 }
 
 /// What Flink answered to one query.
@@ -23,13 +30,37 @@ enum Answer {
 }
 
 impl OracleDir {
-    /// The directory `integration-tests/NAME`.
+    /// The directory `integration-tests/NAME`, its queries in it.
     pub fn new(name: &str) -> OracleDir {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("integration-tests")
+            .join(name);
         OracleDir {
-            dir: Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("integration-tests")
-                .join(name),
+            queries: dir.clone(),
+            dir,
+            data: None,
         }
+    }
+
+    /// The directory `integration-tests/NAME` answering the queries of `queries` (relative
+    /// to the repository), its data written first when it has a `data.sql`.
+    pub fn with_queries(name: &str, queries: &str) -> OracleDir {
+        let mut oracle = OracleDir::new(name);
+        oracle.queries = Path::new(env!("CARGO_MANIFEST_DIR")).join(queries);
+        if oracle.dir.join("data.sql").exists() {
+            let data = Scratch::new(&format!("{name}-data"));
+            let script = std::fs::read_to_string(oracle.dir.join("data.sql"))
+                .unwrap()
+                .replace("$DATA", &data.path().display().to_string());
+            let output = run_script(&data, &script, 1);
+            assert!(
+                output.status.success(),
+                "{name}/data.sql: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            oracle.data = Some(data);
+        }
+        oracle
     }
 
     fn answer(&self, query: &str) -> Answer {
@@ -51,16 +82,21 @@ impl OracleDir {
 
     /// The job running `query` into a print sink of `columns` STRING columns.
     fn script(&self, query: &str, columns: usize) -> String {
+        let data = self
+            .data
+            .as_ref()
+            .map_or(self.dir.clone(), |d| d.path().to_path_buf());
         let tables = std::fs::read_to_string(self.dir.join("tables.sql"))
             .unwrap()
-            .replace("$DIR", &self.dir.display().to_string());
+            .replace("$DIR", &self.dir.display().to_string())
+            .replace("$DATA", &data.display().to_string());
         let sink: Vec<String> = (0..columns).map(|i| format!("c{i} STRING")).collect();
-        let select = std::fs::read_to_string(self.dir.join(format!("{query}.sql"))).unwrap();
+        let text = std::fs::read_to_string(self.queries.join(format!("{query}.sql"))).unwrap();
         format!(
             "{tables}\nCREATE TABLE answer ({}) WITH ('connector' = 'print');\n\
              INSERT INTO answer {};\n",
             sink.join(", "),
-            select.trim().trim_end_matches(';')
+            select_of(&text)
         )
     }
 
@@ -101,6 +137,28 @@ impl OracleDir {
             .filter_map(|q| self.check(&scratch, q).err())
             .collect();
         assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    }
+}
+
+/// The SELECT of a query file: comments dropped, an `INSERT INTO sink` head cut.
+fn select_of(text: &str) -> String {
+    let body: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("--"))
+        .collect();
+    let body = body.join("\n");
+    let body = body.trim().trim_end_matches(';');
+    let mut words = body.split_whitespace();
+    let is_insert = words
+        .next()
+        .is_some_and(|w| w.eq_ignore_ascii_case("INSERT"))
+        && words.next().is_some_and(|w| w.eq_ignore_ascii_case("INTO"));
+    match (is_insert, words.next()) {
+        (true, Some(sink)) => {
+            let at = body.find(sink).expect("the sink's name") + sink.len();
+            body[at..].trim().to_string()
+        }
+        _ => body.to_string(),
     }
 }
 

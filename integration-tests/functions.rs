@@ -13,24 +13,7 @@ const REFUSED: &[&str] = &[];
 /// Expressions Eddy still answers differently, each with why. This list is the record of
 /// known differences (the test fails if one starts to answer as Flink: take it off); it
 /// must only shrink.
-const KNOWN_DIFFERENT: &[(&str, &str)] = &[
-    (
-        "CEIL(4.2)",
-        "a literal with a fraction is a DOUBLE in Eddy, a DECIMAL in Flink",
-    ),
-    (
-        "7.0 / 2",
-        "a literal with a fraction is a DOUBLE in Eddy, a DECIMAL in Flink",
-    ),
-    (
-        "0.908 * 100",
-        "a literal with a fraction is a DOUBLE in Eddy, a DECIMAL in Flink",
-    ),
-    (
-        "TRUNCATE(42.324)",
-        "a literal with a fraction is a DOUBLE in Eddy, a DECIMAL in Flink",
-    ),
-];
+const KNOWN_DIFFERENT: &[(&str, &str)] = &[];
 
 /// Flink's answer to each expression, in the order of the cases.
 fn flink_answers() -> Vec<(String, String)> {

@@ -13,6 +13,7 @@ mod golden;
 mod group_windows;
 mod joins;
 mod kafka;
+mod nexmark;
 mod postgres;
 mod processes;
 mod recovery;

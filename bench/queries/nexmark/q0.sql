@@ -1,2 +1,2 @@
 -- Nexmark q0 (passthrough): every bid, unchanged.
-INSERT INTO sink_q0 SELECT auction, bidder, price, dateTime, extra FROM bid;
+INSERT INTO sink_q0 SELECT auction, bidder, price, `dateTime`, extra FROM bid;

@@ -70,6 +70,9 @@ impl AggregateKind {
                     return Err(EddyError::Unsupported(format!("SUM producing {other}")));
                 }
             },
+            AggregateKind::Avg if output.is_integer() => {
+                Box::new(IntegerAvgAccumulator::new(output))
+            }
             AggregateKind::Avg => Box::new(AvgAccumulator::new(output)),
             AggregateKind::Min if append_only => Box::new(RunningExtreme::new(input, false)?),
             AggregateKind::Max if append_only => Box::new(RunningExtreme::new(input, true)?),
@@ -318,6 +321,78 @@ impl GroupAccumulator for AvgAccumulator {
 
     fn load(&mut self, group: u32, input: &mut StateReader<'_>) -> Result<()> {
         self.sums[group as usize] = input.f64()?;
+        self.counts[group as usize] = input.i64()?;
+        Ok(())
+    }
+}
+
+/// `AVG(x)` of an integer column, as Flink computes it: the exact sum divided by the count,
+/// truncated toward zero (Java's integer division), of the column's type.
+#[derive(Debug)]
+struct IntegerAvgAccumulator {
+    output: DataType,
+    sums: Vec<i128>,
+    counts: Vec<i64>,
+}
+
+impl IntegerAvgAccumulator {
+    fn new(output: &DataType) -> Self {
+        IntegerAvgAccumulator {
+            output: output.clone(),
+            sums: Vec::new(),
+            counts: Vec::new(),
+        }
+    }
+}
+
+impl GroupAccumulator for IntegerAvgAccumulator {
+    fn resize(&mut self, groups: usize) {
+        self.sums.resize(groups, 0);
+        self.counts.resize(groups, 0);
+    }
+
+    fn update(&mut self, groups: &[u32], signs: &[i8], values: &ArrayRef) -> Result<()> {
+        let values = cast(values, &DataType::Int64)?;
+        let values = values.as_primitive::<Int64Type>();
+        for (i, (g, s)) in groups.iter().zip(signs).enumerate() {
+            if *s == 0 || values.is_null(i) {
+                continue;
+            }
+            self.sums[*g as usize] += i128::from(*s) * i128::from(values.value(i));
+            self.counts[*g as usize] += i64::from(*s);
+        }
+        Ok(())
+    }
+
+    fn evaluate(&self, groups: &[u32]) -> Result<ArrayRef> {
+        let array: Int64Array = groups
+            .iter()
+            .map(|g| {
+                let (sum, count) = (self.sums[*g as usize], self.counts[*g as usize]);
+                // An average of i64 values lies within i64.
+                (count > 0).then(|| (sum / i128::from(count)) as i64)
+            })
+            .collect();
+        Ok(cast(&array, &self.output)?)
+    }
+
+    fn merge(&mut self, into: u32, from: u32) {
+        self.sums[into as usize] += self.sums[from as usize];
+        self.counts[into as usize] += self.counts[from as usize];
+    }
+
+    fn reset(&mut self, group: u32) {
+        self.sums[group as usize] = 0;
+        self.counts[group as usize] = 0;
+    }
+
+    fn save(&self, group: u32, out: &mut StateWriter) {
+        out.i128(self.sums[group as usize])
+            .i64(self.counts[group as usize]);
+    }
+
+    fn load(&mut self, group: u32, input: &mut StateReader<'_>) -> Result<()> {
+        self.sums[group as usize] = input.i128()?;
         self.counts[group as usize] = input.i64()?;
         Ok(())
     }
@@ -680,6 +755,49 @@ mod tests {
         acc.update(&[0, 0], &[-1, -1], &ints(vec![Some(5), Some(7)]))
             .unwrap();
         assert!(acc.evaluate(&[0]).unwrap().is_null(0));
+    }
+
+    #[test]
+    fn integer_avg_divides_the_exact_sum_as_java_does() {
+        let mut acc = AggregateKind::Avg
+            .accumulator(&DataType::Int64, &DataType::Int64, false)
+            .unwrap();
+        acc.resize(2);
+        // Group 0: (i64::MAX + i64::MAX + 1) / 3 needs more than 64 bits for the sum.
+        // Group 1: -7 / 2 is -3 (toward zero), not -4.
+        acc.update(
+            &[0, 0, 0, 1, 1],
+            &[1, 1, 1, 1, 1],
+            &ints(vec![
+                Some(i64::MAX),
+                Some(i64::MAX),
+                Some(1),
+                Some(-8),
+                Some(1),
+            ]),
+        )
+        .unwrap();
+        let avg = |acc: &dyn GroupAccumulator, g: u32| {
+            acc.evaluate(&[g])
+                .unwrap()
+                .as_primitive::<Int64Type>()
+                .value(0)
+        };
+        assert_eq!(avg(acc.as_ref(), 0), (i64::MAX / 3) * 2 + 1);
+        assert_eq!(avg(acc.as_ref(), 1), -3);
+        acc.update(&[1], &[-1], &ints(vec![Some(-8)])).unwrap();
+        assert_eq!(avg(acc.as_ref(), 1), 1, "a retraction takes its value back");
+        let mut out = StateWriter::new();
+        acc.save(0, &mut out);
+        let bytes = out.finish();
+        let mut restored = AggregateKind::Avg
+            .accumulator(&DataType::Int64, &DataType::Int64, false)
+            .unwrap();
+        restored.resize(1);
+        restored
+            .load(0, &mut StateReader::new(&bytes, "test"))
+            .unwrap();
+        assert_eq!(avg(restored.as_ref(), 0), avg(acc.as_ref(), 0));
     }
 
     #[test]

@@ -136,7 +136,10 @@ static FUNCTIONS: LazyLock<Functions> = LazyLock::new(|| {
         }
     }
     let mut aggregates = HashMap::new();
-    for f in datafusion_functions_aggregate::all_default_aggregate_functions() {
+    for f in datafusion_functions_aggregate::all_default_aggregate_functions()
+        .into_iter()
+        .chain(super::functions::aggregates::functions())
+    {
         for name in std::iter::once(f.name()).chain(f.aliases().iter().map(String::as_str)) {
             aggregates.insert(name.to_ascii_lowercase(), f.clone());
         }

@@ -2,7 +2,7 @@
 //! logical plans, one per `INSERT INTO`.
 
 pub mod catalog;
-mod flink_casts;
+mod flink_expressions;
 pub(crate) mod functions;
 mod group_window;
 pub mod nodes;
@@ -135,7 +135,9 @@ fn sql_to_rel<'a>(provider: &'a Provider<'a>) -> SqlToRel<'a, Provider<'a>> {
         .with_map_string_types_to_utf8view(false)
         .with_collect_spans(true)
         // Flink orders NULLs first ascending and last descending (Calcite's LOW collation).
-        .with_default_null_ordering(NullOrdering::NullsMin);
+        .with_default_null_ordering(NullOrdering::NullsMin)
+        // A literal with a fraction is an exact DECIMAL, as in Flink (`0.908 * price`).
+        .with_parse_float_as_decimal(true);
     SqlToRel::new_with_options(provider, options)
 }
 
@@ -376,7 +378,7 @@ fn optimize(plan: LogicalPlan) -> datafusion_common::Result<LogicalPlan> {
     use datafusion_optimizer::replace_distinct_aggregate::ReplaceDistinctWithAggregate;
     use datafusion_optimizer::simplify_expressions::SimplifyExpressions;
     let rules: Vec<Arc<dyn OptimizerRule + Send + Sync>> = vec![
-        Arc::new(flink_casts::FlinkCasts),
+        Arc::new(flink_expressions::FlinkExpressions),
         Arc::new(SimplifyExpressions::new()),
         Arc::new(ReplaceDistinctWithAggregate::new()),
         Arc::new(EliminateFilter::new()),

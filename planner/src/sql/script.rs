@@ -103,6 +103,7 @@ pub fn parse_script(sql: &str) -> Result<Vec<Located<Statement>>> {
         tokens
             .into_iter()
             .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+            .map(fold_backquoted)
             .collect(),
     );
     let mut parser = Parser::new(&dialect).with_tokens_with_locations(tokens);
@@ -279,6 +280,20 @@ fn skip_if_not_exists(parser: &mut Parser) {
         eat_word(parser, "NOT");
         eat_word(parser, "EXISTS");
     }
+}
+
+/// A name quoted with backticks, folded to lower case as an unquoted one is: Flink matches
+/// names case-sensitively whether quoted or not, so a script that declares `dateTime` and
+/// reads `` `dateTime` `` (backticks are how Flink 2 reads its reserved word DATETIME as a
+/// name) must find one column. Eddy folds every name, so it accepts what Flink accepts
+/// (names differing only in case aside).
+fn fold_backquoted(mut token: TokenWithSpan) -> TokenWithSpan {
+    if let Token::Word(word) = &mut token.token
+        && word.quote_style == Some('`')
+    {
+        word.value = word.value.to_ascii_lowercase();
+    }
+    token
 }
 
 /// A table, view or column name: unquoted names are folded to lower case, as DataFusion

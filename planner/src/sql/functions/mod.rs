@@ -7,6 +7,7 @@
 //! planning ([`refused`]), never answered differently. `integration-tests/functions.rs`
 //! checks the answers against Apache Flink's.
 
+pub(crate) mod aggregates;
 mod conditional;
 pub(crate) mod datetime;
 mod java_format;
@@ -18,11 +19,11 @@ mod strings;
 use std::sync::Arc;
 
 use arrow::array::ArrayRef;
-use arrow::datatypes::DataType;
-use datafusion_common::Result;
+use arrow::datatypes::{DataType, Field, FieldRef};
+use datafusion_common::{Result, ScalarValue};
 use datafusion_expr::planner::{ExprPlanner, PlannerResult};
 use datafusion_expr::{
-    ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    ColumnarValue, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
 };
 
 /// A function's body: the arguments as arrays in, the result out.
@@ -81,8 +82,38 @@ impl ScalarUDFImpl for FlinkFunction {
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
         Ok(match &self.return_type {
             Returns::Fixed(t) => t.clone(),
-            Returns::FirstArgument => arg_types[0].clone(),
+            Returns::FirstArgument | Returns::Truncated => arg_types[0].clone(),
         })
+    }
+
+    fn return_field_from_args(&self, args: ReturnFieldArgs<'_>) -> Result<FieldRef> {
+        let types: Vec<DataType> = args
+            .arg_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        let data_type = match (&self.return_type, &types[0]) {
+            (Returns::Truncated, DataType::Decimal128(precision, scale)) => {
+                let places = match args.scalar_arguments.get(1) {
+                    None => Some(0),
+                    Some(Some(places)) => {
+                        places.cast_to(&DataType::Int64).ok().and_then(|v| match v {
+                            ScalarValue::Int64(places) => places,
+                            _ => None,
+                        })
+                    }
+                    Some(None) => None,
+                };
+                match places {
+                    Some(places) => {
+                        DataType::Decimal128(*precision, places.clamp(0, i64::from(*scale)) as i8)
+                    }
+                    None => types[0].clone(),
+                }
+            }
+            _ => self.return_type(&types)?,
+        };
+        Ok(Arc::new(Field::new(self.name, data_type, true)))
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
@@ -91,7 +122,10 @@ impl ScalarUDFImpl for FlinkFunction {
             .iter()
             .all(|a| matches!(a, ColumnarValue::Scalar(_)));
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let result = (self.invoke)(&arrays)?;
+        let mut result = (self.invoke)(&arrays)?;
+        if result.data_type() != args.return_field.data_type() {
+            result = arrow::compute::cast(&result, args.return_field.data_type())?;
+        }
         if all_scalars && result.len() == 1 {
             let scalar = datafusion_common::ScalarValue::try_from_array(&result, 0)?;
             return Ok(ColumnarValue::Scalar(scalar));
@@ -107,6 +141,9 @@ pub(crate) enum Returns {
     Fixed(DataType),
     /// The type of its first argument.
     FirstArgument,
+    /// `TRUNCATE`'s: its first argument's, a `DECIMAL` keeping as many decimals as its
+    /// second argument (a constant) says, 0 by default.
+    Truncated,
 }
 
 /// Every function of this module, to register over DataFusion's (same names replace

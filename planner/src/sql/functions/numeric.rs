@@ -4,14 +4,14 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, BooleanArray, Float64Array};
+use arrow::array::{Array, ArrayRef, BooleanArray, Decimal128Array, Float64Array};
 use arrow::compute::kernels::numeric::rem;
 use arrow::compute::{cast, nullif};
 use arrow::datatypes::DataType;
 use datafusion_common::{Result, exec_err};
 use datafusion_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature,
-    Volatility,
+    Coercion, ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    TypeSignature, TypeSignatureClass, Volatility,
 };
 use datafusion_functions::math;
 
@@ -47,12 +47,17 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
             vec![
                 TypeSignature::Exact(vec![DataType::Int64]),
                 TypeSignature::Exact(vec![DataType::Int64, DataType::Int64]),
+                TypeSignature::Coercible(vec![Coercion::new_exact(TypeSignatureClass::Decimal)]),
+                TypeSignature::Coercible(vec![
+                    Coercion::new_exact(TypeSignatureClass::Decimal),
+                    Coercion::new_exact(TypeSignatureClass::Integer),
+                ]),
                 TypeSignature::Exact(vec![DataType::Float64]),
                 TypeSignature::Exact(vec![DataType::Float64, DataType::Int64]),
             ],
             Volatility::Immutable,
         ),
-        Returns::FirstArgument,
+        Returns::Truncated,
         truncate,
     );
     vec![
@@ -101,6 +106,22 @@ fn truncate(args: &[ArrayRef]) -> Result<ArrayRef> {
             .as_ref()
             .map_or(Some(0), |p| p.is_valid(row).then(|| p.value(row)))
     };
+    if let Some(decimals) = args[0].as_any().downcast_ref::<Decimal128Array>() {
+        // Cut on the exact value, keeping its scale (the caller casts to the result's).
+        let scale = i64::from(decimals.scale());
+        let out: Decimal128Array = (0..decimals.len())
+            .map(|row| {
+                let (value, places) = (
+                    decimals.is_valid(row).then(|| decimals.value(row))?,
+                    places_of(row)?,
+                );
+                let cut = (scale - places).clamp(0, 38) as u32;
+                let unit = 10i128.checked_pow(cut)?;
+                Some(value / unit * unit)
+            })
+            .collect();
+        return Ok(Arc::new(out.with_data_type(decimals.data_type().clone())));
+    }
     if let Some(ints) = args[0].as_any().downcast_ref::<arrow::array::Int64Array>() {
         let out: arrow::array::Int64Array = (0..ints.len())
             .map(|row| {
@@ -164,6 +185,13 @@ fn is_integer(t: &DataType) -> bool {
     )
 }
 
+/// Flink's type of `CEIL`/`FLOOR` of a `DECIMAL(precision, scale)`: no fraction, and one
+/// more digit where rounding up can carry (`CEIL(9.5)` is `10`).
+fn integral_decimal(precision: u8, scale: i8) -> DataType {
+    let digits = precision as i16 - scale.max(0) as i16 + i16::from(scale > 0);
+    DataType::Decimal128(digits.clamp(1, 38) as u8, 0)
+}
+
 /// What [`IntegerPreserving`] makes of an integer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum OnInteger {
@@ -207,6 +235,9 @@ impl ScalarUDFImpl for IntegerPreserving {
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
         match &arg_types[0] {
             t if is_integer(t) => Ok(DataType::Int64),
+            DataType::Decimal128(precision, scale) if self.on_integer == OnInteger::Same => {
+                Ok(integral_decimal(*precision, *scale))
+            }
             t if t.is_numeric() || t.is_null() => {
                 let coerced = self
                     .inner
@@ -234,6 +265,16 @@ impl ScalarUDFImpl for IntegerPreserving {
             return Ok(ColumnarValue::Array(Arc::new(
                 values.unary::<_, arrow::datatypes::Int64Type>(on_integer),
             )));
+        }
+        if let DataType::Decimal128(precision, scale) = input
+            && self.on_integer == OnInteger::Same
+        {
+            // DataFusion keeps the scale (`CEIL(4.2)` is `5.0`); Flink's has none.
+            let rows = args.number_rows;
+            args.return_field = Arc::new(args.return_field.as_ref().clone().with_data_type(input));
+            let integral = self.inner.invoke_with_args(args)?.into_array(rows)?;
+            let to = integral_decimal(precision, scale);
+            return Ok(ColumnarValue::Array(cast(&integral, &to)?));
         }
         if !matches!(
             input,
