@@ -166,14 +166,16 @@ pub(crate) fn per_customer(
 fn group_by_with_every_aggregate() {
     check_orders(
         "group-by",
-        "customer STRING, c BIGINT, s BIGINT, lo BIGINT, hi BIGINT, av DOUBLE",
+        "customer STRING, c BIGINT, s BIGINT, lo BIGINT, hi BIGINT, av BIGINT, fav DOUBLE",
         "INSERT INTO out
-         SELECT customer, COUNT(*), SUM(amount), MIN(amount), MAX(amount), AVG(amount)
-         FROM orders GROUP BY customer;",
+         SELECT customer, COUNT(*), SUM(amount), MIN(amount), MAX(amount), AVG(amount),
+           AVG(famount)
+         FROM (SELECT *, CAST(amount AS DOUBLE) AS famount FROM orders) GROUP BY customer;",
         |orders| {
+            // AVG of a BIGINT is a BIGINT, the sum divided by the count, as in Flink.
             per_customer(orders, |_| true)
                 .into_iter()
-                .map(|(k, (c, s, lo, hi))| row![k, c, s, lo, hi, float(s as f64 / c as f64)])
+                .map(|(k, (c, s, lo, hi))| row![k, c, s, lo, hi, s / c, float(s as f64 / c as f64)])
                 .collect()
         },
     );

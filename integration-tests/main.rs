@@ -8,6 +8,7 @@ mod cluster;
 mod docker;
 mod examples;
 mod flink_oracle;
+mod formats;
 mod functions;
 mod golden;
 mod group_windows;

@@ -674,7 +674,7 @@ mod tests {
         ]));
         let config = FileSourceConfig {
             location: eddy_common::object_storage::resolve(dir.to_str().unwrap(), &[]).unwrap(),
-            format: Format::Csv { delimiter: b',' },
+            format: Format::Csv(Default::default()),
             ignore_parse_errors: false,
             split_size: 100,
             schema: schema.clone(),

@@ -10,7 +10,7 @@ use eddy_common::object_storage::resolve;
 
 use super::file_sink::{self, FileSinkConfig};
 use super::file_source::{self, FileSourceConfig};
-use super::format::{FORMAT_KEYS, Format};
+use super::format::{Format, format_keys};
 use super::transaction::DeliveryGuarantee;
 use super::{Options, SinkContext, SinkWriter, SourceContext, SourceReader, TableConnector};
 
@@ -37,7 +37,7 @@ impl FilesystemConnector {
     /// Validates the options and resolves the path (no I/O yet).
     pub fn new(table: &str, values: &BTreeMap<String, String>, schema: &SchemaRef) -> Result<Self> {
         let mut keys = KEYS.to_vec();
-        keys.extend_from_slice(FORMAT_KEYS);
+        keys.extend(format_keys());
         let options = Options::validate(table, "filesystem", values, &keys, &[S3_PREFIX])?;
         let (format, ignore_parse_errors) = Format::from_options(&options)?;
         let s3: Vec<(&str, &str)> = values
@@ -48,7 +48,7 @@ impl FilesystemConnector {
             resolve(options.required("path")?, &s3).map_err(|e| options.error(e.to_string()))?;
         let sink = FileSinkConfig {
             location: location.clone(),
-            format,
+            format: format.clone(),
             rolling_file_size: options
                 .parse_or("sink.rolling-policy.file-size", 128 * 1024 * 1024)?,
             rollover_interval: options.duration_opt("sink.rolling-policy.rollover-interval")?,

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use eddy_common::{EddyError, Result};
 use rdkafka::ClientConfig;
 
-use super::format::{FORMAT_KEYS, Format};
+use super::format::{Format, format_keys};
 use super::transaction::DeliveryGuarantee;
 use super::{Options, SinkContext, SinkWriter, SourceContext, SourceReader, TableConnector};
 
@@ -61,7 +61,7 @@ impl KafkaConnector {
     /// Validates the options (no connection yet).
     pub fn new(table: &str, values: &BTreeMap<String, String>) -> Result<Self> {
         let mut keys = KEYS.to_vec();
-        keys.extend_from_slice(FORMAT_KEYS);
+        keys.extend(format_keys());
         let options = Options::validate(table, "kafka", values, &keys, &[PROPERTIES])?;
         let (format, ignore_parse_errors) = Format::from_options(&options)?;
         let properties: BTreeMap<String, String> = values

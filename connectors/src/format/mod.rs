@@ -1,4 +1,9 @@
-//! Record formats of the filesystem connector: CSV and JSON (one object a line).
+//! Record formats of the filesystem and Kafka connectors: CSV ([`csv`]) and JSON, one
+//! object a line ([`json`]), with Flink's options and semantics, so that files pass between
+//! the two engines.
+
+mod csv;
+mod json;
 
 use arrow::compute::concat_batches;
 use arrow::datatypes::SchemaRef;
@@ -6,51 +11,34 @@ use arrow::record_batch::RecordBatch;
 use eddy_common::metrics::OperatorMetrics;
 use eddy_common::{EddyError, Result};
 
+pub use self::csv::CsvFormat;
+pub use self::json::JsonFormat;
 use super::Options;
 
 /// A record format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Format {
-    /// Comma-separated values (no header line), with a configurable delimiter.
-    Csv {
-        /// The field delimiter.
-        delimiter: u8,
-    },
+    /// Comma-separated values (no header line).
+    Csv(CsvFormat),
     /// One JSON object a line.
-    Json,
+    Json(JsonFormat),
 }
 
-/// How the CSV format writes a `TIMESTAMP(3)`, as Flink's CSV format reads it.
-const CSV_TIMESTAMP_FORMAT: &str = "%Y-%m-%d %H:%M:%S%.3f";
-
 /// The option keys formats understand.
-pub const FORMAT_KEYS: &[&str] = &[
-    "format",
-    "format.ignore-parse-errors",
-    "csv.ignore-parse-errors",
-    "json.ignore-parse-errors",
-    "csv.field-delimiter",
-];
+pub fn format_keys() -> Vec<&'static str> {
+    let mut keys = vec!["format", "format.ignore-parse-errors"];
+    keys.extend_from_slice(csv::CSV_KEYS);
+    keys.extend_from_slice(json::JSON_KEYS);
+    keys
+}
 
 impl Format {
     /// Reads `format` and its options; returns the format and whether malformed records are
     /// skipped rather than failing the job.
     pub fn from_options(options: &Options<'_>) -> Result<(Format, bool)> {
         let format = match options.required("format")? {
-            "csv" => {
-                let delimiter = options.get("csv.field-delimiter").unwrap_or(",");
-                let delimiter = match delimiter.as_bytes() {
-                    [b] => *b,
-                    _ if delimiter == "\\t" => b'\t',
-                    _ => {
-                        return Err(options.error(format!(
-                            "option 'csv.field-delimiter' = '{delimiter}': expected one character"
-                        )));
-                    }
-                };
-                Format::Csv { delimiter }
-            }
-            "json" => Format::Json,
+            "csv" => Format::Csv(CsvFormat::from_options(options)?),
+            "json" => Format::Json(JsonFormat::from_options(options)?),
             other => {
                 return Err(
                     options.error(format!("option 'format' = '{other}': expected csv or json"))
@@ -58,8 +46,8 @@ impl Format {
             }
         };
         let own_key = match format {
-            Format::Csv { .. } => "csv.ignore-parse-errors",
-            Format::Json => "json.ignore-parse-errors",
+            Format::Csv(_) => "csv.ignore-parse-errors",
+            Format::Json(_) => "json.ignore-parse-errors",
         };
         let ignore =
             options.flag("format.ignore-parse-errors", false)? || options.flag(own_key, false)?;
@@ -67,17 +55,17 @@ impl Format {
     }
 
     /// The file name extension.
-    pub fn extension(self) -> &'static str {
+    pub fn extension(&self) -> &'static str {
         match self {
-            Format::Csv { .. } => "csv",
-            Format::Json => "json",
+            Format::Csv(_) => "csv",
+            Format::Json(_) => "json",
         }
     }
 
     /// Decodes complete lines. A malformed record fails with its file and line, or is
     /// skipped and counted when `ignore_errors` is set.
     pub fn decode(
-        self,
+        &self,
         schema: &SchemaRef,
         lines: &[u8],
         location: LinePosition<'_>,
@@ -116,66 +104,23 @@ impl Format {
     }
 
     fn decode_all(
-        self,
+        &self,
         schema: &SchemaRef,
         bytes: &[u8],
     ) -> Result<Option<RecordBatch>, arrow::error::ArrowError> {
         let rows = bytes.iter().filter(|b| **b == b'\n').count() + 1;
         match self {
-            Format::Csv { delimiter } => {
-                let mut decoder = arrow::csv::ReaderBuilder::new(schema.clone())
-                    .with_header(false)
-                    .with_delimiter(delimiter)
-                    .with_batch_size(rows)
-                    .build_decoder();
-                let mut rest = bytes;
-                while !rest.is_empty() {
-                    let used = decoder.decode(rest)?;
-                    if used == 0 {
-                        break;
-                    }
-                    rest = &rest[used..];
-                }
-                decoder.decode(&[])?;
-                decoder.flush()
-            }
-            Format::Json => {
-                let mut decoder = arrow::json::ReaderBuilder::new(schema.clone())
-                    .with_batch_size(rows)
-                    .build_decoder()?;
-                let mut rest = bytes;
-                while !rest.is_empty() {
-                    let used = decoder.decode(rest)?;
-                    if used == 0 {
-                        break;
-                    }
-                    rest = &rest[used..];
-                }
-                decoder.flush()
-            }
+            Format::Csv(csv) => csv.decode(schema, bytes, rows),
+            Format::Json(json) => json.decode(schema, bytes, rows),
         }
     }
 
     /// Appends the rows, encoded, to `out`.
-    pub fn encode(self, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<()> {
+    pub fn encode(&self, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<()> {
         match self {
-            Format::Csv { delimiter } => {
-                // Flink's CSV format reads (and writes) timestamps as SQL writes them, with a
-                // space, not ISO 8601's `T`.
-                let mut writer = arrow::csv::WriterBuilder::new()
-                    .with_header(false)
-                    .with_delimiter(delimiter)
-                    .with_timestamp_format(CSV_TIMESTAMP_FORMAT.to_string())
-                    .build(out);
-                writer.write(batch)?;
-            }
-            Format::Json => {
-                let mut writer = arrow::json::LineDelimitedWriter::new(out);
-                writer.write(batch)?;
-                writer.finish()?;
-            }
+            Format::Csv(csv) => csv.encode(batch, out),
+            Format::Json(json) => json.encode(batch, out),
         }
-        Ok(())
     }
 }
 
@@ -229,7 +174,7 @@ mod tests {
             ],
         )
         .unwrap();
-        let csv = Format::Csv { delimiter: b',' };
+        let csv = Format::Csv(CsvFormat::default());
         let mut out = Vec::new();
         csv.encode(&batch, &mut out).unwrap();
         let text = String::from_utf8(out.clone()).unwrap();

@@ -1,0 +1,1 @@
+SELECT s, s IS NULL, n FROM dialect

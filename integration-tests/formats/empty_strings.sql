@@ -1,0 +1,1 @@
+SELECT s, s IS NULL, CHAR_LENGTH(s), t IS NULL, n FROM plain
