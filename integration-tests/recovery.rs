@@ -451,6 +451,49 @@ fn a_stop_with_savepoint_commits_what_it_covers_and_resumes_exactly() {
     assert_windows_exact(&cluster, &output);
 }
 
+/// Stops `job_id` with a savepoint after `checkpoints` checkpoints (a savepoint then
+/// extends earlier files, which it copies); returns its path once the job is cancelled.
+fn stop_with_savepoint(cluster: &Cluster, job_id: &str, checkpoints: usize) -> String {
+    wait_for_checkpoints(cluster, job_id, checkpoints);
+    let output = cluster.client(&["stop", "--savepoint", job_id]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let path = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    assert!(path.contains("/savepoints/savepoint-"), "{path}");
+    cluster.wait_for(job_id, "CANCELLED", TWO_MINUTES);
+    path
+}
+
+/// Submits `script` (written to `name`) from `savepoint` at `parallelism` and waits until
+/// the resumed job finishes.
+fn resume_until_finished(
+    cluster: &Cluster,
+    savepoint: &str,
+    parallelism: usize,
+    name: &str,
+    script: &str,
+) {
+    let file = cluster.scratch.write(name, script);
+    let output = cluster.client(&[
+        "submit",
+        "--from-savepoint",
+        savepoint,
+        "--parallelism",
+        &parallelism.to_string(),
+        &file.display().to_string(),
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let resumed = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    cluster.wait_for(&resumed, "FINISHED", TWO_MINUTES);
+}
+
 #[test]
 fn a_savepoint_resumes_at_another_parallelism() {
     let cluster = Cluster::start("savepoint", 2, 2);
@@ -461,38 +504,17 @@ fn a_savepoint_resumes_at_another_parallelism() {
         )
     };
     let job_id = cluster.submit(&with_id("a"), 2);
-    // After a few checkpoints the savepoint's snapshots extend earlier files, which it
-    // copies.
-    wait_for_checkpoints(&cluster, &job_id, 3);
-    let output = cluster.client(&["stop", "--savepoint", &job_id]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let path = String::from_utf8_lossy(&output.stdout).trim().to_string();
-    assert!(path.contains("/savepoints/savepoint-"), "{path}");
-    cluster.wait_for(&job_id, "CANCELLED", TWO_MINUTES);
+    let path = stop_with_savepoint(&cluster, &job_id, 3);
     let expected = failure_free(&cluster.scratch, 200_000);
     for (id, parallelism) in [("b", 3), ("c", 1)] {
-        let file = cluster
-            .scratch
-            .write(&format!("resume-{id}.sql"), &with_id(id));
-        let output = cluster.client(&[
-            "submit",
-            "--from-savepoint",
+        let script = with_id(id);
+        resume_until_finished(
+            &cluster,
             &path,
-            "--parallelism",
-            &parallelism.to_string(),
-            &file.display().to_string(),
-        ]);
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
+            parallelism,
+            &format!("resume-{id}.sql"),
+            &script,
         );
-        let resumed = String::from_utf8_lossy(&output.stdout).trim().to_string();
-        cluster.wait_for(&resumed, "FINISHED", TWO_MINUTES);
         // What the first run printed before the savepoint, then what the resumed one did.
         let printed: String = cluster
             .printed()
@@ -565,37 +587,11 @@ fn a_top_n_and_a_deduplication_resume_from_a_savepoint_at_another_parallelism() 
     assert!(expected.0.len() > 1000 && expected.1.len() > 100);
 
     let job_id = cluster.submit(&script("rescaled", ", 'events.rate' = '25000'"), 2);
-    wait_for_checkpoints(&cluster, &job_id, 3);
-    let output = cluster.client(&["stop", "--savepoint", &job_id]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let savepoint = String::from_utf8_lossy(&output.stdout).trim().to_string();
-    cluster.wait_for(&job_id, "CANCELLED", TWO_MINUTES);
+    let savepoint = stop_with_savepoint(&cluster, &job_id, 3);
     let stopped = rows("rescaled");
-    assert!(
-        stopped.0.len() < expected.0.len() || stopped != expected,
-        "stopped early"
-    );
+    assert!(stopped != expected, "the job was stopped before its end");
     let resume = script("rescaled", ", 'events.rate' = '25000'");
-    let file = cluster.scratch.write("resume.sql", &resume);
-    let output = cluster.client(&[
-        "submit",
-        "--from-savepoint",
-        &savepoint,
-        "--parallelism",
-        "3",
-        &file.display().to_string(),
-    ]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let resumed = String::from_utf8_lossy(&output.stdout).trim().to_string();
-    cluster.wait_for(&resumed, "FINISHED", TWO_MINUTES);
+    resume_until_finished(&cluster, &savepoint, 3, "resume.sql", &resume);
     let got = rows("rescaled");
     assert!(got.0 == expected.0, "the top bids differ after the rescale");
     assert!(

@@ -110,14 +110,7 @@ impl CsvFormat {
             builder = builder.with_comment(b'#');
         }
         let mut decoder = builder.build_decoder();
-        let mut rest = bytes;
-        while !rest.is_empty() {
-            let used = decoder.decode(rest)?;
-            if used == 0 {
-                break;
-            }
-            rest = &rest[used..];
-        }
+        super::feed(bytes, |rest| decoder.decode(rest))?;
         decoder.decode(&[])?;
         decoder.flush()
     }

@@ -56,14 +56,7 @@ impl JsonFormat {
         let mut decoder = arrow::json::ReaderBuilder::new(schema.clone())
             .with_batch_size(rows)
             .build_decoder()?;
-        let mut rest = bytes;
-        while !rest.is_empty() {
-            let used = decoder.decode(rest)?;
-            if used == 0 {
-                break;
-            }
-            rest = &rest[used..];
-        }
+        super::feed(bytes, |rest| decoder.decode(rest))?;
         decoder.flush()
     }
 

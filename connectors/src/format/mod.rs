@@ -124,6 +124,23 @@ impl Format {
     }
 }
 
+/// Feeds `bytes` to a decoder (Arrow's CSV and JSON decoders take what they can each call)
+/// until it takes no more.
+fn feed(
+    bytes: &[u8],
+    mut decode: impl FnMut(&[u8]) -> Result<usize, arrow::error::ArrowError>,
+) -> Result<(), arrow::error::ArrowError> {
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let used = decode(rest)?;
+        if used == 0 {
+            break;
+        }
+        rest = &rest[used..];
+    }
+    Ok(())
+}
+
 /// Drops Arrow's own position (relative to the block it decoded, so misleading here).
 fn clean_arrow_message(message: &str) -> String {
     let message = message.strip_prefix("Parser error: ").unwrap_or(message);

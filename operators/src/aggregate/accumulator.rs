@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, PrimitiveArray};
+use arrow::array::{Array, ArrayRef, AsArray, Int64Array, PrimitiveArray};
 use arrow::compute::cast;
 use arrow::datatypes::{
     ArrowNativeTypeOp, ArrowPrimitiveType, DataType, Decimal128Type, Float64Type, Int64Type,
@@ -71,9 +71,9 @@ impl AggregateKind {
                 }
             },
             AggregateKind::Avg if output.is_integer() => {
-                Box::new(IntegerAvgAccumulator::new(output))
+                Box::new(AvgAccumulator::<i128>::new(output))
             }
-            AggregateKind::Avg => Box::new(AvgAccumulator::new(output)),
+            AggregateKind::Avg => Box::new(AvgAccumulator::<f64>::new(output)),
             AggregateKind::Min if append_only => Box::new(RunningExtreme::new(input, false)?),
             AggregateKind::Max if append_only => Box::new(RunningExtreme::new(input, true)?),
             AggregateKind::Min => Box::new(ExtremeAccumulator::new(input, false)?),
@@ -256,15 +256,62 @@ macro_rules! snapshot_value {
 
 snapshot_value!(i64 => i64, u64 => u64, f64 => f64, i128 => i128);
 
-/// `AVG(x)`: sum and count in floating point, cast to the output type.
+/// How an average sums its values: in floating point, or, for an integer column, exactly
+/// (Flink's `AVG` of integers is the sum divided by the count, truncated toward zero as Java
+/// divides, of the column's type).
+trait AverageSum: SnapshotValue + Default + std::fmt::Debug + Send {
+    /// The type values are taken as and the average is computed in.
+    type Value: ArrowPrimitiveType;
+    /// Adds (`sign` 1) or takes back (`sign` -1) one value.
+    fn add(&mut self, sign: i8, value: <Self::Value as ArrowPrimitiveType>::Native);
+    /// Adds another sum.
+    fn merge(&mut self, other: Self);
+    /// The average of `count` values summing to this.
+    fn average(self, count: i64) -> <Self::Value as ArrowPrimitiveType>::Native;
+}
+
+impl AverageSum for f64 {
+    type Value = Float64Type;
+
+    fn add(&mut self, sign: i8, value: f64) {
+        *self += f64::from(sign) * value;
+    }
+
+    fn merge(&mut self, other: Self) {
+        *self += other;
+    }
+
+    fn average(self, count: i64) -> f64 {
+        self / count as f64
+    }
+}
+
+impl AverageSum for i128 {
+    type Value = Int64Type;
+
+    fn add(&mut self, sign: i8, value: i64) {
+        *self += i128::from(sign) * i128::from(value);
+    }
+
+    fn merge(&mut self, other: Self) {
+        *self += other;
+    }
+
+    fn average(self, count: i64) -> i64 {
+        // An average of i64 values lies within i64.
+        (self / i128::from(count)) as i64
+    }
+}
+
+/// `AVG(x)`: a sum and a count per group, the average cast to the output type.
 #[derive(Debug)]
-struct AvgAccumulator {
+struct AvgAccumulator<S> {
     output: DataType,
-    sums: Vec<f64>,
+    sums: Vec<S>,
     counts: Vec<i64>,
 }
 
-impl AvgAccumulator {
+impl<S: AverageSum> AvgAccumulator<S> {
     fn new(output: &DataType) -> Self {
         AvgAccumulator {
             output: output.clone(),
@@ -274,125 +321,54 @@ impl AvgAccumulator {
     }
 }
 
-impl GroupAccumulator for AvgAccumulator {
+impl<S: AverageSum> GroupAccumulator for AvgAccumulator<S> {
     fn resize(&mut self, groups: usize) {
-        self.sums.resize(groups, 0.0);
+        self.sums.resize(groups, S::default());
         self.counts.resize(groups, 0);
     }
 
     fn update(&mut self, groups: &[u32], signs: &[i8], values: &ArrayRef) -> Result<()> {
-        let values = cast(values, &DataType::Float64)?;
-        let values = values.as_primitive::<Float64Type>();
+        let values = cast(values, &S::Value::DATA_TYPE)?;
+        let values = values.as_primitive::<S::Value>();
         for (i, (g, s)) in groups.iter().zip(signs).enumerate() {
             if *s == 0 || values.is_null(i) {
                 continue;
             }
-            self.sums[*g as usize] += *s as f64 * values.value(i);
-            self.counts[*g as usize] += *s as i64;
-        }
-        Ok(())
-    }
-
-    fn evaluate(&self, groups: &[u32]) -> Result<ArrayRef> {
-        let array: Float64Array = groups
-            .iter()
-            .map(|g| {
-                let (sum, count) = (self.sums[*g as usize], self.counts[*g as usize]);
-                (count > 0).then(|| sum / count as f64)
-            })
-            .collect();
-        Ok(cast(&array, &self.output)?)
-    }
-
-    fn merge(&mut self, into: u32, from: u32) {
-        self.sums[into as usize] += self.sums[from as usize];
-        self.counts[into as usize] += self.counts[from as usize];
-    }
-
-    fn reset(&mut self, group: u32) {
-        self.sums[group as usize] = 0.0;
-        self.counts[group as usize] = 0;
-    }
-
-    fn save(&self, group: u32, out: &mut StateWriter) {
-        out.f64(self.sums[group as usize])
-            .i64(self.counts[group as usize]);
-    }
-
-    fn load(&mut self, group: u32, input: &mut StateReader<'_>) -> Result<()> {
-        self.sums[group as usize] = input.f64()?;
-        self.counts[group as usize] = input.i64()?;
-        Ok(())
-    }
-}
-
-/// `AVG(x)` of an integer column, as Flink computes it: the exact sum divided by the count,
-/// truncated toward zero (Java's integer division), of the column's type.
-#[derive(Debug)]
-struct IntegerAvgAccumulator {
-    output: DataType,
-    sums: Vec<i128>,
-    counts: Vec<i64>,
-}
-
-impl IntegerAvgAccumulator {
-    fn new(output: &DataType) -> Self {
-        IntegerAvgAccumulator {
-            output: output.clone(),
-            sums: Vec::new(),
-            counts: Vec::new(),
-        }
-    }
-}
-
-impl GroupAccumulator for IntegerAvgAccumulator {
-    fn resize(&mut self, groups: usize) {
-        self.sums.resize(groups, 0);
-        self.counts.resize(groups, 0);
-    }
-
-    fn update(&mut self, groups: &[u32], signs: &[i8], values: &ArrayRef) -> Result<()> {
-        let values = cast(values, &DataType::Int64)?;
-        let values = values.as_primitive::<Int64Type>();
-        for (i, (g, s)) in groups.iter().zip(signs).enumerate() {
-            if *s == 0 || values.is_null(i) {
-                continue;
-            }
-            self.sums[*g as usize] += i128::from(*s) * i128::from(values.value(i));
+            self.sums[*g as usize].add(*s, values.value(i));
             self.counts[*g as usize] += i64::from(*s);
         }
         Ok(())
     }
 
     fn evaluate(&self, groups: &[u32]) -> Result<ArrayRef> {
-        let array: Int64Array = groups
+        let array: PrimitiveArray<S::Value> = groups
             .iter()
             .map(|g| {
                 let (sum, count) = (self.sums[*g as usize], self.counts[*g as usize]);
-                // An average of i64 values lies within i64.
-                (count > 0).then(|| (sum / i128::from(count)) as i64)
+                (count > 0).then(|| sum.average(count))
             })
             .collect();
         Ok(cast(&array, &self.output)?)
     }
 
     fn merge(&mut self, into: u32, from: u32) {
-        self.sums[into as usize] += self.sums[from as usize];
+        let from_sum = self.sums[from as usize];
+        self.sums[into as usize].merge(from_sum);
         self.counts[into as usize] += self.counts[from as usize];
     }
 
     fn reset(&mut self, group: u32) {
-        self.sums[group as usize] = 0;
+        self.sums[group as usize] = S::default();
         self.counts[group as usize] = 0;
     }
 
     fn save(&self, group: u32, out: &mut StateWriter) {
-        out.i128(self.sums[group as usize])
-            .i64(self.counts[group as usize]);
+        self.sums[group as usize].save(out);
+        out.i64(self.counts[group as usize]);
     }
 
     fn load(&mut self, group: u32, input: &mut StateReader<'_>) -> Result<()> {
-        self.sums[group as usize] = input.i128()?;
+        self.sums[group as usize] = S::load(input)?;
         self.counts[group as usize] = input.i64()?;
         Ok(())
     }
