@@ -14,7 +14,7 @@ use datafusion_expr::{BinaryExpr, Expr, ExprSchemable, LogicalPlan, Operator, li
 use datafusion_optimizer::optimizer::ApplyOrder;
 use datafusion_optimizer::{OptimizerConfig, OptimizerRule};
 
-use super::functions::datetime::date_format_udf;
+use super::functions::datetime::{date_format_udf, timestamp_text_udf};
 
 /// The optimizer rule that rewrites such expressions.
 #[derive(Debug, Default)]
@@ -59,7 +59,8 @@ fn is_text(t: &DataType) -> bool {
 }
 
 /// `CAST(x AS STRING)` of a BOOLEAN as `CASE WHEN b THEN 'TRUE' WHEN NOT b THEN 'FALSE' END`,
-/// of a timestamp in seconds or milliseconds as `DATE_FORMAT` with SQL's pattern.
+/// of a timestamp in seconds or milliseconds as `DATE_FORMAT` with SQL's pattern (finer
+/// ones, literals, with as many fraction digits as they need).
 fn rewrite_cast(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     let (inner, to) = match &expr {
         Expr::Cast(Cast { expr, field }) | Expr::TryCast(TryCast { expr, field }) => {
@@ -80,6 +81,9 @@ fn rewrite_cast(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
                 _ => "yyyy-MM-dd HH:mm:ss.SSS",
             };
             date_format_udf().call(vec![inner.clone(), lit(pattern)])
+        }
+        Some(DataType::Timestamp(TimeUnit::Microsecond | TimeUnit::Nanosecond, None)) => {
+            timestamp_text_udf().call(vec![inner.clone()])
         }
         _ => return Ok(Transformed::no(expr)),
     };

@@ -436,6 +436,16 @@ fn rewrite_flink_syntax(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
             tokens.remove(i + 4);
             mark_partition_by(&mut tokens, i + 4);
         }
+        // TIMESTAMPADD(DAY, ...), TIMESTAMPDIFF(DAY, ...): the unit, a keyword, as a string.
+        if i + 3 < tokens.len()
+            && (is_word(&tokens[i], "TIMESTAMPADD") || is_word(&tokens[i], "TIMESTAMPDIFF"))
+            && tokens[i + 1].token == Token::LParen
+            && tokens[i + 3].token == Token::Comma
+            && let Token::Word(unit) = &tokens[i + 2].token
+            && unit.quote_style.is_none()
+        {
+            tokens[i + 2].token = Token::SingleQuotedString(unit.value.to_ascii_uppercase());
+        }
         if i + 2 < tokens.len()
             && is_word(&tokens[i], "INTERVAL")
             && matches!(tokens[i + 1].token, Token::SingleQuotedString(_))

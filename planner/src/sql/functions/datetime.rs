@@ -11,6 +11,7 @@ use arrow::array::{
 };
 use arrow::compute::{CastOptions, cast_with_options};
 use arrow::datatypes::{DataType, TimeUnit};
+use arrow::util::display::FormatOptions;
 use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, Timelike};
 use datafusion_common::{Result, exec_err};
 use datafusion_expr::{ScalarUDF, Signature, TypeSignature, Volatility};
@@ -31,6 +32,26 @@ pub(crate) fn date_format_udf() -> Arc<ScalarUDF> {
         Signature::any(2, Volatility::Immutable),
         Returns::Fixed(DataType::Utf8),
         date_format,
+    )
+}
+
+/// `eddy_timestamp_text(t)`: a timestamp of micro- or nanoseconds as SQL writes it, its
+/// fraction in as many groups of three digits as it needs (`2024-03-01 10:00:00`,
+/// `2023-12-31 21:30:00.250`), as Flink writes a `TIMESTAMP` literal of that precision.
+/// Planned for `CAST(t AS STRING)` (such timestamps are literals here); not for queries.
+pub(crate) fn timestamp_text_udf() -> Arc<ScalarUDF> {
+    FlinkFunction::udf(
+        "eddy_timestamp_text",
+        Signature::any(1, Volatility::Immutable),
+        Returns::Fixed(DataType::Utf8),
+        |args| {
+            let options = CastOptions {
+                safe: true,
+                format_options: FormatOptions::default()
+                    .with_timestamp_format(Some("%Y-%m-%d %H:%M:%S%.f")),
+            };
+            Ok(cast_with_options(&args[0], &DataType::Utf8, &options)?)
+        },
     )
 }
 
@@ -108,7 +129,7 @@ fn part(args: &[ArrayRef], field: fn(&NaiveDateTime) -> i64) -> Result<ArrayRef>
 
 /// The values of a timestamp, date or string array as date-times (NULL where a string is
 /// not a timestamp).
-fn date_times(array: &ArrayRef) -> Result<Vec<Option<NaiveDateTime>>> {
+pub(super) fn date_times(array: &ArrayRef) -> Result<Vec<Option<NaiveDateTime>>> {
     let millis = match array.data_type() {
         DataType::Timestamp(..)
         | DataType::Date32

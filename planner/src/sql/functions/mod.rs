@@ -11,10 +11,12 @@ pub(crate) mod aggregates;
 mod conditional;
 pub(crate) mod datetime;
 mod java_format;
+mod json;
 mod numeric;
 pub(crate) mod ranking;
 mod refused;
 mod strings;
+mod timestamp_arithmetic;
 
 use std::sync::Arc;
 
@@ -82,7 +84,8 @@ impl ScalarUDFImpl for FlinkFunction {
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
         Ok(match &self.return_type {
             Returns::Fixed(t) => t.clone(),
-            Returns::FirstArgument | Returns::Truncated => arg_types[0].clone(),
+            Returns::Argument(i) => arg_types[*i].clone(),
+            Returns::Truncated => arg_types[0].clone(),
         })
     }
 
@@ -139,8 +142,8 @@ impl ScalarUDFImpl for FlinkFunction {
 pub(crate) enum Returns {
     /// This type, whatever the arguments.
     Fixed(DataType),
-    /// The type of its first argument.
-    FirstArgument,
+    /// The type of its argument at this position.
+    Argument(usize),
     /// `TRUNCATE`'s: its first argument's, a `DECIMAL` keeping as many decimals as its
     /// second argument (a constant) says, 0 by default.
     Truncated,
@@ -153,6 +156,8 @@ pub fn all() -> Vec<Arc<ScalarUDF>> {
     all.extend(numeric::functions());
     all.extend(strings::functions());
     all.extend(datetime::functions());
+    all.extend(timestamp_arithmetic::functions());
+    all.extend(json::functions());
     all.extend(conditional::functions());
     all.extend(refused::functions());
     all

@@ -26,7 +26,7 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
     let modulo = FlinkFunction::udf(
         "mod",
         Signature::one_of(numeric, Volatility::Immutable),
-        Returns::FirstArgument,
+        Returns::Argument(0),
         |args| Ok(rem(&args[0], &args[1])?),
     );
     let log = FlinkFunction::udf(
