@@ -15,6 +15,7 @@ mod group_windows;
 mod joins;
 mod kafka;
 mod nexmark;
+mod over;
 mod postgres;
 mod processes;
 mod recovery;

@@ -34,6 +34,23 @@ impl StorageLocation {
     }
 }
 
+/// `path` with its `.` and `..` steps resolved without asking the filesystem (object
+/// storage paths have no such steps).
+fn lexically_normal(path: &std::path::Path) -> std::path::PathBuf {
+    use std::path::Component;
+    let mut normal = std::path::PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                normal.pop();
+            }
+            other => normal.push(other),
+        }
+    }
+    normal
+}
+
 /// Resolves `location`. S3 credentials, region and endpoint come from the usual AWS
 /// environment variables (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
 /// `AWS_ENDPOINT`, `AWS_ALLOW_HTTP`) unless `s3_options` (`endpoint`, `region`,
@@ -71,7 +88,8 @@ pub fn resolve(location: &str, s3_options: &[(&str, &str)]) -> Result<StorageLoc
     }
     let local = location.strip_prefix("file://").unwrap_or(location);
     let absolute = std::path::absolute(local).map_err(|e| error(e.to_string()))?;
-    let path = Path::from_absolute_path(&absolute).map_err(|e| error(e.to_string()))?;
+    let path =
+        Path::from_absolute_path(lexically_normal(&absolute)).map_err(|e| error(e.to_string()))?;
     Ok(StorageLocation {
         store: Arc::new(LocalFileSystem::new()),
         path,

@@ -3,6 +3,7 @@
 
 pub mod accumulator;
 mod group;
+mod over;
 mod window;
 
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use datafusion_physical_expr::PhysicalExpr;
 
 pub use accumulator::{AggregateKind, GroupAccumulator};
 pub use group::GroupAggregate;
+pub use over::{OverAggregate, OverFrame, OverSpec};
 pub use window::{OutputColumn, WindowAggregate, WindowAggregateSpec, WindowColumns};
 
 use super::evaluate;

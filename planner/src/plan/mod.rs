@@ -19,7 +19,7 @@ use eddy_common::metrics::OperatorMetrics;
 use eddy_connectors::TableConnector;
 use eddy_operators::Operator;
 use eddy_operators::aggregate::{
-    AggregateCall, GroupAggregate, WindowAggregate, WindowAggregateSpec,
+    AggregateCall, GroupAggregate, OverAggregate, OverSpec, WindowAggregate, WindowAggregateSpec,
 };
 use eddy_operators::calc::Calc;
 use eddy_operators::join::{JoinSpec, StreamingJoin};
@@ -232,6 +232,8 @@ pub enum OperatorKind {
     Join(JoinSpec),
     /// Top-N or deduplication (`ROW_NUMBER() OVER (...)` filtered by its rank).
     TopN(RankSpec),
+    /// OVER aggregates on event time.
+    Over(OverSpec),
 }
 
 impl OperatorSpec {
@@ -244,6 +246,7 @@ impl OperatorSpec {
                 | OperatorKind::WindowAggregate(_)
                 | OperatorKind::Join(_)
                 | OperatorKind::TopN(_)
+                | OperatorKind::Over(_)
         )
     }
 
@@ -286,6 +289,9 @@ impl OperatorSpec {
             OperatorKind::Join(spec) => Box::new(StreamingJoin::new(spec, max_parallelism)?),
             OperatorKind::TopN(spec) => {
                 Box::new(TopN::new(spec.clone(), metrics, max_parallelism)?)
+            }
+            OperatorKind::Over(spec) => {
+                Box::new(OverAggregate::new(spec.clone(), metrics, max_parallelism)?)
             }
         };
         Ok(operator)

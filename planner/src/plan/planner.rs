@@ -20,6 +20,7 @@ use eddy_operators::aggregate::{
 };
 use eddy_operators::join::JoinSpec;
 
+mod over;
 mod rank;
 
 use eddy_operators::rank::RankOutput;
@@ -320,10 +321,7 @@ impl Planner {
                 "ORDER BY on an unbounded stream (sort within windows or use a sink that orders)",
             )),
             LogicalPlan::Limit(_) => Err(unsupported("LIMIT on an unbounded stream")),
-            LogicalPlan::Window(_) => Err(unsupported(
-                "OVER windows other than a Top-N: ROW_NUMBER() OVER (PARTITION BY ... ORDER BY \
-                 ...) filtered by its rank (WHERE rn <= N) in an outer query",
-            )),
+            LogicalPlan::Window(window) => self.plan_over(window),
             LogicalPlan::EmptyRelation(_) | LogicalPlan::Values(_) => Err(unsupported(
                 "a query without a source table (streams need a table to read)",
             )),
