@@ -6,7 +6,6 @@
 //! `NULL ON EMPTY` and `NULL ON ERROR` have it. A number is answered as Java's `BigDecimal`
 //! writes the number as the JSON has it (`1.50` stays `1.50`, `1e3` is `1E+3`).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, StringArray, StringBuilder};
@@ -14,7 +13,6 @@ use arrow::compute::cast;
 use arrow::datatypes::DataType;
 use datafusion_common::{Result, exec_err};
 use datafusion_expr::{ScalarUDF, Signature, Volatility};
-use serde_json::value::RawValue;
 
 use super::{FlinkFunction, Returns};
 
@@ -90,28 +88,103 @@ fn parse_path(path: &str) -> Result<Vec<Step>> {
     Ok(steps)
 }
 
-/// The scalar `steps` lead to in `json`, as text. Each step reads only the next value's
-/// extent, so a number keeps the text the JSON wrote it in.
+/// The scalar `steps` lead to in `json`, as text. The document must be valid JSON; the
+/// path is then followed over its text, so a number keeps the digits the JSON wrote.
 fn value_at(json: &str, steps: &[Step]) -> Option<String> {
-    let mut value: &RawValue = serde_json::from_str(json).ok()?;
+    serde_json::from_str::<serde_json::Value>(json).ok()?;
+    let mut value = json.trim();
     for step in steps {
         value = match step {
-            Step::Key(key) => {
-                let object: HashMap<String, &RawValue> = serde_json::from_str(value.get()).ok()?;
-                object.get(key).copied()?
-            }
-            Step::Index(index) => {
-                let array: Vec<&RawValue> = serde_json::from_str(value.get()).ok()?;
-                array.get(*index).copied()?
-            }
+            Step::Key(key) => member(value, key)?,
+            Step::Index(index) => element(value, *index)?,
         };
     }
-    let text = value.get().trim();
-    match text.as_bytes().first()? {
-        b'"' => serde_json::from_str::<String>(text).ok(),
-        b't' | b'f' => Some(text.to_string()),
-        b'-' | b'0'..=b'9' => java_decimal(text),
+    match value.as_bytes().first()? {
+        b'"' => serde_json::from_str::<String>(value).ok(),
+        b't' | b'f' => Some(value.to_string()),
+        b'-' | b'0'..=b'9' => java_decimal(value),
         _ => None,
+    }
+}
+
+/// The text of the value `object` (the text of a JSON object) holds under `key`.
+fn member<'a>(object: &'a str, key: &str) -> Option<&'a str> {
+    let mut rest = object.strip_prefix('{')?.trim_start();
+    while !rest.starts_with('}') {
+        let name_len = value_len(rest)?;
+        let name: String = serde_json::from_str(&rest[..name_len]).ok()?;
+        rest = rest[name_len..]
+            .trim_start()
+            .strip_prefix(':')?
+            .trim_start();
+        let len = value_len(rest)?;
+        if name == key {
+            return Some(&rest[..len]);
+        }
+        rest = rest[len..].trim_start();
+        rest = rest.strip_prefix(',').unwrap_or(rest).trim_start();
+    }
+    None
+}
+
+/// The text of element `index` of `array` (the text of a JSON array).
+fn element(array: &str, index: usize) -> Option<&str> {
+    let mut rest = array.strip_prefix('[')?.trim_start();
+    let mut position = 0;
+    while !rest.starts_with(']') {
+        let len = value_len(rest)?;
+        if position == index {
+            return Some(&rest[..len]);
+        }
+        position += 1;
+        rest = rest[len..].trim_start();
+        rest = rest.strip_prefix(',').unwrap_or(rest).trim_start();
+    }
+    None
+}
+
+/// The length of the JSON value `text` starts with (the document is known to be valid).
+fn value_len(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    match bytes.first()? {
+        b'"' => {
+            let mut i = 1;
+            while i < bytes.len() {
+                match bytes[i] {
+                    b'\\' => i += 2,
+                    b'"' => return Some(i + 1),
+                    _ => i += 1,
+                }
+            }
+            None
+        }
+        b'{' | b'[' => {
+            let (mut depth, mut i) = (0usize, 0);
+            while i < bytes.len() {
+                match bytes[i] {
+                    b'"' => {
+                        i += value_len(&text[i..])?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            None
+        }
+        _ => Some(
+            bytes
+                .iter()
+                .position(|b| matches!(b, b',' | b'}' | b']') || b.is_ascii_whitespace())
+                .unwrap_or(bytes.len()),
+        ),
     }
 }
 
@@ -204,6 +277,11 @@ mod tests {
         assert_eq!(at("$.a.b"), None, "an array");
         assert_eq!(at("$.a.missing"), None);
         assert_eq!(value_at("{not json", &parse_path("$.a").unwrap()), None);
+        let tricky = r#"{"a\"b": {"x": "q\"}]"}, "c": [1, [2, 3], {"d": [4]}]}"#;
+        let at = |path: &str| value_at(tricky, &parse_path(path).unwrap());
+        assert_eq!(at("$.c[1][1]").as_deref(), Some("3"));
+        assert_eq!(at("$.c[2].d[0]").as_deref(), Some("4"));
+        assert_eq!(at("$['a\"b'].x").as_deref(), Some("q\"}]"));
         assert!(parse_path("a.b").is_err());
         assert!(parse_path("$.a[*]").is_err());
     }
