@@ -4,6 +4,9 @@
 //! number is malformed; only a field equal to the null literal (if one is set, `''` included)
 //! is NULL, and NULLs are written as the null literal (by default as an empty field).
 
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, StringArray};
 use arrow::datatypes::SchemaRef;
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
@@ -26,6 +29,36 @@ pub const CSV_KEYS: &[&str] = &[
 /// How a timestamp is written, as Flink's CSV format reads it (SQL's space, not ISO's `T`).
 const TIMESTAMP_FORMAT: &str = "%Y-%m-%d %H:%M:%S%.3f";
 
+/// A batch decoded with empty fields as NULL, as Flink reads it without a null literal: the
+/// NULLs of STRING columns are empty strings (an empty field's offsets already span no
+/// bytes, so dropping the null mask is enough); a NULL elsewhere is an empty number, date
+/// or flag, which is malformed.
+fn empty_fields_as_strings(batch: RecordBatch) -> Result<RecordBatch, ArrowError> {
+    if batch.columns().iter().all(|c| c.null_count() == 0) {
+        return Ok(batch);
+    }
+    let schema = batch.schema();
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(column, field)| match column.as_string_opt::<i32>() {
+            Some(strings) if strings.null_count() > 0 => {
+                let (offsets, values, _) = strings.clone().into_parts();
+                Ok(Arc::new(StringArray::new(offsets, values, None)) as ArrayRef)
+            }
+            _ if column.null_count() > 0 => Err(ArrowError::ParseError(format!(
+                "empty value for column '{}' of type {} (set 'csv.null-literal' = '' to read \
+                 empty fields as NULL)",
+                field.name(),
+                field.data_type()
+            ))),
+            _ => Ok(column.clone()),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new(schema.clone(), columns)
+}
+
 /// A CSV dialect, as its options set it.
 #[derive(Debug, Clone)]
 pub struct CsvFormat {
@@ -34,8 +67,19 @@ pub struct CsvFormat {
     escape: Option<u8>,
     allow_comments: bool,
     null_literal: Option<String>,
-    /// The fields read as NULL: the null literal, or none.
-    nulls: Regex,
+    nulls: Nulls,
+}
+
+/// Which fields read as NULL.
+#[derive(Debug, Clone)]
+enum Nulls {
+    /// None (no null literal): Arrow's decoder reads empty fields as NULL, which are then
+    /// empty strings in STRING columns and malformed elsewhere.
+    None,
+    /// Empty fields (`csv.null-literal` = `''`): Arrow's decoder as it is.
+    Empty,
+    /// Fields equal to the null literal.
+    Literal(Regex),
 }
 
 impl Default for CsvFormat {
@@ -52,10 +96,13 @@ impl CsvFormat {
         allow_comments: bool,
         null_literal: Option<String>,
     ) -> Self {
-        let nulls = match &null_literal {
-            Some(literal) => format!("^{}$", regex::escape(literal)),
-            // Matches no field: nothing reads as NULL.
-            None => "[^\\s\\S]".to_string(),
+        let nulls = match null_literal.as_deref() {
+            None => Nulls::None,
+            Some("") => Nulls::Empty,
+            Some(literal) => Nulls::Literal(
+                Regex::new(&format!("^{}$", regex::escape(literal)))
+                    .expect("an escaped literal is a valid pattern"),
+            ),
         };
         CsvFormat {
             delimiter,
@@ -63,7 +110,7 @@ impl CsvFormat {
             escape,
             allow_comments,
             null_literal,
-            nulls: Regex::new(&nulls).expect("an escaped literal is a valid pattern"),
+            nulls,
         }
     }
 
@@ -101,8 +148,10 @@ impl CsvFormat {
             .with_header(false)
             .with_delimiter(self.delimiter)
             .with_quote(self.quote)
-            .with_null_regex(self.nulls.clone())
             .with_batch_size(rows);
+        if let Nulls::Literal(literal) = &self.nulls {
+            builder = builder.with_null_regex(literal.clone());
+        }
         if let Some(escape) = self.escape {
             builder = builder.with_escape(escape);
         }
@@ -112,7 +161,10 @@ impl CsvFormat {
         let mut decoder = builder.build_decoder();
         super::feed(bytes, |rest| decoder.decode(rest))?;
         decoder.decode(&[])?;
-        decoder.flush()
+        match (&self.nulls, decoder.flush()?) {
+            (Nulls::None, Some(batch)) => empty_fields_as_strings(batch).map(Some),
+            (_, batch) => Ok(batch),
+        }
     }
 
     /// Appends the rows, encoded, to `out`.
