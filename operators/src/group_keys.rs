@@ -4,8 +4,17 @@
 //! next to its slot, so growing it never reads or hashes a key again.
 
 use std::hash::BuildHasher;
+use std::sync::Arc;
 
+use arrow::datatypes::DataType;
+use arrow::record_batch::RecordBatch;
+use arrow::row::{RowConverter, Rows, SortField};
+use datafusion_physical_expr::PhysicalExpr;
+use eddy_common::Result;
 use hashbrown::{DefaultHashBuilder, HashTable};
+
+use crate::evaluate;
+use crate::partition::key_groups;
 
 /// Where a slot's key is in the buffer; `len == FREE` for a slot without a group.
 #[derive(Debug, Clone, Copy)]
@@ -138,6 +147,93 @@ impl Slots {
     /// Slots handed out and in use.
     pub(crate) fn in_use(&self) -> usize {
         self.len - self.free.len()
+    }
+}
+
+/// The partitions of an operator keyed by `PARTITION BY` expressions (Top-N, OVER): each
+/// partition's key row-encoded, and a slot number that indexes its state.
+#[derive(Debug)]
+pub(crate) struct PartitionKeys {
+    exprs: Vec<Arc<dyn PhysicalExpr>>,
+    codec: RowConverter,
+    index: GroupKeys,
+    slots: Slots,
+}
+
+impl PartitionKeys {
+    /// Partitions by `exprs`, of types `types` (none: one partition for every row).
+    pub(crate) fn new(exprs: Vec<Arc<dyn PhysicalExpr>>, types: &[DataType]) -> Result<Self> {
+        let codec = RowConverter::new(types.iter().map(|t| SortField::new(t.clone())).collect())?;
+        Ok(PartitionKeys {
+            exprs,
+            codec,
+            index: GroupKeys::default(),
+            slots: Slots::default(),
+        })
+    }
+
+    /// The partition keys of `batch`'s rows, encoded (`None` when there are no keys: every
+    /// row's key is empty).
+    pub(crate) fn encode(&self, batch: &RecordBatch) -> Result<Option<Rows>> {
+        if self.exprs.is_empty() {
+            return Ok(None);
+        }
+        let columns = self
+            .exprs
+            .iter()
+            .map(|k| evaluate(k, batch))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some(self.codec.convert_columns(&columns)?))
+    }
+
+    /// The slot of the partition with `key`, if it has one.
+    pub(crate) fn find(&self, key: &[u8]) -> Option<u32> {
+        self.index.find(self.index.hash(key), key)
+    }
+
+    /// A slot for the partition with `key`, which has none; `true` when the slot is new
+    /// (per-slot state must grow).
+    pub(crate) fn insert(&mut self, key: &[u8]) -> (u32, bool) {
+        let (slot, grown) = self.slots.acquire();
+        self.index.insert(self.index.hash(key), key, slot);
+        (slot, grown)
+    }
+
+    /// Frees `slot`.
+    pub(crate) fn release(&mut self, slot: u32) {
+        self.index.remove(slot);
+        self.slots.release(slot);
+    }
+
+    /// The key of `slot`'s partition.
+    pub(crate) fn key(&self, slot: u32) -> &[u8] {
+        self.index.key(slot)
+    }
+
+    /// Slots handed out so far (in use or free).
+    pub(crate) fn len(&self) -> usize {
+        self.slots.len
+    }
+
+    /// Partitions held.
+    #[cfg(test)]
+    pub(crate) fn in_use(&self) -> usize {
+        self.slots.in_use()
+    }
+
+    /// Whether a partition's key decides the subtask (there are keys).
+    pub(crate) fn is_keyed(&self) -> bool {
+        !self.exprs.is_empty()
+    }
+
+    /// The key groups of the partitions in `slots` (all 0 without keys).
+    pub(crate) fn key_groups(&self, slots: &[u32], max_parallelism: usize) -> Result<Vec<usize>> {
+        if !self.is_keyed() || slots.is_empty() {
+            return Ok(vec![0; slots.len()]);
+        }
+        let parser = self.codec.parser();
+        let keys = slots.iter().map(|s| parser.parse(self.key(*s)));
+        key_groups(&self.codec.convert_rows(keys)?, max_parallelism)
     }
 }
 

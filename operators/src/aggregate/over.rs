@@ -24,9 +24,9 @@ use eddy_common::state::{OperatorState, SnapshotRequest, StateReader, StateWrite
 use eddy_common::{EddyError, Result};
 
 use super::{Accumulators, AggregateCall};
-use crate::group_keys::{GroupKeys, Slots};
-use crate::partition::{KeyScope, key_groups};
-use crate::{Operator, evaluate};
+use crate::Operator;
+use crate::group_keys::PartitionKeys;
+use crate::partition::KeyScope;
 
 /// The over-aggregate snapshot format.
 const SNAPSHOT_VERSION: u64 = 1;
@@ -86,11 +86,9 @@ struct Partition {
 #[derive(Debug)]
 pub struct OverAggregate {
     spec: OverSpec,
-    key_codec: RowConverter,
+    keys: PartitionKeys,
     row_codec: RowConverter,
     accumulators: Accumulators,
-    index: GroupKeys,
-    slots: Slots,
     partitions: Vec<Partition>,
     /// Partitions with rows waiting, by the earliest time they wait for.
     timers: BTreeMap<Timestamp, Vec<u32>>,
@@ -107,12 +105,7 @@ impl OverAggregate {
         metrics: Arc<OperatorMetrics>,
         max_parallelism: usize,
     ) -> Result<Self> {
-        let key_codec = RowConverter::new(
-            spec.partition_types
-                .iter()
-                .map(|t| SortField::new(t.clone()))
-                .collect(),
-        )?;
+        let keys = PartitionKeys::new(spec.partition_keys.clone(), &spec.partition_types)?;
         let row_codec = RowConverter::new(
             spec.input_schema
                 .fields()
@@ -123,10 +116,8 @@ impl OverAggregate {
         Ok(OverAggregate {
             accumulators: Accumulators::new(spec.calls.clone())?,
             spec,
-            key_codec,
+            keys,
             row_codec,
-            index: GroupKeys::default(),
-            slots: Slots::default(),
             partitions: Vec::new(),
             timers: BTreeMap::new(),
             watermark: Timestamp::MIN,
@@ -137,16 +128,14 @@ impl OverAggregate {
 
     /// The slot of the partition with `key`, created if new.
     fn slot(&mut self, key: &[u8]) -> u32 {
-        let hash = self.index.hash(key);
-        if let Some(slot) = self.index.find(hash, key) {
+        if let Some(slot) = self.keys.find(key) {
             return slot;
         }
-        let (slot, grown) = self.slots.acquire();
+        let (slot, grown) = self.keys.insert(key);
         if grown {
             self.partitions.push(Partition::default());
-            self.accumulators.resize(self.slots.len);
+            self.accumulators.resize(self.keys.len());
         }
-        self.index.insert(hash, key, slot);
         self.partitions[slot as usize].used = true;
         slot
     }
@@ -154,8 +143,7 @@ impl OverAggregate {
     /// Frees `slot` and its state.
     fn release(&mut self, slot: u32) {
         self.accumulators.reset(slot);
-        self.index.remove(slot);
-        self.slots.release(slot);
+        self.keys.release(slot);
         self.partitions[slot as usize] = Partition::default();
     }
 
@@ -260,17 +248,6 @@ impl OverAggregate {
         out.push(Chunk::inserts(rows));
         Ok(())
     }
-
-    /// The key groups of the partitions in `slots`.
-    fn key_groups_of(&self, slots: &[u32]) -> Result<Vec<usize>> {
-        if self.spec.partition_keys.is_empty() || slots.is_empty() {
-            return Ok(vec![0; slots.len()]);
-        }
-        let parser = self.key_codec.parser();
-        let keys = slots.iter().map(|s| parser.parse(self.index.key(*s)));
-        let columns = self.key_codec.convert_rows(keys)?;
-        key_groups(&columns, self.max_parallelism)
-    }
 }
 
 fn write_rows<'a>(out: &mut StateWriter, rows: impl ExactSizeIterator<Item = &'a TimedRow>) {
@@ -289,18 +266,7 @@ fn read_rows(input: &mut StateReader<'_>) -> Result<Vec<TimedRow>> {
 impl Operator for OverAggregate {
     fn process(&mut self, chunk: Chunk, _out: &mut Vec<Chunk>) -> Result<()> {
         let rows = chunk.rows();
-        let keys = match self.spec.partition_keys.is_empty() {
-            true => None,
-            false => {
-                let columns = self
-                    .spec
-                    .partition_keys
-                    .iter()
-                    .map(|k| evaluate(k, rows))
-                    .collect::<Result<Vec<_>>>()?;
-                Some(self.key_codec.convert_columns(&columns)?)
-            }
-        };
+        let keys = self.keys.encode(rows)?;
         let encoded = self.row_codec.convert_columns(rows.columns())?;
         let times = rows
             .column(self.spec.time_column)
@@ -350,16 +316,16 @@ impl Operator for OverAggregate {
     }
 
     fn snapshot(&mut self, _request: &SnapshotRequest) -> Result<OperatorState> {
-        let live: Vec<u32> = (0..self.slots.len as u32)
+        let live: Vec<u32> = (0..self.keys.len() as u32)
             .filter(|s| self.partitions[*s as usize].used)
             .collect();
-        let key_groups = self.key_groups_of(&live)?;
+        let key_groups = self.keys.key_groups(&live, self.max_parallelism)?;
         let mut out = StateWriter::new();
         out.u64(SNAPSHOT_VERSION).compact();
         out.i64(self.watermark).u64(live.len() as u64);
         for (slot, key_group) in live.iter().zip(key_groups) {
             let partition = &self.partitions[*slot as usize];
-            out.bytes(self.index.key(*slot)).u64(key_group as u64);
+            out.bytes(self.keys.key(*slot)).u64(key_group as u64);
             write_rows(&mut out, partition.pending.iter());
             write_rows(&mut out, partition.frame.iter());
             self.accumulators.save(*slot, &mut out);
@@ -387,7 +353,7 @@ impl Operator for OverAggregate {
                 let (pending, frame) = (read_rows(&mut input)?, read_rows(&mut input)?);
                 let slot = self.slot(key);
                 self.accumulators.load(slot, &mut input)?;
-                if !self.spec.partition_keys.is_empty() && !scope.owns(key_group) {
+                if self.keys.is_keyed() && !scope.owns(key_group) {
                     // Another subtask owns this key now.
                     self.release(slot);
                     continue;
@@ -417,6 +383,7 @@ mod tests {
 
     use super::*;
     use crate::aggregate::AggregateKind;
+    use crate::partition::key_groups;
 
     /// `SUM(v)` per `k` over rows (k, ts, v) in `frame`.
     fn summing(frame: OverFrame) -> OverAggregate {

@@ -34,8 +34,8 @@ use eddy_common::{EddyError, Result};
 
 use self::partition::Partition;
 pub use self::partition::Ties;
-use crate::group_keys::{GroupKeys, Slots};
-use crate::partition::{KeyScope, key_groups};
+use crate::group_keys::PartitionKeys;
+use crate::partition::KeyScope;
 use crate::{Operator, evaluate};
 
 /// The Top-N snapshot format.
@@ -94,11 +94,9 @@ pub struct RankSpec {
 #[derive(Debug)]
 pub struct TopN {
     spec: RankSpec,
-    key_codec: RowConverter,
+    keys: PartitionKeys,
     sort_codec: RowConverter,
     row_codec: RowConverter,
-    index: GroupKeys,
-    slots: Slots,
     partitions: Vec<Partition>,
     /// Over windows: each slot's window end, and the slots by window end.
     window_ends: Vec<Timestamp>,
@@ -146,12 +144,7 @@ impl TopN {
                 spec.start, spec.end
             )));
         }
-        let key_codec = RowConverter::new(
-            spec.partition_types
-                .iter()
-                .map(|t| SortField::new(t.clone()))
-                .collect(),
-        )?;
+        let keys = PartitionKeys::new(spec.partition_keys.clone(), &spec.partition_types)?;
         let sort_codec = RowConverter::new(
             spec.order
                 .iter()
@@ -167,11 +160,9 @@ impl TopN {
         )?;
         Ok(TopN {
             spec,
-            key_codec,
+            keys,
             sort_codec,
             row_codec,
-            index: GroupKeys::default(),
-            slots: Slots::default(),
             partitions: Vec::new(),
             window_ends: Vec::new(),
             timers: BTreeMap::new(),
@@ -184,20 +175,18 @@ impl TopN {
 
     /// The slot of the partition with `key`, created when `create` and it is new.
     fn slot(&mut self, key: &[u8], window_end: Timestamp, create: bool) -> Option<u32> {
-        let hash = self.index.hash(key);
-        if let Some(slot) = self.index.find(hash, key) {
+        if let Some(slot) = self.keys.find(key) {
             return Some(slot);
         }
         if !create {
             return None;
         }
-        let (slot, grown) = self.slots.acquire();
+        let (slot, grown) = self.keys.insert(key);
         if grown {
             self.partitions.push(Partition::default());
             self.window_ends.push(0);
             self.touched_mark.push(false);
         }
-        self.index.insert(hash, key, slot);
         if self.spec.window_end.is_some() {
             self.window_ends[slot as usize] = window_end;
             self.timers.entry(window_end).or_default().push(slot);
@@ -206,9 +195,8 @@ impl TopN {
     }
 
     fn release(&mut self, slot: u32) {
-        self.index.remove(slot);
+        self.keys.release(slot);
         self.partitions[slot as usize] = Partition::default();
-        self.slots.release(slot);
     }
 
     /// Each row's window end (0 when not over windows).
@@ -335,24 +323,13 @@ impl TopN {
         Ok(())
     }
 
-    /// The key groups of the partitions in `slots`.
-    fn key_groups_of(&self, slots: &[u32]) -> Result<Vec<usize>> {
-        if self.spec.partition_keys.is_empty() || slots.is_empty() {
-            return Ok(vec![0; slots.len()]);
-        }
-        let parser = self.key_codec.parser();
-        let keys = slots.iter().map(|s| parser.parse(self.index.key(*s)));
-        let columns = self.key_codec.convert_rows(keys)?;
-        key_groups(&columns, self.max_parallelism)
-    }
-
     /// Reads one partition of a snapshot, keeping it when `scope` owns its key group.
     fn load_partition(&mut self, input: &mut StateReader<'_>, scope: &KeyScope) -> Result<()> {
         let key = input.bytes()?;
         let key_group = input.u64()? as usize;
         let window_end = input.i64()?;
         let rows = input.count(2)?;
-        let keep = self.spec.partition_keys.is_empty() || scope.owns(key_group);
+        let keep = !self.keys.is_keyed() || scope.owns(key_group);
         let slot = match keep {
             true => self.slot(key, window_end, true),
             false => None,
@@ -405,18 +382,7 @@ struct Encoded {
 
 impl TopN {
     fn encode(&self, batch: &RecordBatch) -> Result<Encoded> {
-        let keys = match self.spec.partition_keys.is_empty() {
-            true => None,
-            false => {
-                let columns = self
-                    .spec
-                    .partition_keys
-                    .iter()
-                    .map(|k| evaluate(k, batch))
-                    .collect::<Result<Vec<_>>>()?;
-                Some(self.key_codec.convert_columns(&columns)?)
-            }
-        };
+        let keys = self.keys.encode(batch)?;
         let sort_columns = self
             .spec
             .order
@@ -490,16 +456,16 @@ impl Operator for TopN {
     }
 
     fn snapshot(&mut self, _request: &SnapshotRequest) -> Result<OperatorState> {
-        let live: Vec<u32> = (0..self.slots.len as u32)
+        let live: Vec<u32> = (0..self.keys.len() as u32)
             .filter(|s| self.partitions[*s as usize].len() > 0)
             .collect();
-        let key_groups = self.key_groups_of(&live)?;
+        let key_groups = self.keys.key_groups(&live, self.max_parallelism)?;
         let mut out = StateWriter::new();
         out.u64(SNAPSHOT_VERSION).compact();
         out.i64(self.watermark).u64(live.len() as u64);
         for (slot, key_group) in live.iter().zip(key_groups) {
             let partition = &self.partitions[*slot as usize];
-            out.bytes(self.index.key(*slot))
+            out.bytes(self.keys.key(*slot))
                 .u64(key_group as u64)
                 .i64(self.window_ends[*slot as usize])
                 .u64(partition.len() as u64);

@@ -145,7 +145,7 @@ fn a_retracted_top_row_is_replaced_and_comes_back_when_re_added() {
         run(&mut op, &[(D, 1, 12, "a"), (D, 1, 5, "b"), (D, 1, 1, "c")]),
         ["-D a 1", "-D b 2"]
     );
-    assert_eq!(op.slots.in_use(), 0);
+    assert_eq!(op.keys.in_use(), 0);
 }
 
 #[test]
@@ -191,7 +191,7 @@ fn window_top_n_emits_once_at_the_window_end_and_drops_the_window() {
     assert!(out.is_empty());
     op.on_watermark(999, &mut out).unwrap();
     assert_eq!(changes(std::mem::take(&mut out)), ["+I b 1", "+I c 2"]);
-    assert_eq!(op.slots.in_use(), 1, "the first window's state is dropped");
+    assert_eq!(op.keys.in_use(), 1, "the first window's state is dropped");
     // A row of the emitted window is late.
     op.process(chunk(&[(I, 1, 100, "late")], 1000), &mut out)
         .unwrap();
@@ -203,19 +203,23 @@ fn window_top_n_emits_once_at_the_window_end_and_drops_the_window() {
             .load(std::sync::atomic::Ordering::Relaxed),
         1
     );
-    assert_eq!(op.slots.in_use(), 0);
+    assert_eq!(op.keys.in_use(), 0);
 }
 
 /// Whether `op` holds the partition of `k`.
 fn holds(op: &TopN, k: i64) -> bool {
-    let keys = op
-        .key_codec
-        .convert_columns(&[Arc::new(Int64Array::from(vec![k])) as ArrayRef])
-        .unwrap();
-    let key = keys.row(0);
-    op.index
-        .find(op.index.hash(key.data()), key.data())
-        .is_some()
+    let batch = RecordBatch::try_new(
+        input_schema(),
+        vec![
+            Arc::new(Int64Array::from(vec![k])),
+            Arc::new(Int64Array::from(vec![0])),
+            Arc::new(StringArray::from(vec![""])),
+            Arc::new(TimestampMillisecondArray::from(vec![0])),
+        ],
+    )
+    .unwrap();
+    let keys = op.keys.encode(&batch).unwrap().unwrap();
+    op.keys.find(keys.row(0).data()).is_some()
 }
 
 #[test]
@@ -241,7 +245,7 @@ fn state_is_split_by_key_group_on_restore() {
             half
         })
         .collect();
-    let held: Vec<usize> = restored.iter().map(|t| t.slots.in_use()).collect();
+    let held: Vec<usize> = restored.iter().map(|t| t.keys.in_use()).collect();
     assert_eq!(
         held.iter().sum::<usize>(),
         8,
