@@ -18,7 +18,7 @@ use datafusion_common::DataFusionError;
 use datafusion_physical_expr::PhysicalExpr;
 use eddy_common::chunk::Chunk;
 use eddy_common::event::Timestamp;
-use eddy_common::state::{OperatorState, SnapshotRequest};
+use eddy_common::state::{OperatorState, SnapshotRequest, StateReader, StateWriter};
 use eddy_common::{EddyError, Result};
 
 use crate::partition::KeyScope;
@@ -72,6 +72,32 @@ pub trait Operator: Send {
     fn restored_from(&mut self, checkpoint: u64) {
         let _ = checkpoint;
     }
+}
+
+/// A writer for a snapshot in format `version` (a single-version format), its header
+/// written.
+pub(crate) fn versioned_snapshot(version: u64) -> StateWriter {
+    let mut out = StateWriter::new();
+    out.u64(version).compact();
+    out
+}
+
+/// Reads the header of a snapshot of `what` written by [`versioned_snapshot`]; a snapshot
+/// of another format version is refused.
+pub(crate) fn open_versioned_snapshot<'a>(
+    bytes: &'a [u8],
+    what: &'a str,
+    version: u64,
+) -> Result<StateReader<'a>> {
+    let mut input = StateReader::new(bytes, what);
+    let found = input.u64()?;
+    if found != version {
+        return Err(EddyError::Snapshot(format!(
+            "snapshot of {what} has format version {found}; this Eddy reads version {version}"
+        )));
+    }
+    input.compact();
+    Ok(input)
 }
 
 /// Evaluates a physical expression over a batch into an array.

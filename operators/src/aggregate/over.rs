@@ -24,9 +24,9 @@ use eddy_common::state::{OperatorState, SnapshotRequest, StateReader, StateWrite
 use eddy_common::{EddyError, Result};
 
 use super::{Accumulators, AggregateCall};
-use crate::Operator;
 use crate::group_keys::PartitionKeys;
 use crate::partition::KeyScope;
+use crate::{Operator, open_versioned_snapshot, versioned_snapshot};
 
 /// The over-aggregate snapshot format.
 const SNAPSHOT_VERSION: u64 = 1;
@@ -320,8 +320,7 @@ impl Operator for OverAggregate {
             .filter(|s| self.partitions[*s as usize].used)
             .collect();
         let key_groups = self.keys.key_groups(&live, self.max_parallelism)?;
-        let mut out = StateWriter::new();
-        out.u64(SNAPSHOT_VERSION).compact();
+        let mut out = versioned_snapshot(SNAPSHOT_VERSION);
         out.i64(self.watermark).u64(live.len() as u64);
         for (slot, key_group) in live.iter().zip(key_groups) {
             let partition = &self.partitions[*slot as usize];
@@ -336,15 +335,8 @@ impl Operator for OverAggregate {
     fn restore(&mut self, snapshots: &[&[u8]], scope: &KeyScope) -> Result<()> {
         let mut watermark: Option<Timestamp> = None;
         for snapshot in snapshots {
-            let mut input = StateReader::new(snapshot, "an OVER aggregate");
-            let version = input.u64()?;
-            if version != SNAPSHOT_VERSION {
-                return Err(EddyError::Snapshot(format!(
-                    "snapshot of an OVER aggregate has format version {version}; this Eddy \
-                     reads version {SNAPSHOT_VERSION}"
-                )));
-            }
-            input.compact();
+            let mut input =
+                open_versioned_snapshot(snapshot, "an OVER aggregate", SNAPSHOT_VERSION)?;
             let restored = input.i64()?;
             watermark = Some(watermark.map_or(restored, |w| w.min(restored)));
             for _ in 0..input.count(3)? {

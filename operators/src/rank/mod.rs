@@ -29,14 +29,14 @@ use datafusion_physical_expr::PhysicalExpr;
 use eddy_common::chunk::{Chunk, Op};
 use eddy_common::event::Timestamp;
 use eddy_common::metrics::OperatorMetrics;
-use eddy_common::state::{OperatorState, SnapshotRequest, StateReader, StateWriter};
+use eddy_common::state::{OperatorState, SnapshotRequest, StateReader};
 use eddy_common::{EddyError, Result};
 
 use self::partition::Partition;
 pub use self::partition::Ties;
 use crate::group_keys::PartitionKeys;
 use crate::partition::KeyScope;
-use crate::{Operator, evaluate};
+use crate::{Operator, evaluate, open_versioned_snapshot, versioned_snapshot};
 
 /// The Top-N snapshot format.
 const SNAPSHOT_VERSION: u64 = 1;
@@ -460,8 +460,7 @@ impl Operator for TopN {
             .filter(|s| self.partitions[*s as usize].len() > 0)
             .collect();
         let key_groups = self.keys.key_groups(&live, self.max_parallelism)?;
-        let mut out = StateWriter::new();
-        out.u64(SNAPSHOT_VERSION).compact();
+        let mut out = versioned_snapshot(SNAPSHOT_VERSION);
         out.i64(self.watermark).u64(live.len() as u64);
         for (slot, key_group) in live.iter().zip(key_groups) {
             let partition = &self.partitions[*slot as usize];
@@ -480,15 +479,7 @@ impl Operator for TopN {
     fn restore(&mut self, snapshots: &[&[u8]], scope: &KeyScope) -> Result<()> {
         let mut watermark: Option<Timestamp> = None;
         for snapshot in snapshots {
-            let mut input = StateReader::new(snapshot, "a Top-N");
-            let version = input.u64()?;
-            if version != SNAPSHOT_VERSION {
-                return Err(EddyError::Snapshot(format!(
-                    "snapshot of a Top-N has format version {version}; this Eddy reads \
-                     version {SNAPSHOT_VERSION}"
-                )));
-            }
-            input.compact();
+            let mut input = open_versioned_snapshot(snapshot, "a Top-N", SNAPSHOT_VERSION)?;
             let restored = input.i64()?;
             watermark = Some(watermark.map_or(restored, |w| w.min(restored)));
             for _ in 0..input.count(4)? {

@@ -6,6 +6,7 @@ use arrow::util::display::array_value_to_string;
 use datafusion_physical_expr::expressions::Column;
 
 use super::*;
+use eddy_common::state::StateWriter;
 
 /// Input rows: (k, v, name, window_end).
 fn input_schema() -> SchemaRef {

@@ -94,6 +94,14 @@ struct Stream {
     rowtime: Option<usize>,
 }
 
+/// The vertex a keyed operator runs in, and its `PARTITION BY` keys.
+struct PartitionedBy {
+    target: usize,
+    keys: Vec<Arc<dyn PhysicalExpr>>,
+    types: Vec<arrow::datatypes::DataType>,
+    display: String,
+}
+
 struct Planner {
     vertices: Vec<VertexBuilder>,
     parallelism: usize,
@@ -330,6 +338,42 @@ impl Planner {
                 other.display()
             ))),
         }
+    }
+
+    /// Ends `input`'s vertex with an exchange by `PARTITION BY` expressions into a new vertex
+    /// (into a single subtask when there are none).
+    fn partitioned_exchange(&mut self, input: &Stream, exprs: &[Expr]) -> Result<PartitionedBy> {
+        let keys = exprs
+            .iter()
+            .map(|e| self.physical(e, &input.schema))
+            .collect::<Result<Vec<_>>>()?;
+        let types = exprs
+            .iter()
+            .map(|e| e.get_type(&input.schema))
+            .collect::<Result<Vec<_>, _>>()
+            .or_eddy()?;
+        let display = exprs
+            .iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let (partitioning, parallelism) = match keys.is_empty() {
+            true => (Partitioning::Single, 1),
+            false => (
+                Partitioning::Hash {
+                    keys: keys.clone(),
+                    display: display.clone(),
+                },
+                self.parallelism,
+            ),
+        };
+        let target = self.exchange(input, partitioning, parallelism);
+        Ok(PartitionedBy {
+            target,
+            keys,
+            types,
+            display,
+        })
     }
 
     /// A projection over `input`, chained into its vertex.

@@ -15,8 +15,7 @@ use eddy_operators::OrEddy;
 use eddy_operators::aggregate::{AggregateCall, AggregateKind, OverFrame, OverSpec};
 
 use super::{
-    Changelog, OperatorKind, OperatorSpec, Partitioning, Planner, Stream, output_schema,
-    strip_alias, unsupported,
+    Changelog, OperatorKind, OperatorSpec, Planner, Stream, output_schema, strip_alias, unsupported,
 };
 
 impl Planner {
@@ -58,31 +57,9 @@ impl Planner {
             calls.push(self.over_call(function, &input, window, group_len + i)?);
             names.push(strip_alias(&window.window_expr[i]).to_string());
         }
-        let partition_keys = first
-            .partition_by
-            .iter()
-            .map(|e| self.physical(e, &input.schema))
-            .collect::<Result<Vec<_>>>()?;
-        let partition_types = first
-            .partition_by
-            .iter()
-            .map(|e| e.get_type(&input.schema))
-            .collect::<Result<Vec<_>, _>>()
-            .or_eddy()?;
-        let display: Vec<String> = first.partition_by.iter().map(|e| e.to_string()).collect();
-        let (partitioning, parallelism) = match partition_keys.is_empty() {
-            true => (Partitioning::Single, 1),
-            false => (
-                Partitioning::Hash {
-                    keys: partition_keys.clone(),
-                    display: display.join(", "),
-                },
-                self.parallelism,
-            ),
-        };
-        let target = self.exchange(&input, partitioning, parallelism);
+        let partitioned = self.partitioned_exchange(&input, &first.partition_by)?;
         let stream = Stream {
-            vertex: target,
+            vertex: partitioned.target,
             schema: window.schema.clone(),
             changelog: Changelog::AppendOnly,
             unique_key: None,
@@ -95,13 +72,13 @@ impl Planner {
             OperatorSpec {
                 description: format!(
                     "OverAggregate(partition: [{}], frame: {frame}, aggs: [{}])",
-                    display.join(", "),
+                    partitioned.display,
                     names.join(", ")
                 ),
                 changelog: Changelog::AppendOnly,
                 kind: OperatorKind::Over(OverSpec {
-                    partition_keys,
-                    partition_types,
+                    partition_keys: partitioned.keys,
+                    partition_types: partitioned.types,
                     time_column,
                     frame,
                     calls,

@@ -18,8 +18,7 @@ use eddy_operators::OrEddy;
 use eddy_operators::rank::{RankOutput, RankSpec, SortKey, Ties};
 
 use super::{
-    Changelog, OperatorKind, OperatorSpec, Partitioning, Planner, Stream, output_schema,
-    strip_alias, unsupported,
+    Changelog, OperatorKind, OperatorSpec, Planner, Stream, output_schema, strip_alias, unsupported,
 };
 use crate::sql::functions::ranking::RankingKind;
 use crate::sql::nodes::{WINDOW_END, WINDOW_START};
@@ -250,17 +249,6 @@ impl Planner {
         let windowed = self.window_partition(shape, &input);
         let deduplication = self.deduplication(shape, &input);
         let ties = deduplication.unwrap_or(Ties::FirstArrivedFirst);
-        let partition_keys = shape
-            .partition_by
-            .iter()
-            .map(|e| self.physical(e, &input.schema))
-            .collect::<Result<Vec<_>>>()?;
-        let partition_types = shape
-            .partition_by
-            .iter()
-            .map(|e| e.get_type(&input.schema))
-            .collect::<Result<Vec<_>, _>>()
-            .or_eddy()?;
         let order = shape
             .order_by
             .iter()
@@ -275,20 +263,7 @@ impl Planner {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let display =
-            |exprs: &mut dyn Iterator<Item = String>| exprs.collect::<Vec<_>>().join(", ");
-        let partition_display = display(&mut shape.partition_by.iter().map(|e| e.to_string()));
-        let (partitioning, parallelism) = match partition_keys.is_empty() {
-            true => (Partitioning::Single, 1),
-            false => (
-                Partitioning::Hash {
-                    keys: partition_keys.clone(),
-                    display: partition_display.clone(),
-                },
-                self.parallelism,
-            ),
-        };
-        let target = self.exchange(&input, partitioning, parallelism);
+        let partitioned = self.partitioned_exchange(&input, shape.partition_by)?;
         let changelog = match windowed {
             Some(_) => Changelog::AppendOnly,
             None => Changelog::Retract,
@@ -302,9 +277,15 @@ impl Planner {
             (true, Some(Ties::LastArrivedFirst)) => "WindowDeduplicate[keep last]",
         };
         let description = format!(
-            "{what}({}, partition: [{partition_display}], order: [{}], ranks: {}..={}, rank: {})",
+            "{what}({}, partition: [{}], order: [{}], ranks: {}..={}, rank: {})",
             shape.kind.name(),
-            display(&mut shape.order_by.iter().map(|s| s.to_string())),
+            partitioned.display,
+            shape
+                .order_by
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
             shape.start,
             shape.end,
             match output {
@@ -313,7 +294,7 @@ impl Planner {
             }
         );
         let stream = Stream {
-            vertex: target,
+            vertex: partitioned.target,
             schema: window.schema.clone(),
             changelog,
             unique_key: None,
@@ -327,8 +308,8 @@ impl Planner {
                 description,
                 changelog,
                 kind: OperatorKind::TopN(RankSpec {
-                    partition_keys,
-                    partition_types,
+                    partition_keys: partitioned.keys,
+                    partition_types: partitioned.types,
                     order,
                     start: shape.start,
                     end: shape.end,
