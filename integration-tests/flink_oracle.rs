@@ -63,6 +63,20 @@ impl OracleDir {
         oracle
     }
 
+    /// Where `data.sql` wrote the tables' data.
+    pub fn data(&self) -> &Path {
+        self.data
+            .as_ref()
+            .expect("the directory has a data.sql")
+            .path()
+    }
+
+    /// The directory's file `name`, read.
+    pub fn file(&self, name: &str) -> String {
+        let path = self.dir.join(name);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
     fn answer(&self, query: &str) -> Answer {
         let path = self.dir.join(format!("{query}.flink"));
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {

@@ -16,6 +16,7 @@ mod joins;
 mod kafka;
 mod nexmark;
 mod over;
+mod partitioned;
 mod postgres;
 mod processes;
 mod recovery;

@@ -753,3 +753,75 @@ fn incremental_checkpoints_extend_earlier_files_and_restore_exactly() {
     }
     eprintln!("{smaller} retained snapshots of changes are smaller than their full snapshot");
 }
+
+/// Windows into a filesystem table partitioned by `shard` (`auction % 5`) that commits its
+/// partitions with success files, at parallelism 4 on a cluster whose TaskManagers are
+/// killed at random: every partition holds exactly the rows of a failure-free run, each
+/// once, no file stays hidden, and every partition has its success file.
+#[test]
+fn a_partitioned_sink_commits_partitions_exactly_once_through_kills() {
+    let cluster = Cluster::start("partitioned-kills", 2, 2);
+    let script = |output: &std::path::Path, rate: u64| {
+        format!(
+            "SET 'execution.checkpointing.interval' = '300ms';
+             SET 'restart-strategy.exponential-delay.initial-backoff' = '100ms';
+             CREATE TABLE bid (auction BIGINT, price BIGINT, dateTime TIMESTAMP(3),
+               WATERMARK FOR dateTime AS dateTime - INTERVAL '1' SECOND)
+               WITH ('connector' = 'nexmark', 'nexmark.table' = 'bid', 'events.num' = '300000',
+               'events.rate' = '{rate}');
+             CREATE TABLE windows (window_start TIMESTAMP(3), auction BIGINT, bids BIGINT,
+               top BIGINT, shard BIGINT) PARTITIONED BY (shard)
+               WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv',
+               'sink.delivery-guarantee' = 'exactly-once',
+               'sink.partition-commit.policy.kind' = 'success-file');
+             INSERT INTO windows SELECT window_start, auction, COUNT(*), MAX(price), auction % 5
+               FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(dateTime), INTERVAL '2' SECONDS))
+               GROUP BY window_start, window_end, auction;",
+            output.display()
+        )
+    };
+    let reference = cluster.scratch.path().join("reference");
+    assert!(
+        run_script(&cluster.scratch, &script(&reference, 0), 2)
+            .status
+            .success()
+    );
+    let output = cluster.scratch.path().join("windows");
+    let (cluster, status) = kill_while_running(cluster, &script(&output, 25_000));
+    let expected = partition_rows(&reference);
+    assert_eq!(expected.len(), 5, "one partition per shard");
+    let got = partition_rows(&output);
+    for (partition, rows) in &expected {
+        let written = got.get(partition).map_or(0, Vec::len);
+        assert!(
+            got.get(partition) == Some(rows),
+            "{partition}: {written} rows, {} expected",
+            rows.len()
+        );
+        let directory = output.join(partition);
+        assert!(directory.join("_SUCCESS").exists(), "{partition} committed");
+        assert_eq!(
+            hidden_files(&directory),
+            Vec::<String>::new(),
+            "left hidden"
+        );
+    }
+    assert_eq!(got.len(), expected.len());
+    eprintln!(
+        "partitioned: restored from checkpoint {}",
+        status["restored_from"]
+    );
+    drop(cluster);
+}
+
+/// The visible rows of each partition directory (`shard=N`) of a table, sorted.
+fn partition_rows(table: &std::path::Path) -> BTreeMap<String, Vec<String>> {
+    let mut partitions = BTreeMap::new();
+    for entry in std::fs::read_dir(table).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let mut rows = visible_lines(&entry.path());
+        rows.sort();
+        partitions.insert(name, rows);
+    }
+    partitions
+}

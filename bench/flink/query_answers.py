@@ -138,7 +138,7 @@ def main():
         batch_env = environment(directory, data, batch=True)
         batch = batch_mode(directory)
         for query in sorted(queries.glob("*.sql")):
-            if query.name in ("tables.sql", "data.sql", "sinks.sql"):
+            if query.name in ("tables.sql", "data.sql", "sinks.sql") or query.name.endswith(".job.sql"):
                 continue
             if args.names and query.stem not in args.names:
                 continue

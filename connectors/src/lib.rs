@@ -2,8 +2,6 @@
 
 pub mod blackhole;
 pub mod datagen;
-mod file_sink;
-mod file_source;
 pub mod filesystem;
 pub mod format;
 pub mod kafka;
@@ -69,6 +67,12 @@ pub trait TableConnector: Debug + Send + Sync {
     fn commits_at_checkpoints(&self, checkpointing: bool) -> bool {
         let _ = checkpointing;
         false
+    }
+
+    /// Columns by whose values the sink's input must be hash-partitioned, so that all rows
+    /// with the same values reach one subtask (empty: any subtask may write any row).
+    fn sink_partitioned_by(&self) -> &[String] {
+        &[]
     }
 
     /// A reader for one subtask of the source.
@@ -179,6 +183,11 @@ pub trait SinkWriter: Send {
         async { Ok(Vec::new()) }.boxed()
     }
 
+    /// The input's watermark advanced (a sink that commits by event time uses it).
+    fn watermark(&mut self, watermark: eddy_common::event::Timestamp) {
+        let _ = watermark;
+    }
+
     /// Whether everything written so far is durable or prepared, nothing held back for a
     /// later transaction. A job's final checkpoint is one at which every sink is settled.
     fn settled(&self) -> bool {
@@ -191,12 +200,14 @@ pub trait SinkWriter: Send {
     fn finish(&mut self, end: StreamEnd) -> BoxFuture<'_, Result<()>>;
 }
 
-/// Creates the connector a table's options name, validating every option.
+/// Creates the connector a table's options name, validating every option; a table
+/// `PARTITIONED BY` (`partition_keys`) must be a filesystem table.
 pub fn create(
     table: &str,
     options: &BTreeMap<String, String>,
     schema: &SchemaRef,
     primary_key: &[String],
+    partition_keys: &[String],
 ) -> Result<Arc<dyn TableConnector>> {
     let Some(name) = options.get("connector") else {
         return Err(EddyError::Connector {
@@ -207,11 +218,22 @@ pub fn create(
             ),
         });
     };
+    if !partition_keys.is_empty() && name != "filesystem" {
+        return Err(EddyError::Connector {
+            table: table.to_string(),
+            message: format!(
+                "the '{name}' connector cannot write a partitioned table (PARTITIONED BY); only                  'filesystem' can"
+            ),
+        });
+    }
     let connector: Arc<dyn TableConnector> = match name.as_str() {
         "blackhole" => Arc::new(blackhole::BlackholeConnector::new(table, options)?),
         "datagen" => Arc::new(datagen::DatagenConnector::new(table, options, schema)?),
         "filesystem" => Arc::new(filesystem::FilesystemConnector::new(
-            table, options, schema,
+            table,
+            options,
+            schema,
+            partition_keys,
         )?),
         "kafka" => Arc::new(kafka::KafkaConnector::new(table, options)?),
         "nexmark" => Arc::new(nexmark::NexmarkConnector::new(table, options, schema)?),

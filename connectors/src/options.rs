@@ -111,6 +111,35 @@ impl<'a> Options<'a> {
             .transpose()
     }
 
+    /// A memory size option as Flink writes them (`'134217728'`, `'128mb'`, `'64 KB'`:
+    /// units of 1024), or `default`.
+    pub fn memory_size_or(&self, key: &str, default: u64) -> Result<u64> {
+        let Some(value) = self.get(key) else {
+            return Ok(default);
+        };
+        let text = value.trim().to_ascii_lowercase();
+        let digits = text
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len());
+        let unit = match text[digits..].trim() {
+            "" | "b" | "bytes" => Some(1u64),
+            "k" | "kb" | "kibibytes" => Some(1 << 10),
+            "m" | "mb" | "mebibytes" => Some(1 << 20),
+            "g" | "gb" | "gibibytes" => Some(1 << 30),
+            "t" | "tb" | "tebibytes" => Some(1 << 40),
+            _ => None,
+        };
+        let number: Option<u64> = text[..digits].parse().ok();
+        match (number, unit) {
+            (Some(n), Some(unit)) => n
+                .checked_mul(unit)
+                .ok_or_else(|| self.error(format!("option '{key}' = '{value}' is too large"))),
+            _ => Err(self.error(format!(
+                "option '{key}' = '{value}' is not a memory size (such as '128mb' or '1024')"
+            ))),
+        }
+    }
+
     fn parse<T: FromStr>(&self, key: &str, value: &str) -> Result<T> {
         value.trim().parse().map_err(|_| {
             self.error(format!(

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use eddy_common::checkpoint::CompletedCheckpoint;
 use eddy_common::chunk::Chunk;
-use eddy_common::event::StreamEnd;
+use eddy_common::event::{StreamEnd, Timestamp};
 use eddy_common::state::{StateReader, StateWriter};
 use eddy_common::wire::{decode_chunk, encode_chunk};
 use eddy_common::{EddyError, Result};
@@ -79,6 +79,34 @@ pub trait TransactionWriter: Send {
     fn depends_on_earlier(&self, chunk: &Chunk) -> bool {
         let _ = chunk;
         false
+    }
+
+    /// The input's watermark advanced.
+    fn watermark(&mut self, watermark: Timestamp) {
+        let _ = watermark;
+    }
+
+    /// Whether the next checkpoint may have something to prepare although no rows were
+    /// written since the last one (a partition that became due).
+    fn prepares_without_rows(&self) -> bool {
+        false
+    }
+
+    /// The writer's own state for a snapshot, taken right after a prepare.
+    fn snapshot(&self) -> Vec<u8> {
+        Vec::new()
+    }
+
+    /// Restores the states ([`TransactionWriter::snapshot`]) of the subtasks this one
+    /// takes over, before the first row.
+    fn restore(&mut self, states: &[&[u8]]) -> Result<()> {
+        let _ = states;
+        Ok(())
+    }
+
+    /// The input ended and every transaction is committed: what is left to do at the end.
+    fn finish(&mut self) -> BoxFuture<'_, Result<()>> {
+        async { Ok(()) }.boxed()
     }
 }
 
@@ -196,15 +224,21 @@ impl PendingCommits {
     }
 }
 
-/// A sink's state in a snapshot: its uncommitted transactions and the rows it holds.
+/// A sink's state in a snapshot: its uncommitted transactions, the rows it holds, and
+/// its writer's own state.
 #[derive(Debug, Default)]
 struct SinkState {
     transactions: BTreeMap<u64, Vec<u8>>,
     held: Vec<Chunk>,
+    writer: Vec<u8>,
 }
 
 impl SinkState {
-    fn encode(transactions: &BTreeMap<u64, Vec<u8>>, held: &[Chunk]) -> Result<Vec<u8>> {
+    fn encode(
+        transactions: &BTreeMap<u64, Vec<u8>>,
+        held: &[Chunk],
+        writer: &[u8],
+    ) -> Result<Vec<u8>> {
         let mut out = StateWriter::new();
         out.u64(transactions.len() as u64);
         for (checkpoint, handle) in transactions {
@@ -214,6 +248,7 @@ impl SinkState {
         for chunk in held {
             out.bytes(&encode_chunk(chunk)?);
         }
+        out.bytes(writer);
         Ok(out.finish())
     }
 
@@ -229,6 +264,10 @@ impl SinkState {
         }
         for _ in 0..input.count(8)? {
             state.held.push(decode_chunk(input.bytes()?.to_vec())?);
+        }
+        // A snapshot taken before writers kept state ends here.
+        if !input.is_empty() {
+            state.writer = input.bytes()?.to_vec();
         }
         Ok(state)
     }
@@ -417,11 +456,15 @@ impl SinkWriter for TwoPhaseCommitSink {
             // checkpoint completed, whether or not its notice arrived. Rows held then are
             // written afterwards.
             let mut transactions = BTreeMap::new();
+            let mut writer_states = Vec::new();
             for state in restored {
                 let state = SinkState::decode(state, &self.table)?;
                 transactions.extend(state.transactions);
                 self.held.extend(state.held);
+                writer_states.push(state.writer);
             }
+            let writer_states: Vec<&[u8]> = writer_states.iter().map(Vec::as_slice).collect();
+            self.writer.restore(&writer_states)?;
             for (checkpoint, handle) in &transactions {
                 commit_with_retry(&*self.committer, handle, self.retry)
                     .await
@@ -465,20 +508,23 @@ impl SinkWriter for TwoPhaseCommitSink {
         async move {
             self.failure()?;
             self.release_held().await?;
-            if std::mem::take(&mut self.dirty)
-                && let Some(handle) = self.writer.prepare(checkpoint).await?
-            {
+            let prepare = std::mem::take(&mut self.dirty) || self.writer.prepares_without_rows();
+            if prepare && let Some(handle) = self.writer.prepare(checkpoint).await? {
                 self.pending.lock().transactions.insert(checkpoint, handle);
                 self.prepared.send_replace(checkpoint);
             }
             let transactions = self.pending.lock().transactions.clone();
-            SinkState::encode(&transactions, &self.held)
+            SinkState::encode(&transactions, &self.held, &self.writer.snapshot())
         }
         .boxed()
     }
 
     fn settled(&self) -> bool {
         self.held.is_empty()
+    }
+
+    fn watermark(&mut self, watermark: Timestamp) {
+        self.writer.watermark(watermark);
     }
 
     fn finish(&mut self, end: StreamEnd) -> BoxFuture<'_, Result<()>> {
@@ -507,6 +553,7 @@ impl TwoPhaseCommitSink {
                     .into(),
             });
         }
+        self.writer.finish().await?;
         // What a cancelled earlier attempt prepared late is cleaned up now.
         self.committer.abort_leftovers(&[]).await
     }

@@ -292,10 +292,13 @@ impl TaskOutput {
         Ok(())
     }
 
-    /// Forwards a watermark (sinks have no use for it).
+    /// Forwards a watermark (to the next vertex, or to the sink writer).
     pub async fn watermark(&mut self, watermark: Timestamp) -> Result<()> {
         match self {
-            TaskOutput::Sink { .. } => Ok(()),
+            TaskOutput::Sink { writer, .. } => {
+                writer.watermark(watermark);
+                Ok(())
+            }
             TaskOutput::Exchange(exchange) => exchange.broadcast(Event::Watermark(watermark)).await,
         }
     }

@@ -234,13 +234,38 @@ impl Planner {
                 }
             }
         }
-        self.vertices[stream.vertex].output = Some(VertexOutput::Sink(SinkSpec {
+        let vertex = self.sink_vertex(&stream, sink)?;
+        self.vertices[vertex].output = Some(VertexOutput::Sink(SinkSpec {
             table: sink.name.clone(),
             connector: sink.connector.clone(),
             schema: sink.physical_schema.clone(),
             changelog,
         }));
         Ok(())
+    }
+
+    /// The vertex that writes the sink: the stream's own, or, for a sink that wants each
+    /// partition's rows in one subtask (a filesystem table committing partitions), a new
+    /// one hash-partitioned by the partition columns.
+    fn sink_vertex(
+        &mut self,
+        stream: &Stream,
+        sink: &crate::sql::catalog::TableDef,
+    ) -> Result<usize> {
+        let columns = sink.connector.sink_partitioned_by();
+        if columns.is_empty() {
+            return Ok(stream.vertex);
+        }
+        let exprs = columns
+            .iter()
+            .map(|name| {
+                let index = sink.physical_schema.index_of(name)?;
+                Ok(Expr::Column(Column::from(
+                    stream.schema.qualified_field(index),
+                )))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(self.partitioned_exchange(stream, &exprs)?.target)
     }
 
     fn plan(&mut self, plan: &LogicalPlan) -> Result<Stream> {

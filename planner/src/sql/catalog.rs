@@ -26,6 +26,8 @@ pub struct TableDef {
     pub physical_schema: SchemaRef,
     /// `PRIMARY KEY (...)` columns.
     pub primary_key: Vec<String>,
+    /// `PARTITIONED BY (...)` columns.
+    pub partition_keys: Vec<String>,
     /// The `WITH (...)` options.
     pub options: BTreeMap<String, String>,
     /// The connector, configured and validated.

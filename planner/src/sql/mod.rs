@@ -170,10 +170,26 @@ fn create_table(catalog: &Catalog, table: TableStatement, location: Location) ->
             ));
         }
     }
+    for key in &table.partition_keys {
+        if physical_schema.field_with_name(key).is_err() {
+            return Err(sql_error(
+                location,
+                format!(
+                    "PARTITIONED BY column '{key}' is not a physical column of '{}'",
+                    table.name
+                ),
+            ));
+        }
+    }
     let options: BTreeMap<String, String> = table.options.iter().cloned().collect();
-    let connector =
-        eddy_connectors::create(&table.name, &options, &physical_schema, &table.primary_key)
-            .map_err(|e| locate(e, location))?;
+    let connector = eddy_connectors::create(
+        &table.name,
+        &options,
+        &physical_schema,
+        &table.primary_key,
+        &table.partition_keys,
+    )
+    .map_err(|e| locate(e, location))?;
     let source = Arc::new(ConnectorSource {
         table: table.name.clone(),
         schema: physical_schema.clone(),
@@ -268,6 +284,7 @@ fn create_table(catalog: &Catalog, table: TableStatement, location: Location) ->
         location,
         physical_schema,
         primary_key: table.primary_key,
+        partition_keys: table.partition_keys,
         options,
         connector,
         plan,

@@ -58,6 +58,8 @@ pub struct TableStatement {
     pub watermark: Option<(String, ast::Expr)>,
     /// `PRIMARY KEY (...) NOT ENFORCED`.
     pub primary_key: Vec<String>,
+    /// `PARTITIONED BY (...)`.
+    pub partition_keys: Vec<String>,
     /// The `WITH (...)` options, in order.
     pub options: Vec<(String, String)>,
 }
@@ -170,6 +172,7 @@ fn parse_create_table(parser: &mut Parser) -> Result<TableStatement, ParserError
         columns: Vec::new(),
         watermark: None,
         primary_key: Vec::new(),
+        partition_keys: Vec::new(),
         options: Vec::new(),
     };
     loop {
@@ -203,6 +206,18 @@ fn parse_create_table(parser: &mut Parser) -> Result<TableStatement, ParserError
         }
         parser.expect_token(&Token::RParen)?;
         break;
+    }
+    skip_comment(parser)?;
+    if eat_word(parser, "PARTITIONED") {
+        expect_word(parser, "BY")?;
+        parser.expect_token(&Token::LParen)?;
+        loop {
+            table.partition_keys.push(parse_name(parser)?);
+            if !parser.consume_token(&Token::Comma) {
+                break;
+            }
+        }
+        parser.expect_token(&Token::RParen)?;
     }
     if eat_word(parser, "WITH") {
         parser.expect_token(&Token::LParen)?;

@@ -26,8 +26,9 @@ use object_store::{
     GetOptions, GetRange, GetResult, GetResultPayload, ObjectStore, ObjectStoreExt,
 };
 
-use super::format::{Format, LinePosition};
-use super::{SourceContext, SourceEvent, SourceReader};
+use super::partitions::PartitionColumns;
+use crate::format::{Format, LinePosition};
+use crate::{SourceContext, SourceEvent, SourceReader};
 
 /// Marks a position written by this reader (byte offsets per split); earlier readers kept
 /// a line number per whole file.
@@ -46,6 +47,8 @@ pub struct FileSourceConfig {
     pub split_size: u64,
     /// The table's columns.
     pub schema: SchemaRef,
+    /// `PARTITIONED BY`: the files hold the other columns; these come from their paths.
+    pub partitions: Option<PartitionColumns>,
 }
 
 /// A byte range of one file: it owns the lines that start in `start..end`.
@@ -347,14 +350,26 @@ impl FileReader {
                 first_line: split.progress.lines + 1,
             };
             split.progress.lines += count as u64;
+            let schema = match &self.config.partitions {
+                Some(partitions) => partitions.data_schema(),
+                None => &self.config.schema,
+            };
             let decoded = self.config.format.decode(
-                &self.config.schema,
+                schema,
                 &lines,
                 position,
                 self.config.ignore_parse_errors,
                 &self.context.metrics,
             )?;
-            if let Some(rows) = decoded {
+            if let Some(mut rows) = decoded {
+                if let Some(partitions) = &self.config.partitions {
+                    let relative = split.split.path.as_ref();
+                    let relative = relative
+                        .strip_prefix(self.config.location.path.as_ref())
+                        .unwrap_or(relative);
+                    let values = partitions.values_of(relative);
+                    rows = partitions.attach(&rows, &values, &split.name)?;
+                }
                 return Ok(Some(SourceEvent::Rows {
                     split: lane.index,
                     rows,
@@ -678,6 +693,7 @@ mod tests {
             ignore_parse_errors: false,
             split_size: 100,
             schema: schema.clone(),
+            partitions: None,
         };
         let context = |subtask, parallelism| SourceContext {
             table: "t".into(),

@@ -1,0 +1,253 @@
+//! `'connector' = 'filesystem'`: reads and writes CSV or JSON files in a local directory
+//! or on S3 (reading in [`source`], writing in [`sink`]), in partition directories when the
+//! table is `PARTITIONED BY` ([`partitions`]), committing partitions as [`commit`] says.
+
+mod commit;
+mod partitions;
+mod sink;
+mod source;
+
+use std::collections::BTreeMap;
+
+use arrow::datatypes::SchemaRef;
+use eddy_common::Result;
+use eddy_common::object_storage::resolve;
+
+use commit::{CommitTrigger, PartitionCommit, SUCCESS_FILE, TimeExtractor};
+use partitions::{DEFAULT_PARTITION_NAME, PartitionColumns};
+use sink::FileSinkConfig;
+use source::FileSourceConfig;
+
+use crate::format::{Format, format_keys};
+use crate::transaction::DeliveryGuarantee;
+use crate::{Options, SinkContext, SinkWriter, SourceContext, SourceReader, TableConnector};
+
+/// Default `source.split-size`: the largest byte range of a file one split reads.
+const DEFAULT_SPLIT_SIZE: u64 = 64 * 1024 * 1024;
+
+const KEYS: &[&str] = &[
+    "path",
+    "source.split-size",
+    "sink.rolling-policy.file-size",
+    "sink.rolling-policy.rollover-interval",
+    "sink.rolling-policy.check-interval",
+    "sink.delivery-guarantee",
+    "sink.shuffle-by-partition.enable",
+    "sink.partition-commit.trigger",
+    "sink.partition-commit.delay",
+    "sink.partition-commit.policy.kind",
+    "sink.partition-commit.success-file.name",
+    "sink.partition-commit.watermark-time-zone",
+    "partition.default-name",
+    "partition.time-extractor.kind",
+    "partition.time-extractor.timestamp-pattern",
+    "partition.time-extractor.timestamp-formatter",
+];
+const S3_PREFIX: &str = "s3.";
+
+/// Configuration of a filesystem table.
+#[derive(Debug)]
+pub struct FilesystemConnector {
+    source: FileSourceConfig,
+    sink: FileSinkConfig,
+    /// Each partition's rows must reach one sink subtask.
+    shuffle_by_partition: bool,
+}
+
+impl FilesystemConnector {
+    /// Validates the options and resolves the path (no I/O yet); `partition_keys` are the
+    /// table's `PARTITIONED BY` columns.
+    pub fn new(
+        table: &str,
+        values: &BTreeMap<String, String>,
+        schema: &SchemaRef,
+        partition_keys: &[String],
+    ) -> Result<Self> {
+        let mut keys = KEYS.to_vec();
+        keys.extend(format_keys());
+        let options = Options::validate(table, "filesystem", values, &keys, &[S3_PREFIX])?;
+        let (format, ignore_parse_errors) = Format::from_options(&options)?;
+        let s3: Vec<(&str, &str)> = values
+            .iter()
+            .filter_map(|(k, v)| k.strip_prefix(S3_PREFIX).map(|k| (k, v.as_str())))
+            .collect();
+        let location =
+            resolve(options.required("path")?, &s3).map_err(|e| options.error(e.to_string()))?;
+        let partitions = match partition_keys.is_empty() {
+            true => None,
+            false => {
+                let default_name = options
+                    .get("partition.default-name")
+                    .unwrap_or(DEFAULT_PARTITION_NAME);
+                Some(
+                    PartitionColumns::new(schema, partition_keys, default_name)
+                        .map_err(|e| options.error(e))?,
+                )
+            }
+        };
+        let commit = partition_commit(&options, partition_keys)?;
+        let shuffle_by_partition =
+            commit.is_some() || options.flag("sink.shuffle-by-partition.enable", false)?;
+        let sink = FileSinkConfig {
+            location: location.clone(),
+            format: format.clone(),
+            rolling_file_size: options
+                .memory_size_or("sink.rolling-policy.file-size", 128 * 1024 * 1024)?,
+            rollover_interval: options.duration_opt("sink.rolling-policy.rollover-interval")?,
+            guarantee: options.delivery_guarantee()?,
+            partitions: partitions.clone(),
+            commit,
+        };
+        // Eddy checks the rolling policy at every write (and closes parts at checkpoints),
+        // not on a timer: the interval is only validated.
+        options.duration_opt("sink.rolling-policy.check-interval")?;
+        let split_size: u64 = options.memory_size_or("source.split-size", DEFAULT_SPLIT_SIZE)?;
+        if split_size == 0 {
+            return Err(options.error("option 'source.split-size' must be at least 1 byte".into()));
+        }
+        let source = FileSourceConfig {
+            location,
+            format,
+            ignore_parse_errors,
+            split_size,
+            schema: schema.clone(),
+            partitions,
+        };
+        Ok(FilesystemConnector {
+            source,
+            sink,
+            shuffle_by_partition,
+        })
+    }
+}
+
+/// The partition commit the options ask for: none without a policy (as in Flink).
+fn partition_commit(
+    options: &Options<'_>,
+    partition_keys: &[String],
+) -> Result<Option<PartitionCommit>> {
+    let Some(policies) = options.get("sink.partition-commit.policy.kind") else {
+        return Ok(None);
+    };
+    if partition_keys.is_empty() {
+        return Err(options.error(
+            "option 'sink.partition-commit.policy.kind' needs a partitioned table (PARTITIONED BY)"
+                .into(),
+        ));
+    }
+    for policy in policies.split(',').map(str::trim) {
+        match policy.to_ascii_lowercase().as_str() {
+            "success-file" => {}
+            "metastore" => {
+                return Err(options.error(
+                    "the 'metastore' partition commit policy needs a Hive table; a filesystem                      table has no metastore (use 'success-file')"
+                        .into(),
+                ));
+            }
+            "custom" => {
+                return Err(options.error(
+                    "unsupported: the 'custom' partition commit policy (it runs a user's Java                      class); use 'success-file'"
+                        .into(),
+                ));
+            }
+            other => {
+                return Err(options.error(format!(
+                    "unknown partition commit policy '{other}' (valid: 'success-file')"
+                )));
+            }
+        }
+    }
+    let trigger = match options.get("sink.partition-commit.trigger") {
+        None | Some("process-time") => CommitTrigger::ProcessTime,
+        Some("partition-time") => {
+            CommitTrigger::PartitionTime(time_extractor(options, partition_keys)?)
+        }
+        Some(other) => {
+            return Err(options.error(format!(
+                "invalid value '{other}' for option 'sink.partition-commit.trigger' (valid:                  'process-time', 'partition-time')"
+            )));
+        }
+    };
+    if let Some(zone) = options.get("sink.partition-commit.watermark-time-zone")
+        && !zone.eq_ignore_ascii_case("UTC")
+    {
+        return Err(options.error(format!(
+            "unsupported: 'sink.partition-commit.watermark-time-zone' = '{zone}' (Eddy reads              partition times as UTC)"
+        )));
+    }
+    let success_file = options
+        .get("sink.partition-commit.success-file.name")
+        .unwrap_or(SUCCESS_FILE);
+    if success_file.is_empty() || success_file.contains('/') {
+        return Err(options.error(format!(
+            "option 'sink.partition-commit.success-file.name' must be a file name, not              '{success_file}'"
+        )));
+    }
+    Ok(Some(PartitionCommit {
+        trigger,
+        delay: options
+            .duration_opt("sink.partition-commit.delay")?
+            .unwrap_or_default(),
+        success_file: success_file.to_string(),
+    }))
+}
+
+/// Flink's default partition time extractor, configured.
+fn time_extractor(options: &Options<'_>, partition_keys: &[String]) -> Result<TimeExtractor> {
+    if let Some(kind) = options.get("partition.time-extractor.kind")
+        && !kind.eq_ignore_ascii_case("default")
+    {
+        return Err(options.error(format!(
+            "unsupported: 'partition.time-extractor.kind' = '{kind}' (only 'default')"
+        )));
+    }
+    if let Some(formatter) = options.get("partition.time-extractor.timestamp-formatter")
+        && formatter != "yyyy-MM-dd HH:mm:ss"
+    {
+        return Err(options.error(format!(
+            "unsupported: 'partition.time-extractor.timestamp-formatter' = '{formatter}' (Eddy              reads partition times as 'yyyy-MM-dd HH:mm:ss' or 'yyyy-MM-dd')"
+        )));
+    }
+    Ok(TimeExtractor {
+        keys: partition_keys.to_vec(),
+        pattern: options
+            .get("partition.time-extractor.timestamp-pattern")
+            .map(str::to_string),
+    })
+}
+
+impl TableConnector for FilesystemConnector {
+    fn name(&self) -> &'static str {
+        "filesystem"
+    }
+
+    fn commits_at_checkpoints(&self, checkpointing: bool) -> bool {
+        match self.sink.guarantee {
+            Some(guarantee) => guarantee == DeliveryGuarantee::ExactlyOnce,
+            None => checkpointing,
+        }
+    }
+
+    fn is_source(&self) -> bool {
+        true
+    }
+
+    fn is_sink(&self) -> bool {
+        true
+    }
+
+    fn sink_partitioned_by(&self) -> &[String] {
+        match (&self.sink.partitions, self.shuffle_by_partition) {
+            (Some(partitions), true) => partitions.keys(),
+            _ => &[],
+        }
+    }
+
+    fn create_reader(&self, context: &SourceContext) -> Result<Box<dyn SourceReader>> {
+        Ok(source::create(&self.source, context))
+    }
+
+    fn create_writer(&self, context: &SinkContext) -> Result<Box<dyn SinkWriter>> {
+        sink::create(&self.sink, context)
+    }
+}
