@@ -19,6 +19,7 @@ mod over;
 mod partitioned;
 mod postgres;
 mod processes;
+mod processing_time;
 mod recovery;
 mod s3;
 mod soak;

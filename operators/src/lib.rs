@@ -43,6 +43,18 @@ pub trait Operator: Send {
         Ok(())
     }
 
+    /// The wall-clock time (ms since the epoch) at which the operator next wants
+    /// [`Operator::on_processing_time`], if any (a processing-time window's end).
+    fn processing_timer(&self) -> Option<Timestamp> {
+        None
+    }
+
+    /// The wall clock reached `now`: emit what it completes (processing-time windows).
+    fn on_processing_time(&mut self, now: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
+        let _ = (now, out);
+        Ok(())
+    }
+
     /// The operator's state for a checkpoint (empty for a stateless operator): all of it,
     /// or, when `request` asks and the operator can, the changes since the snapshot of
     /// `request.completed`. Called between chunks, when a barrier has been aligned.
@@ -72,6 +84,14 @@ pub trait Operator: Send {
     fn restored_from(&mut self, checkpoint: u64) {
         let _ = checkpoint;
     }
+}
+
+/// The wall clock, in milliseconds since the epoch.
+pub fn wall_clock() -> Timestamp {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as Timestamp)
+        .unwrap_or(0)
 }
 
 /// A writer for a snapshot in format `version` (a single-version format), its header

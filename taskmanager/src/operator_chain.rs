@@ -115,6 +115,27 @@ impl OperatorChain {
     /// Passes a watermark down the chain: each operator first sees the chunks the
     /// operators before it emitted for this watermark, then the watermark.
     pub fn on_watermark(&mut self, watermark: Timestamp) -> Result<Vec<Chunk>> {
+        self.on_time(|operator, out| operator.on_watermark(watermark, out))
+    }
+
+    /// The earliest wall-clock time an operator of the chain wants to be woken at.
+    pub fn processing_timer(&self) -> Option<Timestamp> {
+        self.operators
+            .iter()
+            .filter_map(|(operator, _)| operator.processing_timer())
+            .min()
+    }
+
+    /// Tells the chain the wall clock reached `now`, as [`OperatorChain::on_watermark`]
+    /// passes a watermark.
+    pub fn on_processing_time(&mut self, now: Timestamp) -> Result<Vec<Chunk>> {
+        self.on_time(|operator, out| operator.on_processing_time(now, out))
+    }
+
+    fn on_time(
+        &mut self,
+        mut tell: impl FnMut(&mut dyn Operator, &mut Vec<Chunk>) -> Result<()>,
+    ) -> Result<Vec<Chunk>> {
         let mut emitted: Vec<Chunk> = Vec::new();
         for (operator, metrics) in &mut self.operators {
             let mut next = Vec::new();
@@ -122,7 +143,7 @@ impl OperatorChain {
                 OperatorMetrics::add(&metrics.records_in, chunk.num_rows() as u64);
                 operator.process(chunk, &mut next)?;
             }
-            operator.on_watermark(watermark, &mut next)?;
+            tell(operator.as_mut(), &mut next)?;
             OperatorMetrics::add(
                 &metrics.records_out,
                 next.iter().map(|c| c.num_rows() as u64).sum(),

@@ -20,6 +20,7 @@ use eddy_common::metrics::{JobMetrics, OperatorMetrics};
 use eddy_common::state::{OperatorState, SnapshotRequest, StateKind};
 use eddy_connectors::{SinkContext, SourceContext, SourceEvent, SourceReader};
 use eddy_operators::partition::KeyScope;
+use eddy_operators::wall_clock;
 use eddy_operators::watermark::SplitWatermarks;
 use eddy_planner::plan::{JobGraph, SourceSpec, VertexOutput};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
@@ -372,6 +373,12 @@ impl Pipeline<'_> {
         let chunks = self.chain.on_watermark(watermark)?;
         self.send(chunks).await?;
         self.output.watermark(watermark).await
+    }
+
+    /// The wall clock reached `now`: what it completes (processing-time windows) is sent.
+    async fn on_processing_time(&mut self, now: Timestamp) -> Result<()> {
+        let chunks = self.chain.on_processing_time(now)?;
+        self.send(chunks).await
     }
 
     /// Takes this task's snapshot for `barrier` and forwards the barrier. An aligned
@@ -748,7 +755,22 @@ async fn wait_for_final_checkpoint(
 /// Runs a task fed by channels until all of them have ended (a stop reaches it as the
 /// end of its inputs, once the sources have stopped); it ends as its inputs did.
 async fn run_inputs(mut gate: InputGate, pipeline: &mut Pipeline<'_>) -> Result<TaskEnd> {
-    while let Some(input) = gate.next().await? {
+    loop {
+        // `next` keeps its progress in the gate, so a timer may interrupt it.
+        let input = match pipeline.chain.processing_timer() {
+            None => gate.next().await?,
+            Some(at) => {
+                let wait = Duration::from_millis(at.saturating_sub(wall_clock()).max(0) as u64);
+                tokio::select! {
+                    input = gate.next() => input?,
+                    _ = tokio::time::sleep(wait) => {
+                        pipeline.on_processing_time(wall_clock()).await?;
+                        continue;
+                    }
+                }
+            }
+        };
+        let Some(input) = input else { break };
         match input {
             Input::Data { input, chunk } => {
                 OperatorMetrics::add(&pipeline.counters.records_in, chunk.num_rows() as u64);

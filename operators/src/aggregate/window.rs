@@ -21,6 +21,7 @@ use hashbrown::HashMap;
 use super::{Accumulators, AggregateCall, Slots, open_snapshot, signs_of, snapshot_writer};
 use crate::group_keys::GroupKeys;
 use crate::partition::{KeyScope, key_groups};
+use crate::window_assign::{WindowKind, windows_of};
 use crate::{Operator, evaluate};
 
 /// Where the window bounds are, in the input and in the output.
@@ -61,6 +62,11 @@ pub struct WindowAggregateSpec {
     pub calls: Vec<AggregateCall>,
     /// Output rows.
     pub schema: SchemaRef,
+    /// Windows of processing time: each row is put into the windows of this kind that hold
+    /// the wall-clock time it arrives at (the window columns it carries are ignored), and a
+    /// window fires when the clock passes its end. `None`: windows of event time, as the
+    /// rows' window columns say, fired by the watermark.
+    pub processing_time: Option<WindowKind>,
 }
 
 /// A window aggregate of one subtask.
@@ -81,7 +87,11 @@ pub struct WindowAggregate {
     /// The open slots by window, in the order windows fire: (end, start) → slots.
     timers: BTreeMap<(Timestamp, Timestamp), Vec<u32>>,
     slots: Slots,
+    /// Event time (or, on processing time, the wall-clock time) up to which windows fired.
     watermark: Timestamp,
+    processing_time: Option<WindowKind>,
+    /// The wall clock (replaced in tests).
+    clock: fn() -> Timestamp,
     schema: SchemaRef,
     metrics: Arc<OperatorMetrics>,
     buffer: Vec<u8>,
@@ -103,6 +113,7 @@ impl WindowAggregate {
             session_gap,
             calls,
             schema,
+            processing_time,
         } = spec;
         let key_codec = match key_types.is_empty() {
             true => None,
@@ -123,6 +134,8 @@ impl WindowAggregate {
             timers: BTreeMap::new(),
             slots: Slots::default(),
             watermark: Timestamp::MIN,
+            processing_time,
+            clock: crate::wall_clock,
             schema,
             metrics,
             buffer: Vec::new(),
@@ -412,8 +425,52 @@ impl Operator for WindowAggregate {
                 "a window aggregate received updates; its input must be append-only".into(),
             ));
         }
+        if let Some(kind) = self.processing_time {
+            let mut windows = Vec::new();
+            windows_of(kind, (self.clock)(), |start, end| {
+                windows.push((start, end))
+            });
+            for (start, end) in windows {
+                let n = chunk.num_rows();
+                let starts = Int64Array::from_value(start, n);
+                let ends = Int64Array::from_value(end, n);
+                self.accumulate(&chunk, &starts, &ends)?;
+            }
+            return Ok(());
+        }
         let starts = millis(chunk.rows().column(self.columns.start))?;
         let ends = millis(chunk.rows().column(self.columns.end))?;
+        self.accumulate(&chunk, &starts, &ends)
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
+        // Processing-time windows ignore event time, also its end: as in Flink, the
+        // windows still open when the input ends are not fired.
+        if self.processing_time.is_none() && watermark > self.watermark {
+            self.watermark = watermark;
+            self.fire(watermark, out)?;
+        }
+        Ok(())
+    }
+
+    fn processing_timer(&self) -> Option<Timestamp> {
+        self.processing_time?;
+        self.timers.keys().next().map(|(end, _)| *end)
+    }
+
+    fn on_processing_time(&mut self, now: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
+        if self.processing_time.is_some() && now - 1 > self.watermark {
+            self.watermark = now - 1;
+            self.fire(now - 1, out)?;
+        }
+        Ok(())
+    }
+}
+
+impl WindowAggregate {
+    /// Adds rows to the windows (`starts`, `ends`) each belongs to; rows of windows that
+    /// already fired are dropped and counted.
+    fn accumulate(&mut self, chunk: &Chunk, starts: &Int64Array, ends: &Int64Array) -> Result<()> {
         let key_arrays = self
             .keys
             .iter()
@@ -423,7 +480,7 @@ impl Operator for WindowAggregate {
             Some(codec) => Some(codec.convert_columns(&key_arrays)?),
             None => None,
         };
-        let mut signs = signs_of(&chunk);
+        let mut signs = signs_of(chunk);
         let mut groups = Vec::with_capacity(chunk.num_rows());
         let mut redirect = HashMap::new();
         let mut freed = Vec::new();
@@ -459,14 +516,6 @@ impl Operator for WindowAggregate {
         OperatorMetrics::add(&self.metrics.late_records_dropped, late);
         Ok(())
     }
-
-    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
-        if watermark > self.watermark {
-            self.watermark = watermark;
-            self.fire(watermark, out)?;
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -478,6 +527,11 @@ mod tests {
 
     /// `COUNT(*)` per `k` in the windows given by each row's (start, end).
     fn counting() -> WindowAggregate {
+        counting_on(None)
+    }
+
+    /// [`counting`], on processing time with windows of `kind` if given.
+    fn counting_on(processing_time: Option<WindowKind>) -> WindowAggregate {
         let schema = Arc::new(Schema::new(vec![
             Field::new("k", DataType::Int64, true),
             Field::new(
@@ -514,6 +568,7 @@ mod tests {
                 append_only: true,
             }],
             schema,
+            processing_time,
         };
         WindowAggregate::new(spec, Arc::new(OperatorMetrics::default()), 128).unwrap()
     }
@@ -538,6 +593,11 @@ mod tests {
     fn fire_all(aggregate: &mut WindowAggregate) -> Vec<(i64, i64, i64, i64)> {
         let mut out = Vec::new();
         aggregate.on_watermark(Timestamp::MAX, &mut out).unwrap();
+        fired(out)
+    }
+
+    /// The rows of `out` as (k, start, end, count), sorted.
+    fn fired(out: Vec<Chunk>) -> Vec<(i64, i64, i64, i64)> {
         let mut fired = Vec::new();
         for chunk in out {
             let column = |i: usize| millis(chunk.rows().column(i)).unwrap();
@@ -593,5 +653,79 @@ mod tests {
         }
         split.sort();
         assert_eq!(split, expected);
+    }
+
+    thread_local! {
+        static NOW: std::cell::Cell<Timestamp> = const { std::cell::Cell::new(0) };
+    }
+
+    fn test_clock() -> Timestamp {
+        NOW.with(|now| now.get())
+    }
+
+    fn set_clock(now: Timestamp) {
+        NOW.with(|cell| cell.set(now));
+    }
+
+    #[test]
+    fn processing_time_windows_follow_the_clock_not_the_rows_or_the_watermark() {
+        let mut aggregate = counting_on(Some(WindowKind::Hop { slide: 5, size: 10 }));
+        aggregate.clock = test_clock;
+        set_clock(12);
+        // The rows' own window columns say 100..110: ignored.
+        aggregate
+            .process(rows(&[(1, 100, 110), (2, 100, 110)]), &mut Vec::new())
+            .unwrap();
+        set_clock(16);
+        aggregate
+            .process(rows(&[(1, 100, 110)]), &mut Vec::new())
+            .unwrap();
+        assert_eq!(
+            aggregate.processing_timer(),
+            Some(15),
+            "the earliest window's end"
+        );
+        let mut out = Vec::new();
+        aggregate.on_watermark(1_000, &mut out).unwrap();
+        assert!(
+            out.is_empty(),
+            "event time does not fire processing-time windows"
+        );
+        aggregate.on_processing_time(15, &mut out).unwrap();
+        assert_eq!(
+            fired(std::mem::take(&mut out)),
+            [(1, 5, 15, 1), (2, 5, 15, 1)]
+        );
+        assert_eq!(aggregate.processing_timer(), Some(20));
+        aggregate.on_processing_time(21, &mut out).unwrap();
+        assert_eq!(
+            fired(std::mem::take(&mut out)),
+            [(1, 10, 20, 2), (2, 10, 20, 1)]
+        );
+        assert_eq!(aggregate.processing_timer(), Some(25));
+        // Rows arriving now belong to windows holding now: none is late.
+        set_clock(21);
+        aggregate
+            .process(rows(&[(3, 0, 1)]), &mut Vec::new())
+            .unwrap();
+        aggregate.on_watermark(Timestamp::MAX, &mut out).unwrap();
+        assert!(
+            out.is_empty(),
+            "the end of the input does not fire them (as in Flink)"
+        );
+        aggregate.on_processing_time(31, &mut out).unwrap();
+        assert_eq!(fired(out), [(1, 15, 25, 1), (3, 15, 25, 1), (3, 20, 30, 1)]);
+    }
+
+    #[test]
+    fn event_time_windows_have_no_processing_timer() {
+        let mut aggregate = counting();
+        aggregate
+            .process(rows(&[(1, 0, 10)]), &mut Vec::new())
+            .unwrap();
+        assert_eq!(aggregate.processing_timer(), None);
+        let mut out = Vec::new();
+        aggregate.on_processing_time(i64::MAX, &mut out).unwrap();
+        assert!(out.is_empty());
     }
 }

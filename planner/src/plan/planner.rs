@@ -30,7 +30,10 @@ use super::{
     VertexOutput,
 };
 use crate::sql::catalog::ConnectorSource;
-use crate::sql::nodes::{WINDOW_END, WINDOW_START, WatermarkAssigner, WindowKind, WindowTvf};
+use crate::sql::functions::processing_time::PROCTIME;
+use crate::sql::nodes::{
+    WINDOW_END, WINDOW_START, WINDOW_TIME, WatermarkAssigner, WindowKind, WindowTvf,
+};
 use crate::sql::{CompiledScript, PlannedInsert};
 
 /// Plans every `INSERT INTO` of a script into one job graph.
@@ -92,6 +95,10 @@ struct Stream {
     /// The event-time attribute: the column the watermark was declared on (or a window
     /// TVF's `window_time`), while it passes unchanged.
     rowtime: Option<usize>,
+    /// The processing-time attribute: a `PROCTIME()` column, while it passes unchanged.
+    proctime: Option<usize>,
+    /// `window` windows by processing time (its time column was `proctime`).
+    processing_window: bool,
 }
 
 /// The vertex a keyed operator runs in, and its `PARTITION BY` keys.
@@ -187,6 +194,12 @@ impl Planner {
         {
             return Err(unsupported(
                 "a SESSION window TVF must be aggregated (GROUP BY window_start, window_end, ...)",
+            ));
+        }
+        if stream.processing_window {
+            return Err(unsupported(
+                "a window TVF on processing time (PROCTIME()) must be aggregated (GROUP BY \
+                 window_start, window_end, ...)",
             ));
         }
         let sink = &insert.sink;
@@ -337,6 +350,8 @@ impl Planner {
                     window: None,
                     window_end: None,
                     rowtime: None,
+                    proctime: None,
+                    processing_window: false,
                 })
             }
             LogicalPlan::Extension(extension) => {
@@ -452,6 +467,16 @@ impl Planner {
             window: input.window.filter(|_| keeps_window),
             window_end: input.window_end.and_then(passed),
             rowtime: input.rowtime.and_then(passed),
+            proctime: input.proctime.and_then(passed).or_else(|| {
+                projection.expr.iter().position(
+                    |e| matches!(strip_alias(e), Expr::ScalarFunction(f) if f.name() == PROCTIME),
+                )
+            }),
+            // Any window column left makes the rows still processing-time windowed.
+            processing_window: input.processing_window
+                && [WINDOW_START, WINDOW_END, WINDOW_TIME]
+                    .iter()
+                    .any(|name| projection.schema.fields().iter().any(|f| f.name() == name)),
         })
     }
 
@@ -495,6 +520,8 @@ impl Planner {
             window: None,
             window_end: None,
             rowtime: None,
+            proctime: None,
+            processing_window: false,
         };
         let Some(projection) = &scan.projection else {
             return Ok(stream);
@@ -615,6 +642,8 @@ impl Planner {
             window: None,
             window_end: None,
             rowtime: None,
+            proctime: None,
+            processing_window: false,
         };
         self.push(
             &stream,
@@ -663,14 +692,36 @@ impl Planner {
             ));
         }
         let time_column = input.schema.index_of_column(&node.time_column).or_eddy()?;
+        let processing = input.proctime == Some(time_column);
+        if processing && matches!(node.kind, WindowKind::Session { .. }) {
+            return Err(unsupported(
+                "a SESSION window on processing time (PROCTIME())",
+            ));
+        }
         let schema = datafusion_expr::UserDefinedLogicalNodeCore::schema(node).clone();
+        let time = if processing {
+            "processing time"
+        } else {
+            "event time"
+        };
         self.push(
             &input,
             OperatorSpec {
-                description: format!("WindowTvf({} on {})", node.kind, node.time_column.name),
+                description: format!(
+                    "WindowTvf({} on {}, {time})",
+                    node.kind, node.time_column.name
+                ),
                 changelog: Changelog::AppendOnly,
                 kind: OperatorKind::WindowAssign {
-                    kind: node.kind,
+                    // On processing time the window aggregate assigns windows as rows
+                    // arrive; each row passes once, with the tumbling window of its time.
+                    kind: match (processing, node.kind) {
+                        (
+                            true,
+                            WindowKind::Hop { size, .. } | WindowKind::Cumulate { size, .. },
+                        ) => WindowKind::Tumble { size },
+                        (_, kind) => kind,
+                    },
                     time_column,
                     schema: output_schema(&schema),
                 },
@@ -684,8 +735,11 @@ impl Planner {
             changelog: Changelog::AppendOnly,
             unique_key: None,
             window: Some(node.kind),
-            window_end,
+            // Processing-time windows close with the clock, not the watermark.
+            window_end: window_end.filter(|_| !processing),
             rowtime: input.rowtime,
+            proctime: input.proctime,
+            processing_window: processing,
         })
     }
 
@@ -792,6 +846,8 @@ impl Planner {
             window: None,
             window_end: None,
             rowtime: None,
+            proctime: None,
+            processing_window: false,
         };
         match window_bounds {
             Some((kind, start_pos, end_pos)) => {
@@ -803,9 +859,11 @@ impl Planner {
                     WindowKind::Session { gap } => Some(gap),
                     _ => None,
                 };
-                // The output's rows belong to windows too: a window Top-N can follow.
+                let processing_time = input.processing_window.then_some(kind);
+                // The output's rows belong to windows too: a window Top-N can follow (on
+                // event time: processing-time windows do not close with the watermark).
                 let stream = Stream {
-                    window_end: Some(end_pos),
+                    window_end: Some(end_pos).filter(|_| processing_time.is_none()),
                     ..stream_at(target)
                 };
                 self.push(
@@ -823,6 +881,7 @@ impl Planner {
                             session_gap,
                             calls,
                             schema,
+                            processing_time,
                         }),
                     },
                 );

@@ -71,7 +71,19 @@ fn rewrite_cast(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     if !is_text(&to) {
         return Ok(Transformed::no(expr));
     }
-    let text = match inner.get_type(schema).ok() {
+    let inner_type = inner.get_type(schema).ok();
+    // A TIMESTAMP_LTZ is shown in the session's time zone (UTC), as a TIMESTAMP is.
+    let local;
+    let (inner, inner_type) = match inner_type {
+        Some(DataType::Timestamp(unit, Some(_))) => {
+            local = inner
+                .clone()
+                .cast_to(&DataType::Timestamp(unit, None), schema)?;
+            (&local, Some(DataType::Timestamp(unit, None)))
+        }
+        other => (inner, other),
+    };
+    let text = match inner_type {
         Some(DataType::Boolean) => when(inner.clone(), lit("TRUE"))
             .when(Expr::Not(Box::new(inner.clone())), lit("FALSE"))
             .end()?,

@@ -66,6 +66,8 @@ impl Planner {
             window: None,
             window_end: None,
             rowtime: input.rowtime,
+            proctime: None,
+            processing_window: false,
         };
         self.push(
             &stream,

@@ -301,6 +301,8 @@ impl Planner {
             window: None,
             window_end: windowed,
             rowtime: input.rowtime.filter(|_| windowed.is_some()),
+            proctime: None,
+            processing_window: false,
         };
         self.push(
             &stream,

@@ -13,6 +13,7 @@ pub(crate) mod datetime;
 mod java_format;
 mod json;
 mod numeric;
+pub(crate) mod processing_time;
 pub(crate) mod ranking;
 mod refused;
 mod strings;
@@ -159,6 +160,7 @@ pub fn all() -> Vec<Arc<ScalarUDF>> {
     all.extend(timestamp_arithmetic::functions());
     all.extend(json::functions());
     all.extend(conditional::functions());
+    all.extend(processing_time::functions());
     all.extend(refused::functions());
     all
 }

@@ -27,10 +27,6 @@ const REFUSED: &[(&str, &str)] = &[
         "current_time",
         "Flink evaluates it for every row; Eddy would fix it when the job is planned",
     ),
-    (
-        "proctime",
-        "processing time is not supported yet: Eddy has event time (WATERMARK FOR) only",
-    ),
     ("encode", "Flink's encodes a string in a character set"),
     ("decode", "Flink's decodes bytes in a character set"),
 ];
