@@ -17,6 +17,8 @@ use crate::support::{Scratch, materialize, parse_changes, run_script};
 pub struct OracleDir {
     dir: PathBuf,
     queries: PathBuf,
+    /// The statements creating the tables (the directory's `tables.sql` unless replaced).
+    tables: PathBuf,
     /// Where `data.sql` wrote the tables' data, if the directory has one.
     data: Option<Scratch>,
 }
@@ -37,6 +39,7 @@ impl OracleDir {
             .join(name);
         OracleDir {
             queries: dir.clone(),
+            tables: dir.join("tables.sql"),
             dir,
             data: None,
         }
@@ -61,6 +64,12 @@ impl OracleDir {
             oracle.data = Some(data);
         }
         oracle
+    }
+
+    /// The tables are created by the directory's file `name` instead of `tables.sql`.
+    pub fn with_tables(mut self, name: &str) -> OracleDir {
+        self.tables = self.dir.join(name);
+        self
     }
 
     /// Where `data.sql` wrote the tables' data.
@@ -100,7 +109,7 @@ impl OracleDir {
             .data
             .as_ref()
             .map_or(self.dir.clone(), |d| d.path().to_path_buf());
-        let tables = std::fs::read_to_string(self.dir.join("tables.sql"))
+        let tables = std::fs::read_to_string(&self.tables)
             .unwrap()
             .replace("$DIR", &self.dir.display().to_string())
             .replace("$DATA", &data.display().to_string());

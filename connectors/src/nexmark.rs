@@ -1,14 +1,23 @@
 //! `'connector' = 'nexmark'`: the Nexmark auction benchmark's person, auction and bid
 //! events, generated deterministically from a seed (event `n` is the same on any machine
 //! and at any parallelism).
+//!
+//! With `'nexmark.table'` a table reads one stream's columns. Without it, a table reads
+//! every event as the Nexmark suite's own `datagen` table declares them: `event_type`
+//! (0 person, 1 auction, 2 bid) and a ROW column per stream, NULL but for the event's own.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{ArrayRef, Int64Array, StringBuilder, TimestampMillisecondArray};
-use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
+use arrow::array::{
+    ArrayRef, Int32Array, Int64Array, StringBuilder, StructArray, TimestampMillisecondArray,
+    UInt32Array,
+};
+use arrow::buffer::NullBuffer;
+use arrow::compute::take;
+use arrow::datatypes::{DataType, Field, Fields, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
 use eddy_common::Result;
 use futures::FutureExt;
@@ -118,6 +127,26 @@ impl NexmarkStream {
         }
     }
 
+    /// The stream of event `event`.
+    fn of(event: u64) -> Self {
+        let offset = event % TOTAL_PROPORTION;
+        if offset < PERSON_PROPORTION {
+            NexmarkStream::Person
+        } else if offset < PERSON_PROPORTION + AUCTION_PROPORTION {
+            NexmarkStream::Auction
+        } else {
+            NexmarkStream::Bid
+        }
+    }
+
+    /// The stream's columns as the fields of its ROW column.
+    fn row_fields(self) -> Fields {
+        self.columns()
+            .iter()
+            .map(|(name, kind)| Field::new(*name, kind.arrow(), true))
+            .collect()
+    }
+
     fn matches(self, event: u64) -> bool {
         let offset = event % TOTAL_PROPORTION;
         match self {
@@ -147,13 +176,29 @@ impl ColumnType {
     }
 }
 
+/// What a nexmark table's rows are.
+#[derive(Debug, Clone)]
+enum Layout {
+    /// One stream: for each declared column, its index in the stream's columns.
+    Stream(NexmarkStream, Vec<usize>),
+    /// Every event: for each declared column, `event_type` or a stream's ROW.
+    Events(Vec<EventColumn>),
+}
+
+/// A column of a table of every event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EventColumn {
+    /// `event_type INT`.
+    EventType,
+    /// `person`, `auction` or `bid`: the stream's columns as a ROW.
+    Row(NexmarkStream),
+}
+
 /// Configuration of a nexmark table.
 #[derive(Debug)]
 pub struct NexmarkConnector {
     schema: SchemaRef,
-    stream: NexmarkStream,
-    /// For each declared column, its index in the stream's columns.
-    columns: Vec<usize>,
+    layout: Layout,
     events: Option<u64>,
     events_per_second: u64,
     seed: u64,
@@ -165,50 +210,29 @@ impl NexmarkConnector {
     /// Validates the options and that the declared columns belong to the chosen stream.
     pub fn new(table: &str, values: &BTreeMap<String, String>, schema: &SchemaRef) -> Result<Self> {
         let options = Options::validate(table, "nexmark", values, KEYS, &[])?;
-        let stream = match options
-            .required("nexmark.table")?
-            .to_ascii_lowercase()
-            .as_str()
-        {
-            "person" => NexmarkStream::Person,
-            "auction" => NexmarkStream::Auction,
-            "bid" => NexmarkStream::Bid,
-            other => {
-                return Err(options.error(format!(
-                    "option 'nexmark.table' = '{other}': expected person, auction or bid"
-                )));
+        let layout = match options.get("nexmark.table") {
+            None => Layout::Events(event_columns(&options, schema)?),
+            Some(name) => {
+                let stream = match name.to_ascii_lowercase().as_str() {
+                    "person" => NexmarkStream::Person,
+                    "auction" => NexmarkStream::Auction,
+                    "bid" => NexmarkStream::Bid,
+                    other => {
+                        return Err(options.error(format!(
+                            "option 'nexmark.table' = '{other}': expected person, auction or bid"
+                        )));
+                    }
+                };
+                Layout::Stream(stream, stream_columns(&options, schema, stream)?)
             }
         };
-        let known = stream.columns();
-        let mut columns = Vec::new();
-        for field in schema.fields() {
-            let name = field.name().to_ascii_lowercase();
-            let Some(index) = known.iter().position(|(n, _)| *n == name) else {
-                return Err(options.error(format!(
-                    "column '{}' is not a column of the nexmark {:?} stream (columns: {})",
-                    field.name(),
-                    stream,
-                    known.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
-                )));
-            };
-            let expected = known[index].1.arrow();
-            if field.data_type() != &expected {
-                return Err(options.error(format!(
-                    "column '{}' must be {} for the nexmark connector",
-                    field.name(),
-                    eddy_common::schema::sql_name(&expected)
-                )));
-            }
-            columns.push(index);
-        }
         let first_event_rate: u64 = options.parse_or("nexmark.first-event-rate", 10_000)?;
         if first_event_rate == 0 {
             return Err(options.error("'nexmark.first-event-rate' must be positive".into()));
         }
         Ok(NexmarkConnector {
             schema: schema.clone(),
-            stream,
-            columns,
+            layout,
             events: options.parse_opt("events.num")?.filter(|n: &u64| *n > 0),
             events_per_second: options.parse_or("events.rate", 0)?,
             seed: options.parse_or("nexmark.seed", 0)?,
@@ -216,6 +240,84 @@ impl NexmarkConnector {
             base_time: options.parse_or("nexmark.base-time", 1_704_067_200_000)?,
         })
     }
+}
+
+/// For each declared column of a one-stream table, its index among the stream's columns.
+fn stream_columns(
+    options: &Options<'_>,
+    schema: &SchemaRef,
+    stream: NexmarkStream,
+) -> Result<Vec<usize>> {
+    let known = stream.columns();
+    let mut columns = Vec::new();
+    for field in schema.fields() {
+        let name = field.name().to_ascii_lowercase();
+        let Some(index) = known.iter().position(|(n, _)| *n == name) else {
+            return Err(options.error(format!(
+                "column '{}' is not a column of the nexmark {:?} stream (columns: {})",
+                field.name(),
+                stream,
+                known.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+            )));
+        };
+        let expected = known[index].1.arrow();
+        if field.data_type() != &expected {
+            return Err(options.error(format!(
+                "column '{}' must be {} for the nexmark connector",
+                field.name(),
+                eddy_common::schema::sql_name(&expected)
+            )));
+        }
+        columns.push(index);
+    }
+    Ok(columns)
+}
+
+/// The declared columns of a table of every event: `event_type INT`, and `person`,
+/// `auction`, `bid` as ROWs of exactly their stream's columns.
+fn event_columns(options: &Options<'_>, schema: &SchemaRef) -> Result<Vec<EventColumn>> {
+    let mut columns = Vec::new();
+    for field in schema.fields() {
+        let (column, expected) = match field.name().to_ascii_lowercase().as_str() {
+            "event_type" => (EventColumn::EventType, DataType::Int32),
+            name => {
+                let stream = match name {
+                    "person" => NexmarkStream::Person,
+                    "auction" => NexmarkStream::Auction,
+                    "bid" => NexmarkStream::Bid,
+                    _ => {
+                        return Err(options.error(format!(
+                            "column '{}' is not a column of the nexmark events (event_type, \
+                             person, auction, bid; or choose one stream with 'nexmark.table')",
+                            field.name()
+                        )));
+                    }
+                };
+                (
+                    EventColumn::Row(stream),
+                    DataType::Struct(stream.row_fields()),
+                )
+            }
+        };
+        let same = match (field.data_type(), &expected) {
+            (DataType::Struct(got), DataType::Struct(want)) => {
+                got.len() == want.len()
+                    && got.iter().zip(want.iter()).all(|(g, w)| {
+                        g.name().eq_ignore_ascii_case(w.name()) && g.data_type() == w.data_type()
+                    })
+            }
+            (got, want) => got == want,
+        };
+        if !same {
+            return Err(options.error(format!(
+                "column '{}' must be {} for the nexmark connector",
+                field.name(),
+                eddy_common::schema::sql_name(&expected)
+            )));
+        }
+        columns.push(column);
+    }
+    Ok(columns)
 }
 
 impl TableConnector for NexmarkConnector {
@@ -243,8 +345,7 @@ impl TableConnector for NexmarkConnector {
                 base_time: self.base_time,
             },
             schema: self.schema.clone(),
-            stream: self.stream,
-            columns: self.columns.clone(),
+            layout: Arc::new(self.layout.clone()),
             progress: StridedProgress::new(context.subtask, context.parallelism),
             events: self.events,
             batch_size,
@@ -259,8 +360,7 @@ impl TableConnector for NexmarkConnector {
 struct NexmarkReader {
     config: NexmarkGenerator,
     schema: SchemaRef,
-    stream: NexmarkStream,
-    columns: Vec<usize>,
+    layout: Arc<Layout>,
     progress: StridedProgress,
     events: Option<u64>,
     batch_size: usize,
@@ -284,30 +384,105 @@ impl NexmarkReader {
                 tokio::time::sleep(due - elapsed).await;
             }
         }
-        let mut builder = RowsBuilder::new(self.stream, self.batch_size);
+        let layout = self.layout.clone();
+        let (columns, scanned) = match layout.as_ref() {
+            Layout::Stream(stream, columns) => self.stream_rows(*stream, columns),
+            Layout::Events(columns) => self.event_rows(columns)?,
+        };
+        if scanned == 0 {
+            self.ended = true;
+            return Ok(Some(SourceEvent::SplitEnd(0)));
+        }
+        self.generated += scanned;
+        let rows = RecordBatch::try_new_with_options(
+            self.schema.clone(),
+            columns.1,
+            &arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(columns.0)),
+        )?;
+        Ok(Some(SourceEvent::Rows { split: 0, rows }))
+    }
+
+    /// The next batch of one stream's rows, as (row count, declared columns), and how
+    /// many events were scanned for them.
+    fn stream_rows(
+        &mut self,
+        stream: NexmarkStream,
+        columns: &[usize],
+    ) -> ((usize, Vec<ArrayRef>), u64) {
+        let mut builder = RowsBuilder::new(stream, self.batch_size);
         let mut scanned = 0u64;
         while builder.len < self.batch_size {
             let Some(event) = self.progress.advance(self.events) else {
                 break;
             };
             scanned += 1;
-            if self.stream.matches(event) {
-                self.config.append(self.stream, event, &mut builder);
+            if stream.matches(event) {
+                self.config.append(stream, event, &mut builder);
             }
         }
-        if scanned == 0 {
-            self.ended = true;
-            return Ok(Some(SourceEvent::SplitEnd(0)));
-        }
-        self.generated += scanned;
         let all = builder.finish();
-        let columns: Vec<ArrayRef> = self.columns.iter().map(|i| all[*i].clone()).collect();
-        let rows = RecordBatch::try_new_with_options(
-            self.schema.clone(),
-            columns,
-            &arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(all[0].len())),
-        )?;
-        Ok(Some(SourceEvent::Rows { split: 0, rows }))
+        let len = all[0].len();
+        (
+            (len, columns.iter().map(|i| all[*i].clone()).collect()),
+            scanned,
+        )
+    }
+
+    /// The next batch of every event: `event_type` and a ROW per stream.
+    fn event_rows(&mut self, columns: &[EventColumn]) -> Result<((usize, Vec<ArrayRef>), u64)> {
+        let streams = [
+            NexmarkStream::Person,
+            NexmarkStream::Auction,
+            NexmarkStream::Bid,
+        ];
+        let mut builders = streams.map(|s| RowsBuilder::new(s, self.batch_size));
+        let mut types = Vec::with_capacity(self.batch_size);
+        // For each stream, each event's row among the stream's rows (None: another stream).
+        let mut rows: [Vec<Option<u32>>; 3] = Default::default();
+        while types.len() < self.batch_size {
+            let Some(event) = self.progress.advance(self.events) else {
+                break;
+            };
+            let stream = NexmarkStream::of(event);
+            let index = streams.iter().position(|s| *s == stream).expect("a stream");
+            for (i, positions) in rows.iter_mut().enumerate() {
+                positions.push((i == index).then_some(builders[i].len as u32));
+            }
+            self.config.append(stream, event, &mut builders[index]);
+            types.push(index as i32);
+        }
+        let scanned = types.len() as u64;
+        let mut structs: [Option<ArrayRef>; 3] = Default::default();
+        for (i, builder) in builders.into_iter().enumerate() {
+            if !columns.contains(&EventColumn::Row(streams[i])) {
+                continue;
+            }
+            let positions = UInt32Array::from(std::mem::take(&mut rows[i]));
+            let children = builder
+                .finish()
+                .iter()
+                .map(|column| take(column, &positions, None))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            let valid = NullBuffer::from(positions.iter().map(|p| p.is_some()).collect::<Vec<_>>());
+            structs[i] = Some(Arc::new(StructArray::try_new(
+                streams[i].row_fields(),
+                children,
+                Some(valid),
+            )?));
+        }
+        let len = types.len();
+        let event_type: ArrayRef = Arc::new(Int32Array::from(types));
+        let columns = columns
+            .iter()
+            .map(|column| match column {
+                EventColumn::EventType => event_type.clone(),
+                EventColumn::Row(stream) => {
+                    let i = streams.iter().position(|s| s == stream).expect("a stream");
+                    structs[i].clone().expect("built above")
+                }
+            })
+            .collect();
+        Ok(((len, columns), scanned))
     }
 }
 
@@ -686,5 +861,81 @@ mod tests {
         assert_eq!(reader.position().unwrap(), before);
         reader.next().await.unwrap();
         assert_eq!(reader.position().unwrap(), uncancelled.position().unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_table_without_nexmark_table_reads_every_event_with_a_row_per_kind() {
+        use arrow::array::{Array, AsArray};
+        use arrow::datatypes::Int64Type;
+        let field = |name: &str, stream: NexmarkStream| {
+            arrow::datatypes::Field::new(name, DataType::Struct(stream.row_fields()), true)
+        };
+        let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+            arrow::datatypes::Field::new("event_type", DataType::Int32, true),
+            field("bid", NexmarkStream::Bid),
+            field("person", NexmarkStream::Person),
+        ]));
+        let options = [("events.num", "100")]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into();
+        let connector = NexmarkConnector::new("datagen", &options, &schema).unwrap();
+        let context = SourceContext {
+            table: "datagen".into(),
+            schema,
+            subtask: 0,
+            parallelism: 1,
+            batch_size: 100,
+            metrics: Default::default(),
+        };
+        let mut reader = connector.create_reader(&context).unwrap();
+        let Some(SourceEvent::Rows { rows, .. }) = reader.next().await.unwrap() else {
+            panic!("rows first");
+        };
+        assert_eq!(rows.num_rows(), 100);
+        let types = rows.column(0).as_primitive::<arrow::datatypes::Int32Type>();
+        let bids = rows.column(1).as_struct();
+        let people = rows.column(2).as_struct();
+        for event in 0..100 {
+            let kind = NexmarkStream::of(event as u64);
+            assert_eq!(
+                types.value(event),
+                [
+                    NexmarkStream::Person,
+                    NexmarkStream::Auction,
+                    NexmarkStream::Bid
+                ]
+                .iter()
+                .position(|s| *s == kind)
+                .unwrap() as i32
+            );
+            assert_eq!(bids.is_valid(event), kind == NexmarkStream::Bid);
+            assert_eq!(people.is_valid(event), kind == NexmarkStream::Person);
+        }
+        // The bids are the one-stream table's bids.
+        let bid_schema = Arc::new(arrow::datatypes::Schema::new(vec![
+            arrow::datatypes::Field::new("price", DataType::Int64, true),
+        ]));
+        let options = [("events.num", "100"), ("nexmark.table", "bid")]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into();
+        let flat = NexmarkConnector::new("bid", &options, &bid_schema).unwrap();
+        let mut flat = flat
+            .create_reader(&SourceContext {
+                schema: bid_schema,
+                ..context
+            })
+            .unwrap();
+        let Some(SourceEvent::Rows { rows: flat, .. }) = flat.next().await.unwrap() else {
+            panic!("rows first");
+        };
+        let prices = bids.column(2).as_primitive::<Int64Type>();
+        let valid: Vec<i64> = (0..100)
+            .filter(|i| bids.is_valid(*i))
+            .map(|i| prices.value(i))
+            .collect();
+        assert_eq!(
+            valid,
+            flat.column(0).as_primitive::<Int64Type>().values().to_vec()
+        );
     }
 }

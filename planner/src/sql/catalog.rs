@@ -98,6 +98,16 @@ impl Catalog {
         self.tables.get(name)
     }
 
+    /// The names of the tables' ROW columns.
+    pub fn row_columns(&self) -> std::collections::HashSet<String> {
+        self.tables
+            .values()
+            .flat_map(|t| t.physical_schema.fields().iter())
+            .filter(|f| matches!(f.data_type(), arrow::datatypes::DataType::Struct(_)))
+            .map(|f| f.name().clone())
+            .collect()
+    }
+
     fn check_new(&self, name: &str) -> Result<(), String> {
         if self.tables.contains_key(name) || self.views.contains_key(name) {
             return Err(format!("a table or view named '{name}' already exists"));

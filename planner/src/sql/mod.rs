@@ -2,6 +2,7 @@
 //! logical plans, one per `INSERT INTO`.
 
 pub mod catalog;
+mod field_names;
 mod flink_expressions;
 pub(crate) mod functions;
 mod group_window;
@@ -297,6 +298,7 @@ fn bind_query(
     location: Location,
 ) -> Result<LogicalPlan> {
     group_window::rewrite(&mut query).map_err(|message| sql_error(location, message))?;
+    field_names::name_row_fields(&mut query, &catalog.row_columns());
     let provider = Provider::new(catalog);
     let planner = sql_to_rel(&provider);
     let plan = planner

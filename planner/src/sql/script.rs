@@ -1,7 +1,7 @@
 //! Splits a SQL script into statements and parses them, Flink syntax included
 //! (`CREATE TABLE ... WITH (...)`, `WATERMARK FOR`, `SET 'key' = 'value'`, window TVFs).
 
-use arrow::datatypes::DataType;
+use arrow::datatypes::{DataType, Field};
 use datafusion_sql::sqlparser::ast;
 use datafusion_sql::sqlparser::dialect::GenericDialect;
 use datafusion_sql::sqlparser::parser::{Parser, ParserError};
@@ -247,17 +247,7 @@ fn parse_column(parser: &mut Parser) -> Result<ColumnStatement, ParserError> {
             kind: ColumnKind::Computed(Box::new(expr)),
         });
     }
-    let type_token = parser.peek_token();
-    let sql_type = parser.parse_data_type()?;
-    let type_text = sql_type.to_string();
-    let Some(data_type) = arrow_type(&type_text) else {
-        return Err(ParserError::ParserError(format!(
-            "unsupported column type {type_text} for column '{name}' (supported: BOOLEAN, \
-             TINYINT, SMALLINT, INT, BIGINT, FLOAT, DOUBLE, DECIMAL(p, s), STRING, VARCHAR, \
-             BYTES, DATE, TIMESTAMP(p), TIMESTAMP_LTZ(p)){}",
-            type_token.span.start
-        )));
-    };
+    let data_type = parse_type(parser, &name)?;
     let mut not_null = false;
     loop {
         if eat_word(parser, "NOT") {
@@ -280,6 +270,69 @@ fn parse_column(parser: &mut Parser) -> Result<ColumnStatement, ParserError> {
             not_null,
         },
     })
+}
+
+/// A column's (or a ROW field's) type: a Flink type name, or `ROW<name TYPE, ...>` (also
+/// `ROW(name TYPE, ...)`) as an Arrow struct.
+fn parse_type(parser: &mut Parser, column: &str) -> Result<DataType, ParserError> {
+    if peek_word(parser, "ROW") {
+        parser.next_token();
+        return parse_row(parser, column);
+    }
+    let type_token = parser.peek_token();
+    let sql_type = parser.parse_data_type()?;
+    let type_text = sql_type.to_string();
+    arrow_type(&type_text).ok_or_else(|| {
+        ParserError::ParserError(format!(
+            "unsupported column type {type_text} for column '{column}' (supported: BOOLEAN, \
+             TINYINT, SMALLINT, INT, BIGINT, FLOAT, DOUBLE, DECIMAL(p, s), STRING, VARCHAR, \
+             BYTES, DATE, TIMESTAMP(p), TIMESTAMP_LTZ(p), ROW<name TYPE, ...>){}",
+            type_token.span.start
+        ))
+    })
+}
+
+/// The fields of a `ROW<...>` or `ROW(...)`, after `ROW`.
+fn parse_row(parser: &mut Parser, column: &str) -> Result<DataType, ParserError> {
+    let close = match parser.next_token().token {
+        Token::Lt => Token::Gt,
+        Token::LParen => Token::RParen,
+        _ => {
+            return parser_error(
+                &format!("expected '<' after ROW in column '{column}'"),
+                parser,
+            );
+        }
+    };
+    let mut fields = Vec::new();
+    loop {
+        let name = parse_name(parser)?;
+        if peek_word(parser, "ROW") {
+            return parser_error(
+                &format!("unsupported: a ROW inside ROW column '{column}'"),
+                parser,
+            );
+        }
+        let data_type = parse_type(parser, &format!("{column}.{name}"))?;
+        let mut nullable = true;
+        if eat_word(parser, "NOT") {
+            expect_word(parser, "NULL")?;
+            nullable = false;
+        }
+        skip_comment(parser)?;
+        if fields.iter().any(|f: &Field| f.name() == &name) {
+            return parser_error(
+                &format!("field '{name}' is declared twice in '{column}'"),
+                parser,
+            );
+        }
+        fields.push(Field::new(name, data_type, nullable));
+        if !parser.consume_token(&Token::Comma) {
+            break;
+        }
+    }
+    parser.expect_token(&close)?;
+    Ok(DataType::Struct(fields.into()))
 }
 
 fn skip_comment(parser: &mut Parser) -> Result<(), ParserError> {
@@ -558,6 +611,29 @@ mod tests {
             panic!("expected CREATE VIEW");
         };
         assert!(query.to_string().contains("TUMBLE(bids"), "{query}");
+    }
+
+    #[test]
+    fn row_columns_are_structs_and_tables_can_be_partitioned() {
+        let sql = "CREATE TABLE t (event_type INT, bid ROW<auction BIGINT, `dateTime` TIMESTAMP(3) \
+                   NOT NULL>, p ROW(id BIGINT COMMENT 'the id'), dt STRING) COMMENT 'events' \
+                   PARTITIONED BY (dt) WITH ('connector' = 'nexmark');";
+        let statements = parse_script(sql).unwrap();
+        let Statement::CreateTable(table) = &statements[0].item else {
+            panic!("a CREATE TABLE");
+        };
+        let ColumnKind::Physical { data_type, .. } = &table.columns[1].kind else {
+            panic!("physical");
+        };
+        let DataType::Struct(fields) = data_type else {
+            panic!("a struct: {data_type}");
+        };
+        assert_eq!(fields[1].name(), "datetime");
+        assert!(!fields[1].is_nullable());
+        assert_eq!(table.partition_keys, ["dt"]);
+        let nested = "CREATE TABLE t (r ROW<a ROW<b INT>>) WITH ('connector' = 'print');";
+        let error = parse_script(nested).unwrap_err().to_string();
+        assert!(error.contains("a ROW inside ROW column 'r'"), "{error}");
     }
 
     #[test]
