@@ -80,6 +80,13 @@ pub fn sql_name(data_type: &DataType) -> String {
                 Some(_) => format!("TIMESTAMP_LTZ({precision})"),
             }
         }
+        DataType::Struct(fields) => {
+            let fields: Vec<String> = fields
+                .iter()
+                .map(|f| format!("{} {}", f.name(), sql_name(f.data_type())))
+                .collect();
+            format!("ROW<{}>", fields.join(", "))
+        }
         other => other.to_string(),
     }
 }

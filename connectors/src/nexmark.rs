@@ -262,15 +262,19 @@ fn stream_columns(
         };
         let expected = known[index].1.arrow();
         if field.data_type() != &expected {
-            return Err(options.error(format!(
-                "column '{}' must be {} for the nexmark connector",
-                field.name(),
-                eddy_common::schema::sql_name(&expected)
-            )));
+            return Err(wrong_type(options, field, &expected));
         }
         columns.push(index);
     }
     Ok(columns)
+}
+
+fn wrong_type(options: &Options<'_>, field: &Field, expected: &DataType) -> eddy_common::EddyError {
+    options.error(format!(
+        "column '{}' must be {} for the nexmark connector",
+        field.name(),
+        eddy_common::schema::sql_name(expected)
+    ))
 }
 
 /// The declared columns of a table of every event: `event_type INT`, and `person`,
@@ -309,11 +313,7 @@ fn event_columns(options: &Options<'_>, schema: &SchemaRef) -> Result<Vec<EventC
             (got, want) => got == want,
         };
         if !same {
-            return Err(options.error(format!(
-                "column '{}' must be {} for the nexmark connector",
-                field.name(),
-                eddy_common::schema::sql_name(&expected)
-            )));
+            return Err(wrong_type(options, field, &expected));
         }
         columns.push(column);
     }

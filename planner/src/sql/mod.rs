@@ -160,23 +160,19 @@ fn create_table(catalog: &Catalog, table: TableStatement, location: Location) ->
         }
     }
     let physical_schema = Arc::new(Schema::new(physical));
-    for key in &table.primary_key {
+    let keys = [
+        ("PRIMARY KEY", &table.primary_key),
+        ("PARTITIONED BY", &table.partition_keys),
+    ];
+    for (clause, key) in keys
+        .iter()
+        .flat_map(|(c, ks)| ks.iter().map(move |k| (c, k)))
+    {
         if physical_schema.field_with_name(key).is_err() {
             return Err(sql_error(
                 location,
                 format!(
-                    "PRIMARY KEY column '{key}' is not a physical column of '{}'",
-                    table.name
-                ),
-            ));
-        }
-    }
-    for key in &table.partition_keys {
-        if physical_schema.field_with_name(key).is_err() {
-            return Err(sql_error(
-                location,
-                format!(
-                    "PARTITIONED BY column '{key}' is not a physical column of '{}'",
+                    "{clause} column '{key}' is not a physical column of '{}'",
                     table.name
                 ),
             ));

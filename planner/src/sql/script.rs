@@ -187,14 +187,7 @@ fn parse_create_table(parser: &mut Parser) -> Result<TableStatement, ParserError
         } else if peek_word(parser, "PRIMARY") {
             parser.next_token();
             expect_word(parser, "KEY")?;
-            parser.expect_token(&Token::LParen)?;
-            loop {
-                table.primary_key.push(parse_name(parser)?);
-                if !parser.consume_token(&Token::Comma) {
-                    break;
-                }
-            }
-            parser.expect_token(&Token::RParen)?;
+            table.primary_key = parse_name_list(parser)?;
             if eat_word(parser, "NOT") {
                 expect_word(parser, "ENFORCED")?;
             }
@@ -210,14 +203,7 @@ fn parse_create_table(parser: &mut Parser) -> Result<TableStatement, ParserError
     skip_comment(parser)?;
     if eat_word(parser, "PARTITIONED") {
         expect_word(parser, "BY")?;
-        parser.expect_token(&Token::LParen)?;
-        loop {
-            table.partition_keys.push(parse_name(parser)?);
-            if !parser.consume_token(&Token::Comma) {
-                break;
-            }
-        }
-        parser.expect_token(&Token::RParen)?;
+        table.partition_keys = parse_name_list(parser)?;
     }
     if eat_word(parser, "WITH") {
         parser.expect_token(&Token::LParen)?;
@@ -369,6 +355,20 @@ fn fold_backquoted(mut token: TokenWithSpan) -> TokenWithSpan {
 fn parse_name(parser: &mut Parser) -> Result<String, ParserError> {
     let ident = parser.parse_identifier()?;
     Ok(normalize(&ident))
+}
+
+/// `(name, ...)`.
+fn parse_name_list(parser: &mut Parser) -> Result<Vec<String>, ParserError> {
+    parser.expect_token(&Token::LParen)?;
+    let mut names = Vec::new();
+    loop {
+        names.push(parse_name(parser)?);
+        if !parser.consume_token(&Token::Comma) {
+            break;
+        }
+    }
+    parser.expect_token(&Token::RParen)?;
+    Ok(names)
 }
 
 /// Normalizes an identifier the way the query binder does.
