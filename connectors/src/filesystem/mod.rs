@@ -8,6 +8,7 @@ mod sink;
 mod source;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
 use eddy_common::Result;
@@ -79,10 +80,10 @@ impl FilesystemConnector {
                 let default_name = options
                     .get("partition.default-name")
                     .unwrap_or(DEFAULT_PARTITION_NAME);
-                Some(
+                Some(Arc::new(
                     PartitionColumns::new(schema, partition_keys, default_name)
                         .map_err(|e| options.error(e))?,
-                )
+                ))
             }
         };
         let commit = partition_commit(&options, partition_keys)?;

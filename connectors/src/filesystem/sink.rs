@@ -57,7 +57,7 @@ pub struct FileSinkConfig {
     /// `'sink.delivery-guarantee'`; by default exactly once when the job checkpoints.
     pub guarantee: Option<DeliveryGuarantee>,
     /// `PARTITIONED BY`: rows go into partition directories.
-    pub partitions: Option<PartitionColumns>,
+    pub partitions: Option<Arc<PartitionColumns>>,
     /// How partitions are committed, if they are.
     pub commit: Option<PartitionCommit>,
 }

@@ -48,7 +48,7 @@ pub struct FileSourceConfig {
     /// The table's columns.
     pub schema: SchemaRef,
     /// `PARTITIONED BY`: the files hold the other columns; these come from their paths.
-    pub partitions: Option<PartitionColumns>,
+    pub partitions: Option<std::sync::Arc<PartitionColumns>>,
 }
 
 /// A byte range of one file: it owns the lines that start in `start..end`.
