@@ -12,6 +12,7 @@ mod formats;
 mod functions;
 mod golden;
 mod group_windows;
+mod interval_joins;
 mod joins;
 mod kafka;
 mod nexmark;

@@ -9,6 +9,12 @@
 //!
 //! Snapshots can be incremental: a snapshot of changes holds, per side, the rows removed
 //! and the rows added since the completed snapshot it extends.
+//!
+//! An interval join (the condition bounds `left.t - right.t` between two constants, `t`
+//! the inputs' event-time attributes, both inputs append-only) holds a row only while a
+//! row of the other side can still join it: the watermark removes it, as Flink's interval
+//! join does (a left row once `left.t - lower` has passed the watermark, a right row once
+//! `right.t + upper` has), and a row that arrives already past that is joined but not held.
 
 mod side;
 
@@ -52,6 +58,41 @@ pub struct JoinSpec {
     pub nulls_equal: bool,
     /// The joined rows: the left input's columns, then the right's.
     pub schema: SchemaRef,
+    /// An interval join's bounds: its rows expire with the watermark.
+    pub interval: Option<IntervalBounds>,
+}
+
+/// `right.t + lower <= left.t <= right.t + upper`, on the inputs' event-time attributes
+/// (milliseconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntervalBounds {
+    /// The left input's event-time column.
+    pub left_time: usize,
+    /// The right input's event-time column.
+    pub right_time: usize,
+    /// The least `left.t - right.t` that joins.
+    pub lower: i64,
+    /// The greatest `left.t - right.t` that joins.
+    pub upper: i64,
+}
+
+impl IntervalBounds {
+    /// The event-time column of input `input`'s rows.
+    fn time_column(&self, input: usize) -> usize {
+        match input {
+            0 => self.left_time,
+            _ => self.right_time,
+        }
+    }
+
+    /// How far past a row's time of input `input` the watermark may go before no row of
+    /// the other side can join it any more (`-lower` for a left row, `upper` for a right).
+    fn reach(&self, input: usize) -> i64 {
+        match input {
+            0 => -self.lower,
+            _ => self.upper,
+        }
+    }
 }
 
 /// A streaming inner join of one subtask; input 0 is the left side, input 1 the right.
@@ -66,6 +107,9 @@ pub struct StreamingJoin {
     nulls_equal: bool,
     schema: SchemaRef,
     max_parallelism: usize,
+    interval: Option<IntervalBounds>,
+    /// The watermark, for an interval join.
+    watermark: i64,
 }
 
 impl StreamingJoin {
@@ -89,6 +133,8 @@ impl StreamingJoin {
             nulls_equal: spec.nulls_equal,
             schema: spec.schema.clone(),
             max_parallelism,
+            interval: spec.interval,
+            watermark: i64::MIN,
         })
     }
 
@@ -163,10 +209,30 @@ impl StreamingJoin {
         }
 
         let epoch = self.epochs.current();
+        let times = match self.interval {
+            Some(interval) => Some((
+                event_times(chunk.rows().column(interval.time_column(input)))?,
+                interval.reach(input),
+            )),
+            None => None,
+        };
         for i in (0..chunk.num_rows()).filter(|i| is_valid(*i)) {
             let (key, row) = (keys.row(i), rows.row(i));
             match chunk.op(i).is_accumulate() {
-                true => this.insert(key.data(), row.data(), epoch),
+                true => match &times {
+                    None => {
+                        this.insert(key.data(), row.data(), epoch);
+                    }
+                    Some((times, reach)) => {
+                        // A row no future row of the other side can join is not held.
+                        let Some(time) = times.get(i).copied().flatten() else {
+                            continue;
+                        };
+                        if time.saturating_add(*reach) > self.watermark {
+                            this.insert_expiring(key.data(), row.data(), epoch, time);
+                        }
+                    }
+                },
                 false => {
                     // A retraction of a row this side never held takes nothing back.
                     this.retract(key.data(), row.data(), epoch);
@@ -188,9 +254,66 @@ impl StreamingJoin {
     }
 }
 
+/// Event times in milliseconds (NULL where the time is).
+fn event_times(column: &arrow::array::ArrayRef) -> Result<Vec<Option<i64>>> {
+    use arrow::datatypes::TimeUnit;
+    let millis = arrow::compute::cast(column, &DataType::Timestamp(TimeUnit::Millisecond, None))?;
+    let millis = arrow::compute::cast(&millis, &DataType::Int64)?;
+    Ok(millis
+        .as_primitive::<arrow::datatypes::Int64Type>()
+        .iter()
+        .collect())
+}
+
+impl StreamingJoin {
+    /// Removes the rows the watermark has put out of every other row's reach.
+    fn expire(&mut self) {
+        let Some(interval) = self.interval else {
+            return;
+        };
+        let epoch = self.epochs.current();
+        for (input, side) in self.sides.iter_mut().enumerate() {
+            // A row of time t is held while t + reach > watermark.
+            let bound = self.watermark.saturating_sub(interval.reach(input));
+            side.expire_through(bound, epoch);
+        }
+    }
+
+    /// Gives restored rows their event times, so that they expire.
+    fn time_restored_rows(&mut self) -> Result<()> {
+        let Some(interval) = self.interval else {
+            return Ok(());
+        };
+        for (input, side) in self.sides.iter_mut().enumerate() {
+            let entries = side.entries();
+            for batch in entries.chunks(4096) {
+                let parser = side.codec.parser();
+                let rows: Vec<_> = batch
+                    .iter()
+                    .map(|(_, id)| parser.parse(side.entry_row(*id)))
+                    .collect();
+                let columns = side.codec.convert_rows(rows)?;
+                let times = event_times(&columns[interval.time_column(input)])?;
+                for ((slot, id), time) in batch.iter().zip(times) {
+                    side.set_time(*slot, *id, time.unwrap_or(i64::MIN));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Operator for StreamingJoin {
     fn process(&mut self, chunk: Chunk, out: &mut Vec<Chunk>) -> Result<()> {
         self.join(0, chunk, out)
+    }
+
+    fn on_watermark(&mut self, watermark: i64, _out: &mut Vec<Chunk>) -> Result<()> {
+        if self.interval.is_some() && watermark > self.watermark {
+            self.watermark = watermark;
+            self.expire();
+        }
+        Ok(())
     }
 
     fn process_input(&mut self, input: usize, chunk: Chunk, out: &mut Vec<Chunk>) -> Result<()> {
@@ -255,7 +378,7 @@ impl Operator for StreamingJoin {
                 ));
             }
         }
-        Ok(())
+        self.time_restored_rows()
     }
 
     fn restored_from(&mut self, checkpoint: u64) {
@@ -308,8 +431,89 @@ mod tests {
             filter,
             nulls_equal,
             schema: joined,
+            interval: None,
         };
         StreamingJoin::new(&spec, 128).unwrap()
+    }
+
+    /// l(k, t) JOIN r(k, t) ON l.k = r.k, an interval join with `l.t - r.t` in [-10, 0].
+    fn interval_join() -> StreamingJoin {
+        let side = schema(&[
+            ("k", DataType::Int64),
+            (
+                "t",
+                DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, None),
+            ),
+        ]);
+        let joined = Arc::new(arrow::datatypes::Schema::new(
+            [side.fields().to_vec(), side.fields().to_vec()].concat(),
+        ));
+        let spec = JoinSpec {
+            left_keys: vec![Arc::new(Column::new("k", 0))],
+            right_keys: vec![Arc::new(Column::new("k", 0))],
+            key_types: vec![DataType::Int64],
+            left_schema: side.clone(),
+            right_schema: side,
+            filter: None,
+            nulls_equal: false,
+            schema: joined,
+            interval: Some(IntervalBounds {
+                left_time: 1,
+                right_time: 1,
+                lower: -10,
+                upper: 0,
+            }),
+        };
+        StreamingJoin::new(&spec, 128).unwrap()
+    }
+
+    fn timed(rows: &[(i64, i64)]) -> Chunk {
+        let k = Int64Array::from_iter_values(rows.iter().map(|r| r.0));
+        let t = arrow::array::TimestampMillisecondArray::from_iter_values(rows.iter().map(|r| r.1));
+        let names = [
+            ("k", DataType::Int64),
+            (
+                "t",
+                DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, None),
+            ),
+        ];
+        chunk(
+            &names,
+            vec![Arc::new(k), Arc::new(t)],
+            &vec![Op::Insert; rows.len()],
+        )
+    }
+
+    #[test]
+    fn an_interval_join_drops_rows_the_watermark_put_out_of_reach() {
+        let mut join = interval_join();
+        let mut out = Vec::new();
+        join.process_input(1, timed(&[(1, 100), (2, 120)]), &mut out)
+            .unwrap();
+        join.process_input(0, timed(&[(1, 95), (2, 111)]), &mut out)
+            .unwrap();
+        assert_eq!(out.iter().map(Chunk::num_rows).sum::<usize>(), 2);
+        assert_eq!(join.state_rows(), (2, 2));
+        // A right row at t joins left rows up to t: gone once the watermark passes t.
+        join.on_watermark(100, &mut out).unwrap();
+        assert_eq!(join.state_rows(), (2, 1));
+        // A left row at t joins right rows from t on... up to t + 10: kept until then.
+        join.on_watermark(106, &mut out).unwrap();
+        assert_eq!(join.state_rows(), (1, 1));
+        let snapshot = join.snapshot(&SnapshotRequest::full(1)).unwrap().bytes;
+        let mut restored = interval_join();
+        restored
+            .restore(&[&snapshot], &KeyScope::everything())
+            .unwrap();
+        assert_eq!(restored.state_rows(), (1, 1));
+        restored.on_watermark(121, &mut out).unwrap();
+        assert_eq!(restored.state_rows(), (0, 0), "restored rows expire too");
+        // A row already out of reach is joined with what is held but not held itself.
+        let mut late = Vec::new();
+        restored
+            .process_input(1, timed(&[(3, 50)]), &mut late)
+            .unwrap();
+        assert_eq!(restored.state_rows(), (0, 0));
     }
 
     fn chunk(names: &[(&str, DataType)], columns: Vec<ArrayRef>, ops: &[Op]) -> Chunk {

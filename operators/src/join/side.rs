@@ -4,6 +4,7 @@
 //! Each row carries the epoch it was added in and removed rows are remembered, so a
 //! snapshot can hold only the rows added and removed since an earlier one.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
@@ -60,6 +61,10 @@ pub(super) struct JoinSide {
     arena: Vec<u8>,
     /// Bytes of `arena` that belong to no row any more.
     garbage: usize,
+    /// With rows that expire (an interval join): each entry's event time, beside `entries`.
+    entry_times: Vec<i64>,
+    /// The key slots holding rows of each event time, to find expired rows without a scan.
+    expiry: BTreeMap<i64, Vec<u32>>,
 }
 
 impl JoinSide {
@@ -85,6 +90,8 @@ impl JoinSide {
             free_entries: Vec::new(),
             arena: Vec::new(),
             garbage: 0,
+            entry_times: Vec::new(),
+            expiry: BTreeMap::new(),
         })
     }
 
@@ -107,8 +114,112 @@ impl JoinSide {
         self.chain(self.index.find(self.index.hash(key), key))
     }
 
-    /// Adds one copy of `row` under `key`, in epoch `epoch`.
-    pub(super) fn insert(&mut self, key: &[u8], row: &[u8], epoch: u32) {
+    /// Adds one copy of `row` of event time `time` under `key`, in epoch `epoch`: it
+    /// expires with [`JoinSide::expire_through`].
+    pub(super) fn insert_expiring(&mut self, key: &[u8], row: &[u8], epoch: u32, time: i64) {
+        let (slot, id) = self.insert(key, row, epoch);
+        if self.entry_times.len() <= id as usize {
+            self.entry_times.resize(id as usize + 1, 0);
+        }
+        self.entry_times[id as usize] = time;
+        let slots = self.expiry.entry(time).or_default();
+        if slots.last() != Some(&slot) {
+            slots.push(slot);
+        }
+    }
+
+    /// Removes every row of event time `bound` or earlier (remembering the removals, in
+    /// epoch `epoch`); returns how many.
+    pub(super) fn expire_through(&mut self, bound: i64, epoch: u32) -> usize {
+        let mut expired = 0;
+        while let Some(entry) = self.expiry.first_entry() {
+            if *entry.key() > bound {
+                break;
+            }
+            for slot in entry.remove() {
+                expired += self.remove_expired(slot, bound, epoch);
+            }
+        }
+        expired
+    }
+
+    /// Removes the rows of `slot` of event time `bound` or earlier.
+    fn remove_expired(&mut self, slot: u32, bound: i64, epoch: u32) -> usize {
+        let Some(chain) = self.chains.get(slot as usize).copied() else {
+            return 0;
+        };
+        if chain.head == NONE {
+            return 0;
+        }
+        let key = self.index.key(slot).to_vec();
+        let (mut previous, mut current) = (NONE, chain.head);
+        let mut removed = 0;
+        while current != NONE {
+            let entry = self.entries[current as usize];
+            if self.entry_times[current as usize] > bound {
+                previous = current;
+                current = entry.next;
+                continue;
+            }
+            let born = self.entry_epochs[current as usize];
+            let row = self.row(entry).to_vec();
+            self.removals.push(epoch, born, &key, &row);
+            let chain = &mut self.chains[slot as usize];
+            match previous {
+                NONE => chain.head = entry.next,
+                previous => self.entries[previous as usize].next = entry.next,
+            }
+            if chain.tail == current {
+                chain.tail = previous;
+            }
+            self.free_entries.push(current);
+            self.garbage += entry.len as usize;
+            removed += 1;
+            current = entry.next;
+        }
+        if self.chains[slot as usize].head == NONE {
+            self.chains[slot as usize] = EMPTY;
+            self.index.remove(slot);
+            self.slots.release(slot);
+        }
+        if self.garbage > 1 << 20 && self.garbage > self.arena.len() / 2 {
+            self.compact();
+        }
+        removed
+    }
+
+    /// Every held row with its key slot and entry, to give restored rows their times.
+    pub(super) fn entries(&self) -> Vec<(u32, u32)> {
+        let mut out = Vec::with_capacity(self.len());
+        for (slot, chain) in self.chains.iter().enumerate() {
+            let mut next = chain.head;
+            while next != NONE {
+                out.push((slot as u32, next));
+                next = self.entries[next as usize].next;
+            }
+        }
+        out
+    }
+
+    /// The row of entry `id`.
+    pub(super) fn entry_row(&self, id: u32) -> &[u8] {
+        self.row(self.entries[id as usize])
+    }
+
+    /// Gives entry `id` (of `slot`) its event time, so that it expires.
+    pub(super) fn set_time(&mut self, slot: u32, id: u32, time: i64) {
+        if self.entry_times.len() <= id as usize {
+            self.entry_times.resize(id as usize + 1, 0);
+        }
+        self.entry_times[id as usize] = time;
+        let slots = self.expiry.entry(time).or_default();
+        if slots.last() != Some(&slot) {
+            slots.push(slot);
+        }
+    }
+
+    /// Adds one copy of `row` under `key`, in epoch `epoch`; returns its key slot and entry.
+    pub(super) fn insert(&mut self, key: &[u8], row: &[u8], epoch: u32) -> (u32, u32) {
         let hash = self.index.hash(key);
         let slot = match self.index.find(hash, key) {
             Some(slot) => slot,
@@ -147,6 +258,7 @@ impl JoinSide {
             tail => self.entries[tail as usize].next = id,
         }
         chain.tail = id;
+        (slot, id)
     }
 
     /// Takes one copy of `row` from `key` (the oldest), in epoch `epoch`; false when it is

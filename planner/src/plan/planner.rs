@@ -18,8 +18,9 @@ use eddy_operators::OrEddy;
 use eddy_operators::aggregate::{
     AggregateCall, AggregateKind, OutputColumn, WindowAggregateSpec, WindowColumns,
 };
-use eddy_operators::join::JoinSpec;
+use eddy_operators::join::{IntervalBounds, JoinSpec};
 
+mod interval;
 mod over;
 mod rank;
 
@@ -630,9 +631,19 @@ impl Planner {
             _ => Changelog::Retract,
         };
         let on: Vec<String> = join.on.iter().map(|(l, r)| format!("{l} = {r}")).collect();
-        let description = match &join.filter {
-            Some(filter) => format!("Join(inner, on: {}, where: {filter})", on.join(" AND ")),
-            None => format!("Join(inner, on: {})", on.join(" AND ")),
+        let interval = self.interval_of(join, &left, &right);
+        let description = match (&join.filter, interval) {
+            (Some(filter), Some(b)) => format!(
+                "IntervalJoin(inner, on: {}, where: {filter}; rows expire with the watermark: \
+                 left time - right time in [{}, {}] ms)",
+                on.join(" AND "),
+                b.lower,
+                b.upper
+            ),
+            (Some(filter), None) => {
+                format!("Join(inner, on: {}, where: {filter})", on.join(" AND "))
+            }
+            (None, _) => format!("Join(inner, on: {})", on.join(" AND ")),
         };
         let stream = Stream {
             vertex: target,
@@ -641,7 +652,8 @@ impl Planner {
             unique_key: None,
             window: None,
             window_end: None,
-            rowtime: None,
+            // An interval join's output keeps the left input's time attribute.
+            rowtime: interval.map(|b| b.left_time),
             proctime: None,
             processing_window: false,
         };
@@ -659,10 +671,39 @@ impl Planner {
                     filter,
                     nulls_equal: join.null_equality == NullEquality::NullEqualsNull,
                     schema: output_schema(&join.schema),
+                    interval,
                 }),
             },
         );
         Ok(stream)
+    }
+
+    /// The bounds of an interval join: both inputs append-only with event-time attributes
+    /// whose difference the condition bounds on both sides.
+    fn interval_of(
+        &self,
+        join: &datafusion_expr::Join,
+        left: &Stream,
+        right: &Stream,
+    ) -> Option<IntervalBounds> {
+        let append_only = [left, right]
+            .iter()
+            .all(|s| s.changelog == Changelog::AppendOnly);
+        let (left_time, right_time) = (left.rowtime?, right.rowtime?);
+        if !append_only {
+            return None;
+        }
+        let (lower, upper) = interval::interval_bounds(
+            join.filter.as_ref()?,
+            &Column::from(left.schema.qualified_field(left_time)),
+            &Column::from(right.schema.qualified_field(right_time)),
+        )?;
+        (lower <= upper).then_some(IntervalBounds {
+            left_time,
+            right_time,
+            lower,
+            upper,
+        })
     }
 
     fn plan_watermark(&mut self, node: &WatermarkAssigner) -> Result<Stream> {

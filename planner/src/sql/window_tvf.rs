@@ -6,7 +6,7 @@ use datafusion_common::{DFSchema, DataFusionError, ScalarValue, plan_err};
 use datafusion_expr::planner::{
     PlannedRelation, RelationPlanner, RelationPlannerContext, RelationPlanning,
 };
-use datafusion_expr::{Expr, Extension, LogicalPlan, LogicalPlanBuilder};
+use datafusion_expr::{Expr, Extension, LogicalPlan};
 use datafusion_sql::sqlparser::ast::{self, FunctionArg, FunctionArgExpr, FunctionArguments};
 
 use super::nodes::{WindowKind, WindowTvf};
@@ -129,9 +129,20 @@ fn plan_table_argument(
             return plan_err!("{name}: the first argument must be TABLE <name>, got {other}");
         }
     };
-    let table = context.object_name_to_table_reference(object_name)?;
-    let source = context.context_provider().get_table_source(table.clone())?;
-    LogicalPlanBuilder::scan(table, source, None)?.build()
+    // Planned as `FROM name` is, so that a WITH query's name resolves too.
+    let plan = context.plan(ast::TableFactor::Table {
+        name: object_name,
+        alias: None,
+        args: None,
+        with_hints: Vec::new(),
+        version: None,
+        with_ordinality: false,
+        partitions: Vec::new(),
+        json_path: None,
+        sample: None,
+        index_hints: Vec::new(),
+    })?;
+    Ok(plan)
 }
 
 fn descriptor_column(

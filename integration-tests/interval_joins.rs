@@ -1,0 +1,16 @@
+//! Interval joins (both inputs' event-time attributes bounding each other) over the Nexmark
+//! oracle data give Apache Flink's rows at parallelism 1 and 4, also when a window
+//! aggregate follows on the join's time attribute. The queries are in `interval_joins/`,
+//! Flink's answers in `nexmark/` (bench/flink/query_answers.py integration-tests/nexmark
+//! --queries integration-tests/interval_joins).
+
+use crate::flink_oracle::OracleDir;
+
+#[test]
+fn interval_joins_give_flinks_rows() {
+    OracleDir::with_queries("nexmark", "integration-tests/interval_joins").check_all(&[
+        "bids_in_auctions_first_seconds",
+        "sellers_new_auctions",
+        "windows_after_interval_join",
+    ]);
+}
