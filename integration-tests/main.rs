@@ -16,6 +16,7 @@ mod interval_joins;
 mod joins;
 mod kafka;
 mod nexmark;
+mod outer_joins;
 mod over;
 mod partitioned;
 mod postgres;

@@ -20,7 +20,7 @@ mod side;
 
 use std::sync::Arc;
 
-use arrow::array::{Array, AsArray, UInt32Array};
+use arrow::array::{Array, ArrayRef, AsArray, UInt32Array, new_null_array};
 use arrow::buffer::NullBuffer;
 use arrow::compute::take_record_batch;
 use arrow::datatypes::{DataType, SchemaRef};
@@ -36,8 +36,9 @@ use crate::partition::{KeyScope, key_groups};
 use crate::{Operator, evaluate};
 
 /// The join's snapshot format: 1 held each side's keys and rows; 2 puts the rows removed
-/// before them (a snapshot of changes since an earlier one).
-const SNAPSHOT_VERSION: u64 = 2;
+/// before them (a snapshot of changes since an earlier one); 3 gives each row of an outer
+/// join's preserved side its match count.
+const SNAPSHOT_VERSION: u64 = 3;
 
 /// What a join is, as planned.
 #[derive(Debug, Clone)]
@@ -60,6 +61,9 @@ pub struct JoinSpec {
     pub schema: SchemaRef,
     /// An interval join's bounds: its rows expire with the watermark.
     pub interval: Option<IntervalBounds>,
+    /// Which inputs an outer join preserves (`[true, false]`: a LEFT JOIN): their rows
+    /// that join nothing are emitted padded with NULLs.
+    pub outer: [bool; 2],
 }
 
 /// `right.t + lower <= left.t <= right.t + upper`, on the inputs' event-time attributes
@@ -110,6 +114,7 @@ pub struct StreamingJoin {
     interval: Option<IntervalBounds>,
     /// The watermark, for an interval join.
     watermark: i64,
+    outer: [bool; 2],
 }
 
 impl StreamingJoin {
@@ -135,6 +140,7 @@ impl StreamingJoin {
             max_parallelism,
             interval: spec.interval,
             watermark: i64::MIN,
+            outer: spec.outer,
         })
     }
 
@@ -145,17 +151,20 @@ impl StreamingJoin {
     }
 
     /// Joins `chunk`, from input `input`, with the other side's rows; then adds its rows
-    /// to (or retracts them from) its own side.
+    /// to (or retracts them from) its own side. In an outer join, a preserved side's row
+    /// that joins nothing is emitted padded with NULLs, and that padded row is taken back
+    /// when its first partner arrives (and emitted again when its last one leaves).
     fn join(&mut self, input: usize, chunk: Chunk, out: &mut Vec<Chunk>) -> Result<()> {
+        if input > 1 {
+            return Err(EddyError::Internal(format!(
+                "a join has two inputs, but rows came from input {input}"
+            )));
+        }
+        let (this_outer, other_outer) = (self.outer[input], self.outer[1 - input]);
         let [left, right] = &mut self.sides;
         let (this, other) = match input {
-            0 => (left, &*right),
-            1 => (right, &*left),
-            _ => {
-                return Err(EddyError::Internal(format!(
-                    "a join has two inputs, but rows came from input {input}"
-                )));
-            }
+            0 => (left, right),
+            _ => (right, left),
         };
         let key_arrays = this
             .keys
@@ -173,41 +182,60 @@ impl StreamingJoin {
         let keys = self.key_codec.convert_columns(&key_arrays)?;
         let rows = this.codec.convert_columns(chunk.rows().columns())?;
 
+        // Every pair of a row with a held row of its key, and whether the condition holds.
         let parser = other.codec.parser();
         let mut these: Vec<u32> = Vec::new();
+        let mut partners: Vec<u32> = Vec::new();
         let mut others = Vec::new();
         let mut ops: Vec<Op> = Vec::new();
         for i in (0..chunk.num_rows()).filter(|i| is_valid(*i)) {
             let op = chunk.op(i);
-            for row in other.matches(keys.row(i).data()) {
+            for (id, row) in other.matching(keys.row(i).data()) {
                 these.push(i as u32);
+                partners.push(id);
                 others.push(parser.parse(row));
                 ops.push(op);
             }
         }
-        if !these.is_empty() {
-            let indices = UInt32Array::from(these);
-            let this_columns = take_record_batch(chunk.rows(), &indices)?
-                .columns()
-                .to_vec();
-            let other_columns = other.codec.convert_rows(others)?;
-            let columns = match input {
-                0 => [this_columns, other_columns].concat(),
-                _ => [other_columns, this_columns].concat(),
-            };
-            let joined = Chunk::from_ops(RecordBatch::try_new(self.schema.clone(), columns)?, ops);
-            let joined = match &self.filter {
-                None => joined,
-                Some(filter) => {
-                    let keep = evaluate(filter, joined.rows())?;
-                    joined.filter(keep.as_boolean())?
+        // The joined pairs, and whether the rest of the condition holds for each.
+        let (joined, keep) = match these.is_empty() {
+            true => (None, None),
+            false => {
+                let indices = UInt32Array::from(these.clone());
+                let this_columns = take_record_batch(chunk.rows(), &indices)?
+                    .columns()
+                    .to_vec();
+                let other_columns = other.codec.convert_rows(others)?;
+                let columns = match input {
+                    0 => [this_columns, other_columns].concat(),
+                    _ => [other_columns, this_columns].concat(),
+                };
+                let joined = RecordBatch::try_new(self.schema.clone(), columns)?;
+                let keep = match &self.filter {
+                    None => None,
+                    Some(filter) => Some(evaluate(filter, &joined)?.as_boolean().clone()),
+                };
+                (Some(Chunk::from_ops(joined, ops)), keep)
+            }
+        };
+        let kept = |pair: usize| {
+            keep.as_ref()
+                .is_none_or(|k| k.is_valid(pair) && k.value(pair))
+        };
+        if !this_outer && !other_outer {
+            if let Some(joined) = &joined {
+                let joined = match &keep {
+                    None => joined.clone(),
+                    Some(keep) => joined.filter(keep)?,
+                };
+                if !joined.is_empty() {
+                    out.push(joined);
                 }
-            };
-            if !joined.is_empty() {
-                out.push(joined);
             }
         }
 
+        // Row by row, in order: what each row's change does to the padded rows, and the
+        // row held or taken back.
         let epoch = self.epochs.current();
         let times = match self.interval {
             Some(interval) => Some((
@@ -216,32 +244,195 @@ impl StreamingJoin {
             )),
             None => None,
         };
-        for i in (0..chunk.num_rows()).filter(|i| is_valid(*i)) {
-            let (key, row) = (keys.row(i), rows.row(i));
-            match chunk.op(i).is_accumulate() {
-                true => match &times {
-                    None => {
-                        this.insert(key.data(), row.data(), epoch);
-                    }
-                    Some((times, reach)) => {
-                        // A row no future row of the other side can join is not held.
-                        let Some(time) = times.get(i).copied().flatten() else {
-                            continue;
+        let mut emitted: Vec<Emitted> = Vec::new();
+        let mut pair = 0;
+        for i in 0..chunk.num_rows() {
+            let op = chunk.op(i);
+            let accumulate = op.is_accumulate();
+            let mut joins = 0u32;
+            while pair < these.len() && these[pair] as usize == i {
+                if kept(pair) {
+                    joins += 1;
+                    if this_outer || other_outer {
+                        let id = partners[pair];
+                        let before = other.match_count(id);
+                        let after = match accumulate {
+                            true => before + 1,
+                            false => before.saturating_sub(1),
                         };
-                        if time.saturating_add(*reach) > self.watermark {
-                            this.insert_expiring(key.data(), row.data(), epoch, time);
+                        if other_outer {
+                            other.set_match_count(id, after);
+                        }
+                        // A partner's padded row leaves with its first match and comes
+                        // back when its last one goes.
+                        if other_outer && before == 0 && after == 1 {
+                            emitted.push(Emitted::PartnerPadded(id, Op::Delete));
+                        }
+                        emitted.push(Emitted::Joined(pair));
+                        if other_outer && before == 1 && after == 0 {
+                            emitted.push(Emitted::PartnerPadded(id, Op::Insert));
                         }
                     }
-                },
-                false => {
-                    // A retraction of a row this side never held takes nothing back.
-                    this.retract(key.data(), row.data(), epoch);
+                }
+                pair += 1;
+            }
+            if !is_valid(i) {
+                // A NULL key joins nothing: in an outer join its padded row comes and goes.
+                if this_outer {
+                    emitted.push(Emitted::Padded(i, op));
+                }
+                continue;
+            }
+            let (key, row) = (keys.row(i), rows.row(i));
+            if !accumulate {
+                // A retraction of a row this side never held takes nothing back.
+                if let Some(0) = this.retract(key.data(), row.data(), epoch)
+                    && this_outer
+                {
+                    emitted.push(Emitted::Padded(i, op));
+                }
+                continue;
+            }
+            if this_outer && joins == 0 {
+                emitted.push(Emitted::Padded(i, op));
+            }
+            match &times {
+                None => {
+                    let (_, id) = this.insert(key.data(), row.data(), epoch);
+                    if this_outer {
+                        this.set_match_count(id, joins);
+                    }
+                }
+                Some((times, reach)) => {
+                    // A row no future row of the other side can join is not held.
+                    let Some(time) = times.get(i).copied().flatten() else {
+                        continue;
+                    };
+                    if time.saturating_add(*reach) > self.watermark {
+                        this.insert_expiring(key.data(), row.data(), epoch, time);
+                    }
                 }
             }
         }
+        if !emitted.is_empty() {
+            out.push(outer_output(
+                &self.schema,
+                input,
+                &chunk,
+                joined.as_ref(),
+                other,
+                &emitted,
+            )?);
+        }
         Ok(())
     }
+}
 
+/// One row an outer join emits for a chunk, in order.
+#[derive(Debug, Clone, Copy)]
+enum Emitted {
+    /// The joined pair at this index.
+    Joined(usize),
+    /// A row of the chunk, padded with NULLs, with this change.
+    Padded(usize, Op),
+    /// A held row of the other side (its entry), padded with NULLs, with this change.
+    PartnerPadded(u32, Op),
+}
+
+/// The rows an outer join emits for a chunk from input `input`, in the order `emitted`
+/// lists them: joined pairs, the chunk's rows padded, the other side's rows padded.
+fn outer_output(
+    schema: &SchemaRef,
+    input: usize,
+    chunk: &Chunk,
+    joined: Option<&Chunk>,
+    other: &JoinSide,
+    emitted: &[Emitted],
+) -> Result<Chunk> {
+    let this_width = chunk.rows().num_columns();
+    let width = schema.fields().len();
+    let nulls = |fields: std::ops::Range<usize>, n: usize| -> Vec<ArrayRef> {
+        fields
+            .map(|f| new_null_array(schema.field(f).data_type(), n))
+            .collect()
+    };
+    let (this_fields, other_fields) = match input {
+        0 => (0..this_width, this_width..width),
+        _ => (width - this_width..width, 0..width - this_width),
+    };
+    // The chunk's rows padded.
+    let padded: Vec<u32> = emitted
+        .iter()
+        .filter_map(|e| match e {
+            Emitted::Padded(i, _) => Some(*i as u32),
+            _ => None,
+        })
+        .collect();
+    let mut padded_columns = nulls(0..width, padded.len());
+    let taken = take_record_batch(chunk.rows(), &UInt32Array::from(padded.clone()))?;
+    for (f, column) in this_fields.clone().zip(taken.columns()) {
+        padded_columns[f] = column.clone();
+    }
+    // The other side's rows padded.
+    let partners: Vec<u32> = emitted
+        .iter()
+        .filter_map(|e| match e {
+            Emitted::PartnerPadded(id, _) => Some(*id),
+            _ => None,
+        })
+        .collect();
+    let mut partner_columns = nulls(0..width, partners.len());
+    if !partners.is_empty() {
+        let parser = other.codec.parser();
+        let rows: Vec<_> = partners
+            .iter()
+            .map(|id| parser.parse(other.entry_row(*id)))
+            .collect();
+        for (f, column) in other_fields.zip(other.codec.convert_rows(rows)?) {
+            partner_columns[f] = column;
+        }
+    }
+    let empty = nulls(0..width, 0);
+    let joined_columns = joined.map_or(&empty[..], |j| j.rows().columns());
+    // Interleave the three in order.
+    let (mut next_padded, mut next_partner) = (0, 0);
+    let mut order = Vec::with_capacity(emitted.len());
+    let mut ops = Vec::with_capacity(emitted.len());
+    for e in emitted {
+        match *e {
+            Emitted::Joined(pair) => {
+                order.push((0, pair));
+                ops.push(joined.map_or(Op::Insert, |j| j.op(pair)));
+            }
+            Emitted::Padded(_, op) => {
+                order.push((1, next_padded));
+                next_padded += 1;
+                ops.push(op);
+            }
+            Emitted::PartnerPadded(_, op) => {
+                order.push((2, next_partner));
+                next_partner += 1;
+                ops.push(op);
+            }
+        }
+    }
+    let columns = (0..width)
+        .map(|f| {
+            let sources: [&dyn Array; 3] = [
+                joined_columns[f].as_ref(),
+                padded_columns[f].as_ref(),
+                partner_columns[f].as_ref(),
+            ];
+            Ok(arrow::compute::interleave(&sources, &order)?)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Chunk::from_ops(
+        RecordBatch::try_new(schema.clone(), columns)?,
+        ops,
+    ))
+}
+
+impl StreamingJoin {
     /// The key groups of `keys`.
     fn key_groups_of(&self, keys: &[(u32, &[u8])]) -> Result<Vec<usize>> {
         let parser = self.key_codec.parser();
@@ -329,21 +520,27 @@ impl Operator for StreamingJoin {
                 side.forget_removals_through(settled);
             }
         }
+        // An outer join's match counts change on old rows too: its snapshots are whole.
+        let outer = self.outer.contains(&true);
+        let changes_after = scope.changes_after.filter(|_| !outer);
         let mut rows = 0;
-        for side in &self.sides {
-            let keys: Vec<(u32, &[u8])> = side.keys(scope.changes_after).collect();
+        for (input, side) in self.sides.iter().enumerate() {
+            let keys: Vec<(u32, &[u8])> = side.keys(changes_after).collect();
             let groups = self.key_groups_of(&keys)?;
-            side.save_removals(scope.changes_after, &mut out);
+            side.save_removals(changes_after, &mut out);
             out.u64(keys.len() as u64);
             for ((slot, _), key_group) in keys.iter().zip(groups) {
-                rows += side.save(*slot, key_group, scope.changes_after, &mut out);
+                rows += side.save(*slot, key_group, changes_after, self.outer[input], &mut out);
             }
         }
         let bytes = out.finish();
         if rows > 0 {
             self.snapshot_bytes_per_row = bytes.len() as f64 / rows as f64;
         }
-        Ok(scope.state(bytes))
+        Ok(match outer {
+            true => OperatorState::full(bytes),
+            false => scope.state(bytes),
+        })
     }
 
     fn full_snapshot_estimate(&self) -> u64 {
@@ -364,12 +561,15 @@ impl Operator for StreamingJoin {
                 )));
             }
             input.compact();
-            for side in &mut self.sides {
+            for (index, side) in self.sides.iter_mut().enumerate() {
                 if version >= 2 {
                     side.load_removals(&mut input)?;
                 }
+                let with_counts = version >= 3 && self.outer[index];
                 for _ in 0..input.count(3)? {
-                    side.load(&mut input, epoch, |key_group| scope.owns(key_group))?;
+                    side.load(&mut input, epoch, with_counts, |key_group| {
+                        scope.owns(key_group)
+                    })?;
                 }
             }
             if !input.is_empty() {
@@ -432,6 +632,7 @@ mod tests {
             nulls_equal,
             schema: joined,
             interval: None,
+            outer: [false, false],
         };
         StreamingJoin::new(&spec, 128).unwrap()
     }
@@ -463,6 +664,7 @@ mod tests {
                 lower: -10,
                 upper: 0,
             }),
+            outer: [false, false],
         };
         StreamingJoin::new(&spec, 128).unwrap()
     }
@@ -545,14 +747,19 @@ mod tests {
                     .as_primitive::<arrow::datatypes::Int64Type>()
                     .value(i)
             };
+            let show = |c: usize, i: usize| match rows.column(c).is_null(i) {
+                true => "null".to_string(),
+                false if c == 3 => rows.column(3).as_string::<i32>().value(i).to_string(),
+                false => int(c, i).to_string(),
+            };
             for i in 0..chunk.num_rows() {
                 lines.push(format!(
                     "{} {} {} {} {}",
                     chunk.op(i).short_name(),
-                    int(0, i),
-                    int(1, i),
-                    int(2, i),
-                    rows.column(3).as_string::<i32>().value(i)
+                    show(0, i),
+                    show(1, i),
+                    show(2, i),
+                    show(3, i)
                 ));
             }
         }
@@ -566,6 +773,76 @@ mod tests {
     }
 
     use Op::{Delete, Insert, UpdateAfter, UpdateBefore};
+
+    /// [`join`] without a condition, preserving the inputs `outer` says.
+    fn outer_join(outer: [bool; 2]) -> StreamingJoin {
+        let mut j = join(false, false);
+        j.outer = outer;
+        j
+    }
+
+    #[test]
+    fn a_left_join_pads_until_a_partner_comes_and_after_the_last_leaves() {
+        let mut j = outer_join([true, false]);
+        assert_eq!(
+            run(&mut j, 0, bids(&[(Some(1), 5), (None, 6)], &[Insert; 2])),
+            ["+I 1 5 null null", "+I null 6 null null"]
+        );
+        assert_eq!(
+            run(&mut j, 1, auctions(&[(1, "a"), (1, "b")], &[Insert; 2])),
+            ["-D 1 5 null null", "+I 1 5 1 a", "+I 1 5 1 b"]
+        );
+        // An update of one partner in one chunk: the pair goes and comes back, and the
+        // padded row never shows while another partner remains.
+        assert_eq!(
+            run(
+                &mut j,
+                1,
+                auctions(&[(1, "a"), (1, "a2")], &[UpdateBefore, UpdateAfter])
+            ),
+            ["-U 1 5 1 a", "+U 1 5 1 a2"]
+        );
+        assert_eq!(
+            run(
+                &mut j,
+                1,
+                auctions(&[(1, "b"), (1, "a2")], &[Delete, Delete])
+            ),
+            ["-D 1 5 1 b", "-D 1 5 1 a2", "+I 1 5 null null"]
+        );
+        assert_eq!(
+            run(&mut j, 0, bids(&[(Some(1), 5)], &[Delete])),
+            ["-D 1 5 null null"]
+        );
+        assert_eq!(j.state_rows(), (0, 0));
+    }
+
+    #[test]
+    fn a_full_join_pads_both_sides_and_its_counts_survive_a_restore() {
+        let mut j = outer_join([true, true]);
+        assert_eq!(
+            run(&mut j, 1, auctions(&[(2, "x")], &[Insert])),
+            ["+I null null 2 x"]
+        );
+        assert_eq!(
+            run(&mut j, 0, bids(&[(Some(2), 1), (Some(3), 4)], &[Insert; 2])),
+            ["-D null null 2 x", "+I 2 1 2 x", "+I 3 4 null null"]
+        );
+        let snapshot = j.snapshot(&SnapshotRequest::full(1)).unwrap();
+        assert_eq!(snapshot.kind, eddy_common::state::StateKind::Full);
+        let mut restored = outer_join([true, true]);
+        restored
+            .restore(&[&snapshot.bytes], &KeyScope::everything())
+            .unwrap();
+        assert_eq!(
+            run(&mut restored, 0, bids(&[(Some(2), 1)], &[Delete])),
+            ["-D 2 1 2 x", "+I null null 2 x"]
+        );
+        assert_eq!(
+            run(&mut restored, 1, auctions(&[(3, "y")], &[Insert])),
+            ["-D 3 4 null null", "+I 3 4 3 y"]
+        );
+    }
 
     #[test]
     fn rows_meet_whichever_side_comes_first() {

@@ -61,6 +61,9 @@ pub(super) struct JoinSide {
     arena: Vec<u8>,
     /// Bytes of `arena` that belong to no row any more.
     garbage: usize,
+    /// For the preserved side of an outer join: how many rows of the other side each entry
+    /// joins, beside `entries` (at 0 its NULL-padded row is out).
+    match_counts: Vec<u32>,
     /// With rows that expire (an interval join): each entry's event time, beside `entries`.
     entry_times: Vec<i64>,
     /// The key slots holding rows of each event time, to find expired rows without a scan.
@@ -90,28 +93,39 @@ impl JoinSide {
             free_entries: Vec::new(),
             arena: Vec::new(),
             garbage: 0,
+            match_counts: Vec::new(),
             entry_times: Vec::new(),
             expiry: BTreeMap::new(),
         })
     }
 
-    fn row(&self, entry: RowEntry) -> &[u8] {
-        &self.arena[entry.start..entry.start + entry.len as usize]
-    }
-
-    /// The rows of `slot`'s key, oldest first.
-    fn chain(&self, slot: Option<u32>) -> impl Iterator<Item = &[u8]> {
+    /// The rows held for `key` with their entries, oldest first.
+    pub(super) fn matching(&self, key: &[u8]) -> impl Iterator<Item = (u32, &[u8])> {
+        let slot = self.index.find(self.index.hash(key), key);
         let mut next = slot.map_or(NONE, |s| self.chains[s as usize].head);
         std::iter::from_fn(move || {
-            let entry = *self.entries.get(next as usize)?;
+            let id = next;
+            let entry = *self.entries.get(id as usize)?;
             next = entry.next;
-            Some(self.row(entry))
+            Some((id, self.row(entry)))
         })
     }
 
-    /// The rows held for `key` (row-encoded), oldest first.
-    pub(super) fn matches(&self, key: &[u8]) -> impl Iterator<Item = &[u8]> {
-        self.chain(self.index.find(self.index.hash(key), key))
+    /// How many rows of the other side entry `id` joins.
+    pub(super) fn match_count(&self, id: u32) -> u32 {
+        self.match_counts.get(id as usize).copied().unwrap_or(0)
+    }
+
+    /// Sets how many rows of the other side entry `id` joins.
+    pub(super) fn set_match_count(&mut self, id: u32, count: u32) {
+        if self.match_counts.len() <= id as usize {
+            self.match_counts.resize(id as usize + 1, 0);
+        }
+        self.match_counts[id as usize] = count;
+    }
+
+    fn row(&self, entry: RowEntry) -> &[u8] {
+        &self.arena[entry.start..entry.start + entry.len as usize]
     }
 
     /// Adds one copy of `row` of event time `time` under `key`, in epoch `epoch`: it
@@ -252,6 +266,9 @@ impl JoinSide {
                 (self.entries.len() - 1) as u32
             }
         };
+        if let Some(count) = self.match_counts.get_mut(id as usize) {
+            *count = 0;
+        }
         let chain = &mut self.chains[slot as usize];
         match chain.tail {
             NONE => chain.head = id,
@@ -263,17 +280,17 @@ impl JoinSide {
 
     /// Takes one copy of `row` from `key` (the oldest), in epoch `epoch`; false when it is
     /// not held (a retraction of a row never seen, which takes nothing back).
-    pub(super) fn retract(&mut self, key: &[u8], row: &[u8], epoch: u32) -> bool {
-        let Some(born) = self.take(key, row) else {
-            return false;
-        };
+    /// Returns how many rows of the other side the row joined (`None`: not held).
+    pub(super) fn retract(&mut self, key: &[u8], row: &[u8], epoch: u32) -> Option<u32> {
+        let (born, count) = self.take(key, row)?;
         self.removals.push(epoch, born, key, row);
-        true
+        Some(count)
     }
 
     /// Takes one copy of `row` from `key` (the oldest) without remembering the removal;
-    /// returns the epoch the row was added in, or `None` when it is not held.
-    fn take(&mut self, key: &[u8], row: &[u8]) -> Option<u32> {
+    /// returns the epoch the row was added in and its match count, or `None` when it is
+    /// not held.
+    fn take(&mut self, key: &[u8], row: &[u8]) -> Option<(u32, u32)> {
         let slot = self.index.find(self.index.hash(key), key)?;
         let (mut previous, mut current) = (NONE, self.chains[slot as usize].head);
         while current != NONE && self.row(self.entries[current as usize]) != row {
@@ -287,6 +304,8 @@ impl JoinSide {
             self.entries[current as usize],
             self.entry_epochs[current as usize],
         );
+        let count = self.match_count(current);
+        self.set_match_count(current, 0);
         let chain = &mut self.chains[slot as usize];
         match previous {
             NONE => chain.head = entry.next,
@@ -305,7 +324,7 @@ impl JoinSide {
         if self.garbage > 1 << 20 && self.garbage > self.arena.len() / 2 {
             self.compact();
         }
-        Some(born)
+        Some((born, count))
     }
 
     /// Copies the held rows into a new arena, leaving the retracted ones behind.
@@ -362,12 +381,14 @@ impl JoinSide {
     }
 
     /// Writes `slot`'s key, its key group and its rows (with `added_after`, those added
-    /// after that epoch); returns the number of rows written.
+    /// after that epoch), each with its match count `with_counts`; returns the number of
+    /// rows written.
     pub(super) fn save(
         &self,
         slot: u32,
         key_group: usize,
         added_after: Option<u32>,
+        with_counts: bool,
         out: &mut StateWriter,
     ) -> u64 {
         let mut next = self.chains[slot as usize].head;
@@ -390,17 +411,21 @@ impl JoinSide {
         while next != NONE {
             let entry = self.entries[next as usize];
             out.bytes(self.row(entry));
+            if with_counts {
+                out.u64(self.match_count(next) as u64);
+            }
             next = entry.next;
         }
         count
     }
 
-    /// Reads one key written by [`JoinSide::save`] and adds its rows (in epoch `epoch`)
-    /// when `keep` says its key group is this subtask's.
+    /// Reads one key written by [`JoinSide::save`] (`with_counts` as it was written) and
+    /// adds its rows (in epoch `epoch`) when `keep` says its key group is this subtask's.
     pub(super) fn load(
         &mut self,
         input: &mut StateReader<'_>,
         epoch: u32,
+        with_counts: bool,
         keep: impl Fn(usize) -> bool,
     ) -> Result<()> {
         let key = input.bytes()?;
@@ -408,8 +433,15 @@ impl JoinSide {
         let keep = keep(key_group);
         for _ in 0..input.count(1)? {
             let row = input.bytes()?;
+            let count = match with_counts {
+                true => input.u64()? as u32,
+                false => 0,
+            };
             if keep {
-                self.insert(key, row, epoch);
+                let (_, id) = self.insert(key, row, epoch);
+                if with_counts {
+                    self.set_match_count(id, count);
+                }
             }
         }
         Ok(())
@@ -420,6 +452,13 @@ impl JoinSide {
 mod tests {
     use super::*;
     use arrow::datatypes::{DataType, Field, Schema};
+
+    impl JoinSide {
+        /// The rows held for `key`, oldest first.
+        pub(in crate::join) fn matches(&self, key: &[u8]) -> impl Iterator<Item = &[u8]> {
+            self.matching(key).map(|(_, row)| row)
+        }
+    }
 
     fn side() -> JoinSide {
         let schema = Arc::new(Schema::new(vec![Field::new("a", DataType::Int64, true)]));
@@ -438,11 +477,11 @@ mod tests {
             side.matches(b"k1").collect::<Vec<_>>(),
             [b"r1", b"r1", b"r2"]
         );
-        assert!(side.retract(b"k1", b"r1", 1));
+        assert!(side.retract(b"k1", b"r1", 1).is_some());
         assert_eq!(side.matches(b"k1").collect::<Vec<_>>(), [b"r1", b"r2"]);
-        assert!(!side.retract(b"k1", b"r9", 1), "never held");
-        assert!(!side.retract(b"k9", b"r1", 1), "unknown key");
-        assert!(side.retract(b"k2", b"r3", 1));
+        assert!(side.retract(b"k1", b"r9", 1).is_none(), "never held");
+        assert!(side.retract(b"k9", b"r1", 1).is_none(), "unknown key");
+        assert!(side.retract(b"k2", b"r3", 1).is_some());
         assert_eq!(side.matches(b"k2").count(), 0);
         assert_eq!(side.keys(None).count(), 1, "an emptied key is freed");
         assert_eq!(side.len(), 2);
@@ -461,7 +500,7 @@ mod tests {
         let full = side.arena.len();
         for k in 0..50_000 {
             for i in 1..4 {
-                assert!(side.retract(&key(k), &row(k, i), 1));
+                assert!(side.retract(&key(k), &row(k, i), 1).is_some());
             }
         }
         assert!(

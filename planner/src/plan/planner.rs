@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use arrow::datatypes::{Field, Schema, SchemaRef};
+use datafusion_common::tree_node::TreeNode;
 use datafusion_common::{Column, DFSchema, DFSchemaRef, NullEquality};
 use datafusion_expr::binary::comparison_coercion;
 use datafusion_expr::execution_props::ExecutionProps;
@@ -139,6 +140,18 @@ fn strip_alias(expr: &Expr) -> &Expr {
 
 impl Planner {
     fn physical(&self, expr: &Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
+        let subquery = expr.exists(|e| {
+            Ok(matches!(
+                e,
+                Expr::InSubquery(_) | Expr::Exists(_) | Expr::ScalarSubquery(_)
+            ))
+        });
+        if subquery.unwrap_or(false) {
+            return Err(unsupported(
+                "a subquery in an expression (IN (SELECT ...), EXISTS, or a scalar subquery): \
+                 semi and anti joins are not supported yet",
+            ));
+        }
         create_physical_expr(
             expr,
             schema,
@@ -557,12 +570,18 @@ impl Planner {
     /// A regular inner equi-join: both inputs are hash-partitioned by the join key into a
     /// new vertex whose first operator joins them.
     fn plan_join(&mut self, join: &datafusion_expr::Join) -> Result<Stream> {
-        if join.join_type != JoinType::Inner {
-            return Err(unsupported(format!(
-                "{} joins (inner equi-joins are supported: JOIN ... ON a.key = b.key)",
-                join.join_type
-            )));
-        }
+        let outer = match join.join_type {
+            JoinType::Inner => [false, false],
+            JoinType::Left => [true, false],
+            JoinType::Right => [false, true],
+            JoinType::Full => [true, true],
+            other => {
+                return Err(unsupported(format!(
+                    "{other} joins (inner and outer equi-joins are supported: [LEFT | RIGHT | \
+                     FULL] JOIN ... ON a.key = b.key)"
+                )));
+            }
+        };
         if join.on.is_empty() {
             return Err(unsupported(
                 "a join without an equality between its two sides: a streaming join pairs rows \
@@ -625,25 +644,30 @@ impl Planner {
             });
         }
         // A joined row is taken back by a retraction of a row that made it, so an updating
-        // input makes a retract stream (an upsert key would not identify joined rows).
-        let changelog = match (left.changelog, right.changelog) {
-            (Changelog::AppendOnly, Changelog::AppendOnly) => Changelog::AppendOnly,
+        // input makes a retract stream (an upsert key would not identify joined rows); so
+        // does an outer join, whose padded rows leave when a partner arrives.
+        let changelog = match (left.changelog, right.changelog, outer) {
+            (Changelog::AppendOnly, Changelog::AppendOnly, [false, false]) => Changelog::AppendOnly,
             _ => Changelog::Retract,
         };
         let on: Vec<String> = join.on.iter().map(|(l, r)| format!("{l} = {r}")).collect();
-        let interval = self.interval_of(join, &left, &right);
+        let interval = match outer {
+            [false, false] => self.interval_of(join, &left, &right),
+            _ => None,
+        };
+        let kind = join.join_type.to_string().to_ascii_lowercase();
         let description = match (&join.filter, interval) {
             (Some(filter), Some(b)) => format!(
-                "IntervalJoin(inner, on: {}, where: {filter}; rows expire with the watermark: \
+                "IntervalJoin({kind}, on: {}, where: {filter}; rows expire with the watermark: \
                  left time - right time in [{}, {}] ms)",
                 on.join(" AND "),
                 b.lower,
                 b.upper
             ),
             (Some(filter), None) => {
-                format!("Join(inner, on: {}, where: {filter})", on.join(" AND "))
+                format!("Join({kind}, on: {}, where: {filter})", on.join(" AND "))
             }
-            (None, _) => format!("Join(inner, on: {})", on.join(" AND ")),
+            (None, _) => format!("Join({kind}, on: {})", on.join(" AND ")),
         };
         let stream = Stream {
             vertex: target,
@@ -672,6 +696,7 @@ impl Planner {
                     nulls_equal: join.null_equality == NullEquality::NullEqualsNull,
                     schema: output_schema(&join.schema),
                     interval,
+                    outer,
                 }),
             },
         );
