@@ -222,15 +222,16 @@ impl StreamingJoin {
             keep.as_ref()
                 .is_none_or(|k| k.is_valid(pair) && k.value(pair))
         };
-        if !this_outer && !other_outer {
-            if let Some(joined) = &joined {
-                let joined = match &keep {
-                    None => joined.clone(),
-                    Some(keep) => joined.filter(keep)?,
-                };
-                if !joined.is_empty() {
-                    out.push(joined);
-                }
+        if !this_outer
+            && !other_outer
+            && let Some(joined) = &joined
+        {
+            let joined = match &keep {
+                None => joined.clone(),
+                Some(keep) => joined.filter(keep)?,
+            };
+            if !joined.is_empty() {
+                out.push(joined);
             }
         }
 
