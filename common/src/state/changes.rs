@@ -171,6 +171,11 @@ impl Removals {
     /// by `e` (what was born later is in no snapshot it extends); `born` 0 keeps it in
     /// every such snapshot.
     pub fn push(&mut self, epoch: u32, born: u32, key: &[u8], value: &[u8]) {
+        if born >= epoch {
+            // Born in the epoch it is removed in: no snapshot holds it, none must remove
+            // it (a job that never checkpoints stays in its first epoch and keeps none).
+            return;
+        }
         self.bytes.extend_from_slice(key);
         self.bytes.extend_from_slice(value);
         self.entries.push_back(Removal {

@@ -638,7 +638,7 @@ mod tests {
         StreamingJoin::new(&spec, 128).unwrap()
     }
 
-    /// l(k, t) JOIN r(k, t) ON l.k = r.k, an interval join with `l.t - r.t` in [-10, 0].
+    /// l(k, t) JOIN r(k, t) ON l.k = r.k, an interval join with `l.t - r.t` in [-10 s, 0].
     fn interval_join() -> StreamingJoin {
         let side = schema(&[
             ("k", DataType::Int64),
@@ -662,7 +662,7 @@ mod tests {
             interval: Some(IntervalBounds {
                 left_time: 1,
                 right_time: 1,
-                lower: -10,
+                lower: -10_000,
                 upper: 0,
             }),
             outer: [false, false],
@@ -691,17 +691,22 @@ mod tests {
     fn an_interval_join_drops_rows_the_watermark_put_out_of_reach() {
         let mut join = interval_join();
         let mut out = Vec::new();
-        join.process_input(1, timed(&[(1, 100), (2, 120)]), &mut out)
+        join.process_input(1, timed(&[(1, 100_000), (2, 120_000)]), &mut out)
             .unwrap();
-        join.process_input(0, timed(&[(1, 95), (2, 111)]), &mut out)
+        join.process_input(0, timed(&[(1, 95_000), (2, 111_000)]), &mut out)
             .unwrap();
         assert_eq!(out.iter().map(Chunk::num_rows).sum::<usize>(), 2);
         assert_eq!(join.state_rows(), (2, 2));
-        // A right row at t joins left rows up to t: gone once the watermark passes t.
-        join.on_watermark(100, &mut out).unwrap();
+        // A right row at t joins left rows up to t: gone once the watermark passes t (and
+        // the rest of its second).
+        join.on_watermark(100_998, &mut out).unwrap();
+        assert_eq!(join.state_rows(), (2, 2));
+        join.on_watermark(100_999, &mut out).unwrap();
         assert_eq!(join.state_rows(), (2, 1));
-        // A left row at t joins right rows from t on... up to t + 10: kept until then.
-        join.on_watermark(106, &mut out).unwrap();
+        // A left row at t joins right rows up to t + 10 s: kept until then.
+        join.on_watermark(105_998, &mut out).unwrap();
+        assert_eq!(join.state_rows(), (2, 1));
+        join.on_watermark(105_999, &mut out).unwrap();
         assert_eq!(join.state_rows(), (1, 1));
         let snapshot = join.snapshot(&SnapshotRequest::full(1)).unwrap().bytes;
         let mut restored = interval_join();
@@ -709,12 +714,12 @@ mod tests {
             .restore(&[&snapshot], &KeyScope::everything())
             .unwrap();
         assert_eq!(restored.state_rows(), (1, 1));
-        restored.on_watermark(121, &mut out).unwrap();
+        restored.on_watermark(122_000, &mut out).unwrap();
         assert_eq!(restored.state_rows(), (0, 0), "restored rows expire too");
         // A row already out of reach is joined with what is held but not held itself.
         let mut late = Vec::new();
         restored
-            .process_input(1, timed(&[(3, 50)]), &mut late)
+            .process_input(1, timed(&[(3, 50_000)]), &mut late)
             .unwrap();
         assert_eq!(restored.state_rows(), (0, 0));
     }

@@ -15,6 +15,10 @@ use eddy_common::state::{Removals, StateReader, StateWriter};
 
 use crate::group_keys::{GroupKeys, Slots};
 
+/// The span of event time, in milliseconds, whose rows the expiry index lists together: a
+/// row is dropped at most this much later than it could be.
+const EXPIRY_BUCKET: i64 = 1000;
+
 /// No entry: the end of a chain.
 const NONE: u32 = u32::MAX;
 
@@ -66,7 +70,8 @@ pub(super) struct JoinSide {
     match_counts: Vec<u32>,
     /// With rows that expire (an interval join): each entry's event time, beside `entries`.
     entry_times: Vec<i64>,
-    /// The key slots holding rows of each event time, to find expired rows without a scan.
+    /// The key slots holding rows of each second of event time ([`EXPIRY_BUCKET`]), to
+    /// find expired rows without a scan.
     expiry: BTreeMap<i64, Vec<u32>>,
 }
 
@@ -132,14 +137,7 @@ impl JoinSide {
     /// expires with [`JoinSide::expire_through`].
     pub(super) fn insert_expiring(&mut self, key: &[u8], row: &[u8], epoch: u32, time: i64) {
         let (slot, id) = self.insert(key, row, epoch);
-        if self.entry_times.len() <= id as usize {
-            self.entry_times.resize(id as usize + 1, 0);
-        }
-        self.entry_times[id as usize] = time;
-        let slots = self.expiry.entry(time).or_default();
-        if slots.last() != Some(&slot) {
-            slots.push(slot);
-        }
+        self.set_time(slot, id, time);
     }
 
     /// Removes every row of event time `bound` or earlier (remembering the removals, in
@@ -147,7 +145,8 @@ impl JoinSide {
     pub(super) fn expire_through(&mut self, bound: i64, epoch: u32) -> usize {
         let mut expired = 0;
         while let Some(entry) = self.expiry.first_entry() {
-            if *entry.key() > bound {
+            // A bucket goes once all of its second is out of reach.
+            if (*entry.key() + 1).saturating_mul(EXPIRY_BUCKET) - 1 > bound {
                 break;
             }
             for slot in entry.remove() {
@@ -165,7 +164,6 @@ impl JoinSide {
         if chain.head == NONE {
             return 0;
         }
-        let key = self.index.key(slot).to_vec();
         let (mut previous, mut current) = (NONE, chain.head);
         let mut removed = 0;
         while current != NONE {
@@ -176,8 +174,8 @@ impl JoinSide {
                 continue;
             }
             let born = self.entry_epochs[current as usize];
-            let row = self.row(entry).to_vec();
-            self.removals.push(epoch, born, &key, &row);
+            let row = &self.arena[entry.start..entry.start + entry.len as usize];
+            self.removals.push(epoch, born, self.index.key(slot), row);
             let chain = &mut self.chains[slot as usize];
             match previous {
                 NONE => chain.head = entry.next,
@@ -226,7 +224,10 @@ impl JoinSide {
             self.entry_times.resize(id as usize + 1, 0);
         }
         self.entry_times[id as usize] = time;
-        let slots = self.expiry.entry(time).or_default();
+        let slots = self
+            .expiry
+            .entry(time.div_euclid(EXPIRY_BUCKET))
+            .or_default();
         if slots.last() != Some(&slot) {
             slots.push(slot);
         }
