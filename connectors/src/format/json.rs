@@ -1,7 +1,8 @@
 //! The JSON format (one object a line) with Flink's `json.timestamp-format.standard`:
 //! timestamps are written as SQL writes them (`2024-01-01 23:59:33.004`, the default) or
 //! as ISO 8601 (`2024-01-01T23:59:33.004`); both are read. A missing field is NULL, as
-//! Flink's `json.fail-on-missing-field` = `false` has it.
+//! Flink has it, or, with `json.fail-on-missing-field` = `true`, a malformed record (an
+//! explicit `null` is not missing).
 
 use arrow::datatypes::SchemaRef;
 use arrow::error::ArrowError;
@@ -12,7 +13,11 @@ use eddy_common::Result;
 use super::super::Options;
 
 /// The option keys of the JSON format.
-pub const JSON_KEYS: &[&str] = &["json.ignore-parse-errors", "json.timestamp-format.standard"];
+pub const JSON_KEYS: &[&str] = &[
+    "json.ignore-parse-errors",
+    "json.timestamp-format.standard",
+    "json.fail-on-missing-field",
+];
 
 /// How timestamps are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -28,6 +33,8 @@ pub enum TimestampStandard {
 #[derive(Debug, Clone, Default)]
 pub struct JsonFormat {
     timestamps: TimestampStandard,
+    /// `json.fail-on-missing-field`.
+    fail_on_missing_field: bool,
 }
 
 impl JsonFormat {
@@ -43,7 +50,10 @@ impl JsonFormat {
                 )));
             }
         };
-        Ok(JsonFormat { timestamps })
+        Ok(JsonFormat {
+            timestamps,
+            fail_on_missing_field: options.flag("json.fail-on-missing-field", false)?,
+        })
     }
 
     /// Decodes `bytes` (whole lines) into one batch of `rows` rows at most.
@@ -53,6 +63,9 @@ impl JsonFormat {
         bytes: &[u8],
         rows: usize,
     ) -> Result<Option<RecordBatch>, ArrowError> {
+        if self.fail_on_missing_field {
+            check_fields(schema, bytes)?;
+        }
         let mut decoder = arrow::json::ReaderBuilder::new(schema.clone())
             .with_batch_size(rows)
             .build_decoder()?;
@@ -73,6 +86,28 @@ impl JsonFormat {
         writer.finish()?;
         Ok(())
     }
+}
+
+/// Fails on the first line (object) that lacks one of `schema`'s fields.
+fn check_fields(schema: &SchemaRef, bytes: &[u8]) -> Result<(), ArrowError> {
+    for line in bytes.split(|b| *b == b'\n') {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let object: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(line)
+            .map_err(|e| ArrowError::JsonError(format!("not a JSON object: {e}")))?;
+        if let Some(field) = schema
+            .fields()
+            .iter()
+            .find(|f| !object.contains_key(f.name()))
+        {
+            return Err(ArrowError::JsonError(format!(
+                "field '{}' is missing ('json.fail-on-missing-field' = 'true')",
+                field.name()
+            )));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -110,6 +145,7 @@ mod tests {
         ] {
             let format = JsonFormat {
                 timestamps: standard,
+                ..JsonFormat::default()
             };
             let mut out = Vec::new();
             format.encode(&batch, &mut out).unwrap();
@@ -117,5 +153,28 @@ mod tests {
             let back = format.decode(&schema, text.as_bytes(), 4).unwrap().unwrap();
             assert_eq!(back, batch);
         }
+    }
+
+    #[test]
+    fn a_missing_field_is_null_or_with_the_option_an_error() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("a", DataType::Int64, true),
+            Field::new("b", DataType::Utf8, true),
+        ]));
+        let lines = b"{\"a\": 1, \"b\": null}\n{\"a\": 2}\n";
+        let lenient = JsonFormat::default();
+        let rows = lenient.decode(&schema, lines, 2).unwrap().unwrap();
+        assert_eq!(rows.num_rows(), 2);
+        assert_eq!(rows.column(1).null_count(), 2);
+        let strict = JsonFormat {
+            fail_on_missing_field: true,
+            ..JsonFormat::default()
+        };
+        let error = strict.decode(&schema, lines, 2).unwrap_err().to_string();
+        assert!(error.contains("field 'b' is missing"), "{error}");
+        assert!(
+            strict.decode(&schema, &lines[..20], 1).unwrap().is_some(),
+            "null is present"
+        );
     }
 }
