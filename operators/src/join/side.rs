@@ -176,27 +176,11 @@ impl JoinSide {
             let born = self.entry_epochs[current as usize];
             let row = &self.arena[entry.start..entry.start + entry.len as usize];
             self.removals.push(epoch, born, self.index.key(slot), row);
-            let chain = &mut self.chains[slot as usize];
-            match previous {
-                NONE => chain.head = entry.next,
-                previous => self.entries[previous as usize].next = entry.next,
-            }
-            if chain.tail == current {
-                chain.tail = previous;
-            }
-            self.free_entries.push(current);
-            self.garbage += entry.len as usize;
+            self.unlink(slot, previous, current);
             removed += 1;
             current = entry.next;
         }
-        if self.chains[slot as usize].head == NONE {
-            self.chains[slot as usize] = EMPTY;
-            self.index.remove(slot);
-            self.slots.release(slot);
-        }
-        if self.garbage > 1 << 20 && self.garbage > self.arena.len() / 2 {
-            self.compact();
-        }
+        self.tidy(slot);
         removed
     }
 
@@ -301,12 +285,18 @@ impl JoinSide {
         if current == NONE {
             return None;
         }
-        let (entry, born) = (
-            self.entries[current as usize],
-            self.entry_epochs[current as usize],
-        );
+        let born = self.entry_epochs[current as usize];
         let count = self.match_count(current);
         self.set_match_count(current, 0);
+        self.unlink(slot, previous, current);
+        self.tidy(slot);
+        Some((born, count))
+    }
+
+    /// Takes entry `current` (after `previous`; `NONE`: it is the head) out of `slot`'s
+    /// chain and frees it.
+    fn unlink(&mut self, slot: u32, previous: u32, current: u32) {
+        let entry = self.entries[current as usize];
         let chain = &mut self.chains[slot as usize];
         match previous {
             NONE => chain.head = entry.next,
@@ -315,17 +305,21 @@ impl JoinSide {
         if chain.tail == current {
             chain.tail = previous;
         }
-        if chain.head == NONE {
-            *chain = EMPTY;
+        self.free_entries.push(current);
+        self.garbage += entry.len as usize;
+    }
+
+    /// Releases `slot` once its chain is empty, and compacts the arena once it is mostly
+    /// garbage.
+    fn tidy(&mut self, slot: u32) {
+        if self.chains[slot as usize].head == NONE {
+            self.chains[slot as usize] = EMPTY;
             self.index.remove(slot);
             self.slots.release(slot);
         }
-        self.free_entries.push(current);
-        self.garbage += entry.len as usize;
         if self.garbage > 1 << 20 && self.garbage > self.arena.len() / 2 {
             self.compact();
         }
-        Some((born, count))
     }
 
     /// Copies the held rows into a new arena, leaving the retracted ones behind.
