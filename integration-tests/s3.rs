@@ -186,7 +186,8 @@ fn partitioned_tables_on_s3_round_trip() {
             "{partition}_SUCCESS in {keys:?}"
         );
         assert!(
-            keys.iter().any(|k| k.starts_with(&format!("{partition}part-"))),
+            keys.iter()
+                .any(|k| k.starts_with(&format!("{partition}part-"))),
             "a part file in {partition}: {keys:?}"
         );
     }
@@ -210,7 +211,12 @@ fn partitioned_tables_on_s3_round_trip() {
                 continue;
             }
             let k = k.map_or("null".to_string(), |k| k.to_string());
-            expected.push(row![format!("10:0{m}"), k, ids.len(), ids.iter().sum::<i64>()]);
+            expected.push(row![
+                format!("10:0{m}"),
+                k,
+                ids.len(),
+                ids.iter().sum::<i64>()
+            ]);
         }
     }
     assert_result_in(&scratch, &read, expected);
