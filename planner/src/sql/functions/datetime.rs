@@ -93,6 +93,21 @@ pub fn functions() -> Vec<Arc<ScalarUDF>> {
             Returns::Fixed(DataType::Utf8),
             from_unixtime,
         ),
+        FlinkFunction::udf(
+            "to_timestamp_ltz",
+            Signature::one_of(
+                vec![
+                    TypeSignature::Exact(vec![DataType::Int64]),
+                    TypeSignature::Exact(vec![DataType::Int64, DataType::Int64]),
+                ],
+                Volatility::Immutable,
+            ),
+            Returns::Fixed(DataType::Timestamp(
+                TimeUnit::Millisecond,
+                Some("UTC".into()),
+            )),
+            to_timestamp_ltz,
+        ),
     ];
     for (name, part) in PARTS {
         all.push(FlinkFunction::udf(
@@ -291,6 +306,51 @@ fn unix_timestamp(args: &[ArrayRef]) -> Result<ArrayRef> {
         })
         .collect();
     Ok(Arc::new(seconds))
+}
+
+/// `TO_TIMESTAMP_LTZ(epoch[, precision])`: epoch seconds (precision 0) or milliseconds
+/// (3, the default in Flink 2) as a `TIMESTAMP_LTZ(3)`; Flink knows no other precision.
+fn to_timestamp_ltz(args: &[ArrayRef]) -> Result<ArrayRef> {
+    let epoch = cast_with_options(&args[0], &DataType::Int64, &CastOptions::default())?;
+    let epoch = epoch
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .expect("cast to Int64");
+    let precision = match args.get(1) {
+        None => None,
+        Some(p) => Some(cast_with_options(
+            p,
+            &DataType::Int64,
+            &CastOptions::default(),
+        )?),
+    };
+    let precision = precision.as_ref().map(|p| {
+        p.as_any()
+            .downcast_ref::<Int64Array>()
+            .expect("cast to Int64")
+    });
+    let mut out = Vec::with_capacity(epoch.len());
+    for row in 0..epoch.len() {
+        let scale = match precision.map(|p| (!p.is_null(row)).then(|| p.value(row))) {
+            None => Some(3),
+            Some(p) => p,
+        };
+        let millis = match (epoch.is_null(row), scale) {
+            (true, _) | (_, None) => None,
+            (false, Some(0)) => epoch.value(row).checked_mul(1000),
+            (false, Some(3)) => Some(epoch.value(row)),
+            (false, Some(other)) => {
+                return exec_err!(
+                    "TO_TIMESTAMP_LTZ: precision {other} is not supported (0 for seconds, 3 for \
+                     milliseconds)"
+                );
+            }
+        };
+        out.push(millis);
+    }
+    Ok(Arc::new(
+        TimestampMillisecondArray::from(out).with_timezone("UTC"),
+    ))
 }
 
 /// `FROM_UNIXTIME(seconds[, pattern])`: the time as a string, by default
