@@ -5,6 +5,14 @@ use crate::chunk::Chunk;
 /// Event time in milliseconds since the epoch.
 pub type Timestamp = i64;
 
+/// The wall clock, in milliseconds since the epoch.
+pub fn wall_clock() -> Timestamp {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as Timestamp)
+        .unwrap_or(0)
+}
+
 /// One element of a stream between tasks. Control events never overtake data sent
 /// before them, since all travel in the same ordered channel.
 #[derive(Debug, Clone)]

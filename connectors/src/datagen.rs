@@ -220,7 +220,7 @@ impl DatagenReader {
             return Ok(Some(SourceEvent::SplitEnd(0)));
         }
         self.emitted += indices.len() as u64;
-        let now = now_millis();
+        let now = eddy_common::event::wall_clock();
         let mut columns = Vec::with_capacity(self.fields.len());
         for (i, (field, generator)) in self.schema.fields().iter().zip(&self.fields).enumerate() {
             let seed = self.seed ^ ((i as u64 + 1) << 48);
@@ -247,13 +247,6 @@ impl SourceReader for DatagenReader {
     fn restore(&mut self, positions: &[&[u8]]) -> Result<()> {
         self.progress.restore(positions)
     }
-}
-
-fn now_millis() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 fn generate(

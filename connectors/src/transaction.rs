@@ -134,10 +134,7 @@ pub struct AttemptToken {
 impl AttemptToken {
     /// The token of a writer of `attempt` starting now.
     pub fn new(attempt: u32) -> Self {
-        let started_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
+        let started_ms = eddy_common::event::wall_clock().max(0) as u64;
         AttemptToken {
             attempt: attempt.into(),
             started_ms,

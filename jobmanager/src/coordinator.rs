@@ -68,13 +68,6 @@ pub struct CheckpointCoordinator {
     requested: bool,
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 impl CheckpointCoordinator {
     /// A coordinator for a run of `tasks`, numbering checkpoints from `first_id` (after
     /// the last one of earlier runs). `None` when the job does not checkpoint.
@@ -119,7 +112,7 @@ impl CheckpointCoordinator {
         let savepoint = std::mem::take(&mut self.requested);
         let id = self.next_id;
         self.next_id += 1;
-        let triggered_at = now_ms();
+        let triggered_at = eddy_common::event::wall_clock();
         self.pending = Some(Pending {
             id,
             started: now,
@@ -188,7 +181,7 @@ impl CheckpointCoordinator {
         let pending = self.pending.take().expect("pending checkpoint");
         let metadata = CheckpointMetadata {
             checkpoint: pending.id,
-            completed_at_ms: now_ms(),
+            completed_at_ms: eddy_common::event::wall_clock(),
             vertex_parallelism: self.vertex_parallelism.clone(),
             tasks: pending.handles,
             end_of_input: pending.input_ended,

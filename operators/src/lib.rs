@@ -86,13 +86,31 @@ pub trait Operator: Send {
     }
 }
 
-/// The wall clock, in milliseconds since the epoch.
-pub fn wall_clock() -> Timestamp {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as Timestamp)
-        .unwrap_or(0)
+/// An encoder of whole rows of `schema` (every column, in order) into the row format state
+/// holds rows in.
+pub(crate) fn row_codec(schema: &arrow::datatypes::SchemaRef) -> Result<arrow::row::RowConverter> {
+    let fields = schema
+        .fields()
+        .iter()
+        .map(|f| arrow::row::SortField::new(f.data_type().clone()))
+        .collect();
+    Ok(arrow::row::RowConverter::new(fields)?)
 }
+
+/// A time column (a timestamp of any unit, or a number of milliseconds) as milliseconds
+/// since the epoch.
+pub(crate) fn epoch_millis(times: &dyn arrow::array::Array) -> Result<arrow::array::Int64Array> {
+    use arrow::datatypes::{DataType, TimeUnit};
+    let times = arrow::compute::cast(times, &DataType::Timestamp(TimeUnit::Millisecond, None))?;
+    let times = arrow::compute::cast(&times, &DataType::Int64)?;
+    Ok(times
+        .as_any()
+        .downcast_ref::<arrow::array::Int64Array>()
+        .expect("cast to Int64")
+        .clone())
+}
+
+pub use eddy_common::event::wall_clock;
 
 /// A writer for a snapshot in format `version` (a single-version format), its header
 /// written.

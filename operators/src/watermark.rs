@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, Int64Array};
 use arrow::compute::{cast, max};
-use arrow::datatypes::{DataType, TimeUnit};
+use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use datafusion_expr::Operator;
 use datafusion_physical_expr::PhysicalExpr;
@@ -49,13 +49,8 @@ impl SplitWatermarks {
             None => rows.clone(),
         };
         let values = evaluate(&self.expr, &latest)?;
-        let millis = cast(&values, &DataType::Timestamp(TimeUnit::Millisecond, None))?;
-        let millis = cast(&millis, &DataType::Int64)?;
-        let millis = millis
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .expect("cast to Int64");
-        if let Some(m) = max(millis)
+        let millis = crate::epoch_millis(&values)?;
+        if let Some(m) = max(&millis)
             && let Some(Some(current)) = self.splits.get_mut(split)
             && m > *current
         {
@@ -120,7 +115,7 @@ fn latest_row(times: &dyn Array) -> Result<Option<usize>> {
 mod tests {
     use super::*;
     use arrow::array::{ArrayRef, TimestampMillisecondArray};
-    use arrow::datatypes::{Field, IntervalDayTime, Schema};
+    use arrow::datatypes::{Field, IntervalDayTime, Schema, TimeUnit};
     use datafusion_common::ScalarValue;
 
     fn batch(times: Vec<Option<i64>>) -> RecordBatch {

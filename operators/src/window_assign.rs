@@ -4,9 +4,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, Int64Array, TimestampMillisecondArray, UInt32Array};
-use arrow::compute::cast;
-use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
+use arrow::array::{ArrayRef, TimestampMillisecondArray, UInt32Array};
+use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use eddy_common::Result;
 use eddy_common::chunk::Chunk;
@@ -105,12 +104,7 @@ pub fn windows_of(kind: WindowKind, ts: i64, mut emit: impl FnMut(i64, i64)) {
 
 impl Operator for WindowAssign {
     fn process(&mut self, chunk: Chunk, out: &mut Vec<Chunk>) -> Result<()> {
-        let times = cast(
-            chunk.rows().column(self.time_column),
-            &DataType::Timestamp(TimeUnit::Millisecond, None),
-        )?;
-        let times = cast(&times, &DataType::Int64)?;
-        let times = times.as_any().downcast_ref::<Int64Array>().expect("Int64");
+        let times = crate::epoch_millis(chunk.rows().column(self.time_column))?;
         let mut indices = Vec::with_capacity(times.len());
         let mut starts = Vec::with_capacity(times.len());
         let mut ends = Vec::with_capacity(times.len());

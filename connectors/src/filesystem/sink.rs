@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use arrow::record_batch::RecordBatch;
 use eddy_common::chunk::Chunk;
-use eddy_common::event::{StreamEnd, Timestamp};
+use eddy_common::event::{StreamEnd, Timestamp, wall_clock};
 use eddy_common::metrics::OperatorMetrics;
 use eddy_common::object_storage::StorageLocation;
 use eddy_common::state::{StateReader, StateWriter};
@@ -141,7 +141,7 @@ impl PartWriter {
         match self.config.partitions.clone() {
             None => self.write_rows("", chunk.rows()).await?,
             Some(partitions) => {
-                let now = now_ms();
+                let now = wall_clock();
                 for (directory, rows) in partitions.split(chunk.rows())? {
                     self.write_rows(&directory, &rows).await?;
                     if self.config.commit.is_some() {
@@ -228,7 +228,9 @@ impl PartWriter {
         };
         let due = match all {
             true => self.pending.take_all(),
-            false => self.pending.take_due(commit, now_ms(), self.watermark)?,
+            false => self
+                .pending
+                .take_due(commit, wall_clock(), self.watermark)?,
         };
         due.iter()
             .map(|directory| {
@@ -252,14 +254,6 @@ impl PartWriter {
         }
         Ok(())
     }
-}
-
-/// Milliseconds since the epoch, now.
-fn now_ms() -> Timestamp {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as Timestamp)
-        .unwrap_or(0)
 }
 
 /// The directory of a partition (`k=v/k=v`, already escaped) under the table's path.

@@ -20,7 +20,7 @@ mod tasks;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use eddy_common::checkpoint::CheckpointStorage;
 use eddy_common::event::StopRequest;
@@ -105,13 +105,6 @@ pub struct JobManager {
     commits: tokio::sync::RwLock<()>,
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 impl JobManager {
     /// A JobManager without TaskManagers yet; with a job store, jobs survive its restart.
     pub fn new(config: JobManagerConfig, store: Option<JobStore>) -> Arc<Self> {
@@ -185,7 +178,7 @@ impl JobManager {
             graph,
             storage,
             restore_path,
-            now_ms(),
+            eddy_common::event::wall_clock(),
         ))
     }
 
@@ -210,7 +203,7 @@ impl JobManager {
     ) -> Result<String, JobManagerError> {
         let job_id = format!(
             "{:08x}{:08x}",
-            (now_ms() as u64) & 0xffff_ffff,
+            (eddy_common::event::wall_clock() as u64) & 0xffff_ffff,
             self.next_job.fetch_add(1, Ordering::Relaxed)
         );
         let record = self.record(&job_id, sql, options, graph, restore_path)?;

@@ -12,7 +12,7 @@ use eddy_common::ids::{ExecutionId, TaskKey};
 use eddy_proto::v1 as pb;
 
 use super::actions::Action;
-use super::{JobManager, State, now_ms};
+use super::{JobManager, State};
 use crate::coordinator::CheckpointCoordinator;
 use crate::gateway::Deployment;
 use crate::job::TaskRecord;
@@ -67,7 +67,7 @@ impl JobManager {
                 job.slots = slots;
                 job.transition(&job_id, Transition::Scheduled);
                 job.reason = String::new();
-                job.started_at_ms = now_ms();
+                job.started_at_ms = eddy_common::event::wall_clock();
                 let record = self.record_now(&job_id, job);
                 tracing::info!(job = %job_id, attempt = job.attempt, slots = job.slots.len(), restored_from = job.restore_from, "job deployed");
                 actions.push(Action::Start {

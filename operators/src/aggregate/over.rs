@@ -15,7 +15,7 @@ use arrow::array::{Array, ArrayRef, TimestampMillisecondArray};
 use arrow::compute::concat;
 use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
-use arrow::row::{RowConverter, SortField};
+use arrow::row::RowConverter;
 use datafusion_physical_expr::PhysicalExpr;
 use eddy_common::chunk::Chunk;
 use eddy_common::event::Timestamp;
@@ -106,13 +106,7 @@ impl OverAggregate {
         max_parallelism: usize,
     ) -> Result<Self> {
         let keys = PartitionKeys::new(spec.partition_keys.clone(), &spec.partition_types)?;
-        let row_codec = RowConverter::new(
-            spec.input_schema
-                .fields()
-                .iter()
-                .map(|f| SortField::new(f.data_type().clone()))
-                .collect(),
-        )?;
+        let row_codec = crate::row_codec(&spec.input_schema)?;
         Ok(OverAggregate {
             accumulators: Accumulators::new(spec.calls.clone())?,
             spec,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Int64Array, TimestampMillisecondArray};
 use arrow::compute::cast;
-use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
+use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use arrow::row::{RowConverter, SortField};
 use datafusion_physical_expr::PhysicalExpr;
@@ -345,13 +345,7 @@ fn aligned_id(buffer: &mut Vec<u8>, start: Timestamp, end: Timestamp, key: &[u8]
 }
 
 fn millis(array: &ArrayRef) -> Result<Int64Array> {
-    let ts = cast(array, &DataType::Timestamp(TimeUnit::Millisecond, None))?;
-    let values = cast(&ts, &DataType::Int64)?;
-    Ok(values
-        .as_any()
-        .downcast_ref::<Int64Array>()
-        .expect("Int64")
-        .clone())
+    crate::epoch_millis(array.as_ref())
 }
 
 impl Operator for WindowAggregate {
@@ -522,7 +516,7 @@ impl WindowAggregate {
 mod tests {
     use super::*;
     use crate::aggregate::AggregateKind;
-    use arrow::datatypes::{Field, Schema};
+    use arrow::datatypes::{Field, Schema, TimeUnit};
     use datafusion_physical_expr::expressions::Column;
 
     /// `COUNT(*)` per `k` in the windows given by each row's (start, end).

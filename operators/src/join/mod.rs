@@ -201,7 +201,7 @@ impl StreamingJoin {
         let (joined, keep) = match these.is_empty() {
             true => (None, None),
             false => {
-                let indices = UInt32Array::from(these.clone());
+                let indices = UInt32Array::from_iter_values(these.iter().copied());
                 let this_columns = take_record_batch(chunk.rows(), &indices)?
                     .columns()
                     .to_vec();
@@ -240,7 +240,7 @@ impl StreamingJoin {
         let epoch = self.epochs.current();
         let times = match self.interval {
             Some(interval) => Some((
-                event_times(chunk.rows().column(interval.time_column(input)))?,
+                crate::epoch_millis(chunk.rows().column(interval.time_column(input)))?,
                 interval.reach(input),
             )),
             None => None,
@@ -306,9 +306,10 @@ impl StreamingJoin {
                 }
                 Some((times, reach)) => {
                     // A row no future row of the other side can join is not held.
-                    let Some(time) = times.get(i).copied().flatten() else {
+                    if times.is_null(i) {
                         continue;
-                    };
+                    }
+                    let time = times.value(i);
                     if time.saturating_add(*reach) > self.watermark {
                         this.insert_expiring(key.data(), row.data(), epoch, time);
                     }
@@ -446,17 +447,6 @@ impl StreamingJoin {
     }
 }
 
-/// Event times in milliseconds (NULL where the time is).
-fn event_times(column: &arrow::array::ArrayRef) -> Result<Vec<Option<i64>>> {
-    use arrow::datatypes::TimeUnit;
-    let millis = arrow::compute::cast(column, &DataType::Timestamp(TimeUnit::Millisecond, None))?;
-    let millis = arrow::compute::cast(&millis, &DataType::Int64)?;
-    Ok(millis
-        .as_primitive::<arrow::datatypes::Int64Type>()
-        .iter()
-        .collect())
-}
-
 impl StreamingJoin {
     /// Removes the rows the watermark has put out of every other row's reach.
     fn expire(&mut self) {
@@ -485,8 +475,8 @@ impl StreamingJoin {
                     .map(|(_, id)| parser.parse(side.entry_row(*id)))
                     .collect();
                 let columns = side.codec.convert_rows(rows)?;
-                let times = event_times(&columns[interval.time_column(input)])?;
-                for ((slot, id), time) in batch.iter().zip(times) {
+                let times = crate::epoch_millis(&columns[interval.time_column(input)])?;
+                for ((slot, id), time) in batch.iter().zip(times.iter()) {
                     side.set_time(*slot, *id, time.unwrap_or(i64::MIN));
                 }
             }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
-use arrow::row::{RowConverter, SortField};
+use arrow::row::RowConverter;
 use datafusion_physical_expr::PhysicalExpr;
 use eddy_common::Result;
 use eddy_common::state::{Removals, StateReader, StateWriter};
@@ -78,13 +78,7 @@ pub(super) struct JoinSide {
 impl JoinSide {
     /// An empty side for rows of `schema`, keyed by `keys`.
     pub(super) fn new(keys: Vec<Arc<dyn PhysicalExpr>>, schema: &SchemaRef) -> Result<Self> {
-        let codec = RowConverter::new(
-            schema
-                .fields()
-                .iter()
-                .map(|f| SortField::new(f.data_type().clone()))
-                .collect(),
-        )?;
+        let codec = crate::row_codec(schema)?;
         Ok(JoinSide {
             keys,
             codec,
@@ -141,31 +135,28 @@ impl JoinSide {
     }
 
     /// Removes every row of event time `bound` or earlier (remembering the removals, in
-    /// epoch `epoch`); returns how many.
-    pub(super) fn expire_through(&mut self, bound: i64, epoch: u32) -> usize {
-        let mut expired = 0;
+    /// epoch `epoch`).
+    pub(super) fn expire_through(&mut self, bound: i64, epoch: u32) {
         while let Some(entry) = self.expiry.first_entry() {
             // A bucket goes once all of its second is out of reach.
             if (*entry.key() + 1).saturating_mul(EXPIRY_BUCKET) - 1 > bound {
                 break;
             }
             for slot in entry.remove() {
-                expired += self.remove_expired(slot, bound, epoch);
+                self.remove_expired(slot, bound, epoch);
             }
         }
-        expired
     }
 
     /// Removes the rows of `slot` of event time `bound` or earlier.
-    fn remove_expired(&mut self, slot: u32, bound: i64, epoch: u32) -> usize {
+    fn remove_expired(&mut self, slot: u32, bound: i64, epoch: u32) {
         let Some(chain) = self.chains.get(slot as usize).copied() else {
-            return 0;
+            return;
         };
         if chain.head == NONE {
-            return 0;
+            return;
         }
         let (mut previous, mut current) = (NONE, chain.head);
-        let mut removed = 0;
         while current != NONE {
             let entry = self.entries[current as usize];
             if self.entry_times[current as usize] > bound {
@@ -177,11 +168,9 @@ impl JoinSide {
             let row = &self.arena[entry.start..entry.start + entry.len as usize];
             self.removals.push(epoch, born, self.index.key(slot), row);
             self.unlink(slot, previous, current);
-            removed += 1;
             current = entry.next;
         }
         self.tidy(slot);
-        removed
     }
 
     /// Every held row with its key slot and entry, to give restored rows their times.

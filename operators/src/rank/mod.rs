@@ -151,13 +151,7 @@ impl TopN {
                 .map(|k| SortField::new_with_options(k.data_type.clone(), k.options))
                 .collect(),
         )?;
-        let row_codec = RowConverter::new(
-            spec.input_schema
-                .fields()
-                .iter()
-                .map(|f| SortField::new(f.data_type().clone()))
-                .collect(),
-        )?;
+        let row_codec = crate::row_codec(&spec.input_schema)?;
         Ok(TopN {
             spec,
             keys,
