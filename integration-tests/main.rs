@@ -27,3 +27,4 @@ mod s3;
 mod soak;
 mod support;
 mod top_n;
+mod window_joins;

@@ -186,14 +186,32 @@ fn files_read_in_splits_survive_taskmanager_kills() {
 /// joined with its auction exactly once.
 #[test]
 fn joins_survive_taskmanager_kills() {
-    join_with_kills("join-kills", "", false);
+    join_with_kills("join-kills", "", JoinShape::Regular);
 }
 
 /// The same with an interval join, whose rows the watermark drops: what a restore brings
 /// back expires again, and every bid of an auction's first seconds is counted once.
 #[test]
 fn interval_joins_survive_taskmanager_kills() {
-    join_with_kills("interval-join-kills", "", true);
+    join_with_kills("interval-join-kills", "", JoinShape::Interval);
+}
+
+/// The same with a window join: the windows open at a checkpoint come back with their rows
+/// and are joined once when the watermark closes them.
+#[test]
+fn window_joins_survive_taskmanager_kills() {
+    join_with_kills("window-join-kills", "", JoinShape::Window);
+}
+
+/// Which join `join_with_kills` runs.
+#[derive(Clone, Copy, PartialEq)]
+enum JoinShape {
+    /// On the auction id only: both sides held for good.
+    Regular,
+    /// Bids of an auction's first 5 seconds: rows expire with the watermark.
+    Interval,
+    /// Bids and auctions of the same 2-second window: windows dropped when they close.
+    Window,
 }
 
 /// As above with unaligned checkpoints: rows in flight to the join are stored with the
@@ -204,19 +222,33 @@ fn joins_survive_taskmanager_kills_with_unaligned_checkpoints() {
         "join-kills-unaligned",
         "SET 'execution.checkpointing.unaligned' = 'true';
          SET 'table.exec.mini-batch.size' = '500';",
-        false,
+        JoinShape::Regular,
     );
 }
 
-/// Bids joined with their auctions (within an auction's first 5 seconds of event time
-/// when `interval`), counted per category, on a cluster whose TaskManagers are killed.
-fn join_with_kills(name: &str, settings: &str, interval: bool) {
-    let (time, condition) = match interval {
-        true => (
-            ", dateTime TIMESTAMP(3), WATERMARK FOR dateTime AS dateTime - INTERVAL '1' SECOND",
+/// Bids joined with their auctions as `shape` says, counted per category, on a cluster
+/// whose TaskManagers are killed.
+fn join_with_kills(name: &str, settings: &str, shape: JoinShape) {
+    let time = ", dateTime TIMESTAMP(3), WATERMARK FOR dateTime AS dateTime - INTERVAL '1' SECOND";
+    let windowed = |table: &str| {
+        format!(
+            "(SELECT * FROM TABLE(TUMBLE(TABLE {table}, DESCRIPTOR(dateTime), INTERVAL '2' SECOND)))"
+        )
+    };
+    let (time, bid, auction, condition) = match shape {
+        JoinShape::Regular => ("", "bid".into(), "auction".into(), ""),
+        JoinShape::Interval => (
+            time,
+            "bid".into(),
+            "auction".into(),
             " AND b.dateTime BETWEEN a.dateTime AND a.dateTime + INTERVAL '5' SECOND",
         ),
-        false => ("", ""),
+        JoinShape::Window => (
+            time,
+            windowed("bid"),
+            windowed("auction"),
+            " AND b.window_start = a.window_start AND b.window_end = a.window_end",
+        ),
     };
     let tables = |events: u64, rate: &str| {
         format!(
@@ -226,7 +258,7 @@ fn join_with_kills(name: &str, settings: &str, interval: bool) {
                'connector' = 'nexmark', 'nexmark.table' = 'auction',
                'events.num' = '{events}'{rate});
              INSERT INTO o SELECT a.category, COUNT(*), SUM(b.price)
-               FROM bid AS b JOIN auction AS a ON b.auction = a.id{condition}
+               FROM {bid} AS b JOIN {auction} AS a ON b.auction = a.id{condition}
                GROUP BY a.category;"
         )
     };
@@ -251,7 +283,10 @@ fn join_with_kills(name: &str, settings: &str, interval: bool) {
     assert!(output.status.success());
     let expected = largest_counts(&String::from_utf8_lossy(&output.stdout));
     let joined: i64 = expected.values().map(|v| v.0).sum();
-    let least = if interval { 10_000 } else { 100_000 };
+    let least = match shape {
+        JoinShape::Regular => 100_000,
+        JoinShape::Interval | JoinShape::Window => 10_000,
+    };
     assert!(joined > least, "bids join their auction: {joined}");
     assert_exact_after_restarts(&status, &expected, &cluster.printed());
 }

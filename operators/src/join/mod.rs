@@ -1,4 +1,5 @@
-//! Regular (unbounded) inner equi-join of two changelog streams, as Flink's streaming join.
+//! Regular (unbounded) equi-joins of two changelog streams, as Flink's streaming join, and
+//! interval joins; window joins are in [`window`].
 //!
 //! Both inputs arrive hash-partitioned by the join key. Each side keeps every row it has
 //! seen (minus those retracted) by key. A row from one side is joined with the other
@@ -17,6 +18,7 @@
 //! `right.t + upper` has), and a row that arrives already past that is joined but not held.
 
 mod side;
+mod window;
 
 use std::sync::Arc;
 
@@ -32,6 +34,7 @@ use eddy_common::state::{Epochs, OperatorState, SnapshotRequest, StateReader, St
 use eddy_common::{EddyError, Result};
 
 use self::side::JoinSide;
+pub use self::window::{JoinKind, WindowJoin, WindowJoinSpec};
 use crate::partition::{KeyScope, key_groups};
 use crate::{Operator, evaluate};
 

@@ -22,7 +22,7 @@ use eddy_operators::aggregate::{
     AggregateCall, GroupAggregate, OverAggregate, OverSpec, WindowAggregate, WindowAggregateSpec,
 };
 use eddy_operators::calc::Calc;
-use eddy_operators::join::{JoinSpec, StreamingJoin};
+use eddy_operators::join::{JoinSpec, StreamingJoin, WindowJoin, WindowJoinSpec};
 use eddy_operators::rank::{RankSpec, TopN};
 use eddy_operators::window_assign::WindowAssign;
 
@@ -228,8 +228,11 @@ pub enum OperatorKind {
     },
     /// Window aggregate.
     WindowAggregate(WindowAggregateSpec),
-    /// Regular inner equi-join of the vertex's two inputs (always its first operator).
+    /// Regular or interval equi-join of the vertex's two inputs (always its first
+    /// operator).
     Join(JoinSpec),
+    /// Window join of the vertex's two inputs (always its first operator).
+    WindowJoin(WindowJoinSpec),
     /// Top-N or deduplication (`ROW_NUMBER() OVER (...)` filtered by its rank).
     TopN(RankSpec),
     /// OVER aggregates on event time.
@@ -245,6 +248,7 @@ impl OperatorSpec {
             OperatorKind::GroupAggregate { .. }
                 | OperatorKind::WindowAggregate(_)
                 | OperatorKind::Join(_)
+                | OperatorKind::WindowJoin(_)
                 | OperatorKind::TopN(_)
                 | OperatorKind::Over(_)
         )
@@ -287,6 +291,9 @@ impl OperatorSpec {
                 max_parallelism,
             )?),
             OperatorKind::Join(spec) => Box::new(StreamingJoin::new(spec, max_parallelism)?),
+            OperatorKind::WindowJoin(spec) => {
+                Box::new(WindowJoin::new(spec.clone(), metrics, max_parallelism)?)
+            }
             OperatorKind::TopN(spec) => {
                 Box::new(TopN::new(spec.clone(), metrics, max_parallelism)?)
             }

@@ -90,6 +90,9 @@ struct Stream {
     /// The column holding each row's window end, when the rows belong to windows that
     /// close with the watermark (a window TVF's or a window aggregate's rows).
     window_end: Option<usize>,
+    /// The kind of the windows `window_end` closes, and the column of their
+    /// `window_start`, while it passes unchanged (a window aggregate or join can follow).
+    window_start: Option<(WindowKind, usize)>,
     /// The event-time attribute: the column the watermark was declared on (or a window
     /// TVF's `window_time`), while it passes unchanged.
     rowtime: Option<usize>,
@@ -359,6 +362,7 @@ impl Planner {
                     unique_key: None,
                     window: None,
                     window_end: None,
+                    window_start: None,
                     rowtime: None,
                     proctime: None,
                     processing_window: false,
@@ -476,6 +480,9 @@ impl Planner {
             unique_key,
             window: input.window.filter(|_| keeps_window),
             window_end: input.window_end.and_then(passed),
+            window_start: input
+                .window_start
+                .and_then(|(kind, start)| Some((kind, passed(start)?))),
             rowtime: input.rowtime.and_then(passed),
             proctime: input.proctime.and_then(passed).or_else(|| {
                 projection.expr.iter().position(
@@ -529,6 +536,7 @@ impl Planner {
             unique_key: None,
             window: None,
             window_end: None,
+            window_start: None,
             rowtime: None,
             proctime: None,
             processing_window: false,
@@ -626,6 +634,10 @@ impl Planner {
             },
         );
         let window_end = schema.fields().iter().position(|f| f.name() == WINDOW_END);
+        let window_start = schema
+            .fields()
+            .iter()
+            .position(|f| f.name() == WINDOW_START);
         // The input's time attribute stays one (a window deduplication orders by it).
         Ok(Stream {
             vertex: input.vertex,
@@ -635,6 +647,9 @@ impl Planner {
             window: Some(node.kind),
             // Processing-time windows close with the clock, not the watermark.
             window_end: window_end.filter(|_| !processing),
+            window_start: window_start
+                .filter(|_| !processing)
+                .map(|start| (node.kind, start)),
             rowtime: input.rowtime,
             proctime: input.proctime,
             processing_window: processing,

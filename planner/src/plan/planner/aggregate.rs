@@ -1,7 +1,7 @@
 //! `GROUP BY`: an unbounded group aggregate (a retract stream), or a window aggregate
 //! grouped by a window TVF's bounds (append-only, on event or processing time).
 
-use datafusion_common::DFSchema;
+use datafusion_common::{Column, DFSchema};
 use datafusion_expr::expr::AggregateFunction;
 use datafusion_expr::{Expr, ExprSchemable};
 use eddy_common::{EddyError, Result};
@@ -84,7 +84,7 @@ impl Planner {
             .group_expr
             .iter()
             .enumerate()
-            .filter(|(i, _)| window_bounds.is_none_or(|(_, s, e)| *i != s && *i != e))
+            .filter(|(i, _)| window_bounds.is_none_or(|w| *i != w.start_pos && *i != w.end_pos))
             .map(|(_, e)| e.clone())
             .collect();
         let PartitionedBy {
@@ -101,32 +101,43 @@ impl Planner {
             unique_key: None,
             window: None,
             window_end: None,
+            window_start: None,
             rowtime: None,
             proctime: None,
             processing_window: false,
         };
         match window_bounds {
-            Some((kind, start_pos, end_pos)) => {
+            Some(window) => {
                 if input.changelog != Changelog::AppendOnly {
                     return Err(unsupported("a window aggregate over an updating input"));
                 }
-                let columns = window_columns(aggregate, &input, start_pos, end_pos)?;
+                let columns = window_columns(aggregate, &window);
+                let kind = window.kind;
+                let of = match window.attached {
+                    true => " of the input's windows",
+                    false => "",
+                };
+                // Sessions merge only as a window TVF's rows come; the rows of a window
+                // aggregate carry their final session.
                 let session_gap = match kind {
-                    WindowKind::Session { gap } => Some(gap),
+                    WindowKind::Session { gap } if !window.attached => Some(gap),
                     _ => None,
                 };
                 let processing_time = input.processing_window.then_some(kind);
-                // The output's rows belong to windows too: a window Top-N can follow (on
-                // event time: processing-time windows do not close with the watermark).
+                // The output's rows belong to windows too: a window Top-N, aggregate or
+                // join can follow (on event time: processing-time windows do not close
+                // with the watermark).
+                let event_time = processing_time.is_none();
                 let stream = Stream {
-                    window_end: Some(end_pos).filter(|_| processing_time.is_none()),
+                    window_end: Some(window.end_pos).filter(|_| event_time),
+                    window_start: Some((kind, window.start_pos)).filter(|_| event_time),
                     ..stream_at(target)
                 };
                 self.push(
                     &stream,
                     OperatorSpec {
                         description: format!(
-                            "WindowAggregate({kind}, keys=[{key_display}], aggs=[{}])",
+                            "WindowAggregate({kind}{of}, keys=[{key_display}], aggs=[{}])",
                             call_names.join(", ")
                         ),
                         changelog: Changelog::AppendOnly,
@@ -170,36 +181,37 @@ impl Planner {
     }
 }
 
-/// The window of a windowed `GROUP BY`: its kind and the positions of `window_start` and
-/// `window_end` among the grouping expressions; `None` for a `GROUP BY` without one.
+/// The windows of a windowed `GROUP BY`, grouped by both bounds of windows its input's
+/// rows belong to.
+#[derive(Debug, Clone, Copy)]
+struct GroupWindow {
+    kind: WindowKind,
+    /// The positions of the bounds among the grouping expressions.
+    start_pos: usize,
+    end_pos: usize,
+    /// The columns of the bounds in the input.
+    start: usize,
+    end: usize,
+    /// The input's rows were windowed by a window aggregate before (not by a window TVF):
+    /// their windows are only read, never assigned or merged.
+    attached: bool,
+}
+
+/// The windows of a windowed `GROUP BY`: those of a window TVF's rows (grouped by its
+/// `window_start` and `window_end`), or those of a window aggregate's rows, grouped by
+/// their bound columns under any name (Flink's window aggregate over a window aggregate);
+/// `None` for a `GROUP BY` without both bounds.
 fn window_bounds(
     aggregate: &datafusion_expr::Aggregate,
     input: &Stream,
-) -> Result<Option<(WindowKind, usize, usize)>> {
-    let position = |name: &str| {
+) -> Result<Option<GroupWindow>> {
+    let grouped_by = |matches: &dyn Fn(&Column) -> bool| {
         aggregate
             .group_expr
             .iter()
-            .position(|e| matches!(strip_alias(e), Expr::Column(c) if c.name == name))
+            .position(|e| matches!(strip_alias(e), Expr::Column(c) if matches(c)))
     };
-    match (input.window, position(WINDOW_START), position(WINDOW_END)) {
-        (Some(kind), Some(start), Some(end)) => Ok(Some((kind, start, end))),
-        (Some(WindowKind::Session { .. }), _, _) => Err(unsupported(
-            "a SESSION window must be grouped by both window_start and window_end",
-        )),
-        _ => Ok(None),
-    }
-}
-
-/// Where a window aggregate finds its window's bounds in its input, and how its output
-/// orders the grouping columns (`start_pos`, `end_pos`: the bounds among them).
-fn window_columns(
-    aggregate: &datafusion_expr::Aggregate,
-    input: &Stream,
-    start_pos: usize,
-    end_pos: usize,
-) -> Result<WindowColumns> {
-    let index_of = |name: &str| {
+    let input_column = |name: &str| {
         input
             .schema
             .fields()
@@ -207,12 +219,52 @@ fn window_columns(
             .position(|f| f.name() == name)
             .ok_or_else(|| EddyError::Plan(format!("window column {name} is missing")))
     };
+    if let Some(kind) = input.window {
+        let start_pos = grouped_by(&|c| c.name == WINDOW_START);
+        let end_pos = grouped_by(&|c| c.name == WINDOW_END);
+        return match (kind, start_pos.zip(end_pos)) {
+            (_, Some((start_pos, end_pos))) => Ok(Some(GroupWindow {
+                kind,
+                start_pos,
+                end_pos,
+                start: input_column(WINDOW_START)?,
+                end: input_column(WINDOW_END)?,
+                attached: false,
+            })),
+            (WindowKind::Session { .. }, None) => Err(unsupported(
+                "a SESSION window must be grouped by both window_start and window_end",
+            )),
+            (_, None) => Ok(None),
+        };
+    }
+    let (Some((kind, start)), Some(end)) = (input.window_start, input.window_end) else {
+        return Ok(None);
+    };
+    let column = |i: usize| Column::from(input.schema.qualified_field(i));
+    let (start_column, end_column) = (column(start), column(end));
+    let start_pos = grouped_by(&|c| *c == start_column);
+    let end_pos = grouped_by(&|c| *c == end_column);
+    Ok(start_pos
+        .zip(end_pos)
+        .map(|(start_pos, end_pos)| GroupWindow {
+            kind,
+            start_pos,
+            end_pos,
+            start,
+            end,
+            attached: true,
+        }))
+}
+
+/// Where a window aggregate finds its window's bounds in its input, and how its output
+/// orders the grouping columns.
+fn window_columns(aggregate: &datafusion_expr::Aggregate, window: &GroupWindow) -> WindowColumns {
     let mut key_index = 0;
     let layout = (0..aggregate.group_expr.len())
         .map(|i| {
-            if i == start_pos {
+            if i == window.start_pos {
                 OutputColumn::WindowStart
-            } else if i == end_pos {
+            } else if i == window.end_pos {
                 OutputColumn::WindowEnd
             } else {
                 key_index += 1;
@@ -220,9 +272,9 @@ fn window_columns(
             }
         })
         .collect();
-    Ok(WindowColumns {
-        start: index_of(WINDOW_START)?,
-        end: index_of(WINDOW_END)?,
+    WindowColumns {
+        start: window.start,
+        end: window.end,
         layout,
-    })
+    }
 }

@@ -1,12 +1,15 @@
-//! Joins: regular equi-joins (inner and outer), and interval joins when the condition
-//! bounds both inputs' event times against each other ([`interval`](super::interval)).
+//! Joins: window joins when both inputs' rows belong to the same windows and the condition
+//! equates their bounds; interval joins when it bounds both inputs' event times against each
+//! other ([`interval`](super::interval)); otherwise regular equi-joins (inner and outer).
+
+use std::sync::Arc;
 
 use datafusion_common::{Column, NullEquality};
 use datafusion_expr::binary::comparison_coercion;
-use datafusion_expr::{ExprSchemable, JoinType};
+use datafusion_expr::{Expr, ExprSchemable, JoinType};
 use eddy_common::{EddyError, Result};
 use eddy_operators::OrEddy;
-use eddy_operators::join::{IntervalBounds, JoinSpec};
+use eddy_operators::join::{IntervalBounds, JoinKind, JoinSpec, WindowJoinSpec};
 
 use super::{
     Changelog, OperatorKind, OperatorSpec, Partitioning, Planner, Stream, VertexOutput, WindowKind,
@@ -14,21 +17,10 @@ use super::{
 };
 
 impl Planner {
-    /// A regular equi-join: both inputs are hash-partitioned by the join key into a new
-    /// vertex whose first operator joins them.
+    /// A join of two streams hash-partitioned by the join key into a new vertex whose first
+    /// operator joins them: a window join when both inputs' rows belong to the same windows
+    /// and the condition equates their bounds, else a regular (or interval) join.
     pub(super) fn plan_join(&mut self, join: &datafusion_expr::Join) -> Result<Stream> {
-        let outer = match join.join_type {
-            JoinType::Inner => [false, false],
-            JoinType::Left => [true, false],
-            JoinType::Right => [false, true],
-            JoinType::Full => [true, true],
-            other => {
-                return Err(unsupported(format!(
-                    "{other} joins (inner and outer equi-joins are supported: [LEFT | RIGHT | \
-                     FULL] JOIN ... ON a.key = b.key)"
-                )));
-            }
-        };
         if join.on.is_empty() {
             return Err(unsupported(
                 "a join without an equality between its two sides: a streaming join pairs rows \
@@ -47,49 +39,23 @@ impl Planner {
                  before it is joined",
             ));
         }
-        let mut left_keys = Vec::new();
-        let mut right_keys = Vec::new();
-        let mut key_types = Vec::new();
-        for (l, r) in &join.on {
-            // Both sides hash a key as the same type, so equal keys meet in one subtask.
-            let (l_type, r_type) = (
-                l.get_type(&left.schema).or_eddy()?,
-                r.get_type(&right.schema).or_eddy()?,
-            );
-            let common = comparison_coercion(&l_type, &r_type).ok_or_else(|| {
-                EddyError::Plan(format!(
-                    "join keys {l} ({l_type}) and {r} ({r_type}) cannot be compared"
-                ))
-            })?;
-            let l = l.clone().cast_to(&common, &left.schema).or_eddy()?;
-            let r = r.clone().cast_to(&common, &right.schema).or_eddy()?;
-            left_keys.push(self.physical(&l, &left.schema)?);
-            right_keys.push(self.physical(&r, &right.schema)?);
-            key_types.push(common);
+        let keys = self.join_keys(join, &left, &right)?;
+        if let Some(windows) = window_join_of(join, &left, &right) {
+            return self.plan_window_join(join, &left, &right, keys, windows);
         }
-        let filter = join
-            .filter
-            .as_ref()
-            .map(|f| self.physical(f, &join.schema))
-            .transpose()?;
-        let (left_on, right_on): (Vec<String>, Vec<String>) = join
-            .on
-            .iter()
-            .map(|(l, r)| (l.to_string(), r.to_string()))
-            .unzip();
-        let target = self.new_vertex(self.parallelism, None, vec![left.vertex, right.vertex]);
-        for (stream, keys, display) in [
-            (&left, &left_keys, &left_on),
-            (&right, &right_keys, &right_on),
-        ] {
-            self.vertices[stream.vertex].output = Some(VertexOutput::Exchange {
-                target,
-                partitioning: Partitioning::Hash {
-                    keys: keys.clone(),
-                    display: display.join(", "),
-                },
-            });
-        }
+        let outer = match join.join_type {
+            JoinType::Inner => [false, false],
+            JoinType::Left => [true, false],
+            JoinType::Right => [false, true],
+            JoinType::Full => [true, true],
+            other => {
+                return Err(unsupported(format!(
+                    "{other} joins outside window joins (inner and outer equi-joins are \
+                     supported: [LEFT | RIGHT | FULL] JOIN ... ON a.key = b.key)"
+                )));
+            }
+        };
+        let target = self.exchange_to_join(&left, &right, &keys, join);
         // A joined row is taken back by a retraction of a row that made it, so an updating
         // input makes a retract stream (an upsert key would not identify joined rows); so
         // does an outer join, whose padded rows leave when a partner arrives.
@@ -97,7 +63,7 @@ impl Planner {
             (Changelog::AppendOnly, Changelog::AppendOnly, [false, false]) => Changelog::AppendOnly,
             _ => Changelog::Retract,
         };
-        let on: Vec<String> = join.on.iter().map(|(l, r)| format!("{l} = {r}")).collect();
+        let on = on_display(join);
         let interval = match outer {
             [false, false] => self.interval_of(join, &left, &right),
             _ => None,
@@ -105,16 +71,12 @@ impl Planner {
         let kind = join.join_type.to_string().to_ascii_lowercase();
         let description = match (&join.filter, interval) {
             (Some(filter), Some(b)) => format!(
-                "IntervalJoin({kind}, on: {}, where: {filter}; rows expire with the watermark: \
+                "IntervalJoin({kind}, on: {on}, where: {filter}; rows expire with the watermark: \
                  left time - right time in [{}, {}] ms)",
-                on.join(" AND "),
-                b.lower,
-                b.upper
+                b.lower, b.upper
             ),
-            (Some(filter), None) => {
-                format!("Join({kind}, on: {}, where: {filter})", on.join(" AND "))
-            }
-            (None, _) => format!("Join({kind}, on: {})", on.join(" AND ")),
+            (Some(filter), None) => format!("Join({kind}, on: {on}, where: {filter})"),
+            (None, _) => format!("Join({kind}, on: {on})"),
         };
         let stream = Stream {
             vertex: target,
@@ -123,11 +85,17 @@ impl Planner {
             unique_key: None,
             window: None,
             window_end: None,
+            window_start: None,
             // An interval join's output keeps the left input's time attribute.
-            rowtime: interval.map(|b| b.left_time),
+            rowtime: interval.and_then(|b| left.rowtime.filter(|t| *t == b.left_time)),
             proctime: None,
             processing_window: false,
         };
+        let JoinKeys {
+            left_keys,
+            right_keys,
+            key_types,
+        } = keys;
         self.push(
             &stream,
             OperatorSpec {
@@ -139,7 +107,7 @@ impl Planner {
                     key_types,
                     left_schema: output_schema(&left.schema),
                     right_schema: output_schema(&right.schema),
-                    filter,
+                    filter: self.join_filter(join)?,
                     nulls_equal: join.null_equality == NullEquality::NullEqualsNull,
                     schema: output_schema(&join.schema),
                     interval,
@@ -150,8 +118,157 @@ impl Planner {
         Ok(stream)
     }
 
+    /// A window join: each window's rows are held until the watermark passes its end, then
+    /// joined and dropped; append-only output whose rows still belong to the left input's
+    /// windows (when a right row cannot come out padded).
+    fn plan_window_join(
+        &mut self,
+        join: &datafusion_expr::Join,
+        left: &Stream,
+        right: &Stream,
+        keys: JoinKeys,
+        windows: WindowJoinBounds,
+    ) -> Result<Stream> {
+        let kind = match join.join_type {
+            JoinType::Inner => JoinKind::Inner,
+            JoinType::Left => JoinKind::Left,
+            JoinType::Right => JoinKind::Right,
+            JoinType::Full => JoinKind::Full,
+            JoinType::LeftSemi => JoinKind::LeftSemi,
+            JoinType::LeftAnti => JoinKind::LeftAnti,
+            other => return Err(unsupported(format!("{other} window joins"))),
+        };
+        let target = self.exchange_to_join(left, right, &keys, join);
+        let left_kept = !matches!(kind, JoinKind::Right | JoinKind::Full);
+        let stream = Stream {
+            vertex: target,
+            schema: join.schema.clone(),
+            changelog: Changelog::AppendOnly,
+            unique_key: None,
+            window: None,
+            window_end: Some(windows.left.1).filter(|_| left_kept),
+            window_start: Some((windows.kind, windows.left.0)).filter(|_| left_kept),
+            rowtime: None,
+            proctime: None,
+            processing_window: false,
+        };
+        let on = on_display(join);
+        let filter = match &join.filter {
+            Some(filter) => format!(", where: {filter}"),
+            None => String::new(),
+        };
+        let description = format!(
+            "WindowJoin({}, {}, on: {on}{filter}; a window is joined when the watermark passes \
+             its end, then dropped)",
+            join.join_type.to_string().to_ascii_lowercase(),
+            windows.kind
+        );
+        let JoinKeys {
+            left_keys,
+            right_keys,
+            key_types,
+        } = keys;
+        self.push(
+            &stream,
+            OperatorSpec {
+                description,
+                changelog: Changelog::AppendOnly,
+                kind: OperatorKind::WindowJoin(WindowJoinSpec {
+                    keys: [left_keys, right_keys],
+                    key_types,
+                    schemas: [output_schema(&left.schema), output_schema(&right.schema)],
+                    windows: [windows.left, windows.right],
+                    filter: self.join_filter(join)?,
+                    nulls_equal: join.null_equality == NullEquality::NullEqualsNull,
+                    kind,
+                    schema: output_schema(&join.schema),
+                }),
+            },
+        );
+        Ok(stream)
+    }
+
+    /// The join keys of both sides, cast to a common type so that equal keys hash alike and
+    /// meet in one subtask.
+    fn join_keys(
+        &self,
+        join: &datafusion_expr::Join,
+        left: &Stream,
+        right: &Stream,
+    ) -> Result<JoinKeys> {
+        let mut keys = JoinKeys {
+            left_keys: Vec::new(),
+            right_keys: Vec::new(),
+            key_types: Vec::new(),
+        };
+        for (l, r) in &join.on {
+            let (l_type, r_type) = (
+                l.get_type(&left.schema).or_eddy()?,
+                r.get_type(&right.schema).or_eddy()?,
+            );
+            let common = comparison_coercion(&l_type, &r_type).ok_or_else(|| {
+                EddyError::Plan(format!(
+                    "join keys {l} ({l_type}) and {r} ({r_type}) cannot be compared"
+                ))
+            })?;
+            let l = l.clone().cast_to(&common, &left.schema).or_eddy()?;
+            let r = r.clone().cast_to(&common, &right.schema).or_eddy()?;
+            keys.left_keys.push(self.physical(&l, &left.schema)?);
+            keys.right_keys.push(self.physical(&r, &right.schema)?);
+            keys.key_types.push(common);
+        }
+        Ok(keys)
+    }
+
+    /// The rest of the join condition, over the joined rows.
+    fn join_filter(
+        &self,
+        join: &datafusion_expr::Join,
+    ) -> Result<Option<Arc<dyn datafusion_physical_expr::PhysicalExpr>>> {
+        let Some(filter) = &join.filter else {
+            return Ok(None);
+        };
+        match join.join_type {
+            // A semi or anti join's rows are its left input's; its condition sees both sides.
+            JoinType::LeftSemi | JoinType::LeftAnti => {
+                let both = join.left.schema().join(join.right.schema()).or_eddy()?;
+                Ok(Some(self.physical(filter, &both)?))
+            }
+            _ => Ok(Some(self.physical(filter, &join.schema)?)),
+        }
+    }
+
+    /// A new vertex that both inputs are hash-partitioned into by their join keys.
+    fn exchange_to_join(
+        &mut self,
+        left: &Stream,
+        right: &Stream,
+        keys: &JoinKeys,
+        join: &datafusion_expr::Join,
+    ) -> usize {
+        let (left_on, right_on): (Vec<String>, Vec<String>) = join
+            .on
+            .iter()
+            .map(|(l, r)| (l.to_string(), r.to_string()))
+            .unzip();
+        let target = self.new_vertex(self.parallelism, None, vec![left.vertex, right.vertex]);
+        for (stream, keys, display) in [
+            (left, &keys.left_keys, &left_on),
+            (right, &keys.right_keys, &right_on),
+        ] {
+            self.vertices[stream.vertex].output = Some(VertexOutput::Exchange {
+                target,
+                partitioning: Partitioning::Hash {
+                    keys: keys.clone(),
+                    display: display.join(", "),
+                },
+            });
+        }
+        target
+    }
+
     /// The bounds of an interval join: both inputs append-only with event-time attributes
-    /// whose difference the condition bounds on both sides.
+    /// (or window ends) whose difference the condition bounds on both sides.
     fn interval_of(
         &self,
         join: &datafusion_expr::Join,
@@ -161,20 +278,93 @@ impl Planner {
         let append_only = [left, right]
             .iter()
             .all(|s| s.changelog == Changelog::AppendOnly);
-        let (left_time, right_time) = (left.rowtime?, right.rowtime?);
         if !append_only {
             return None;
         }
-        let (lower, upper) = interval::interval_bounds(
-            join.filter.as_ref()?,
-            &Column::from(left.schema.qualified_field(left_time)),
-            &Column::from(right.schema.qualified_field(right_time)),
-        )?;
-        (lower <= upper).then_some(IntervalBounds {
-            left_time,
-            right_time,
-            lower,
-            upper,
-        })
+        let filter = join.filter.as_ref()?;
+        // A window's end is a time the watermark passes only after the window's rows went
+        // by, like an event-time attribute.
+        let times = |s: &Stream| [s.rowtime, s.window_end].into_iter().flatten();
+        let column = |s: &Stream, i: usize| Column::from(s.schema.qualified_field(i));
+        times(left)
+            .flat_map(|l| times(right).map(move |r| (l, r)))
+            .find_map(|(left_time, right_time)| {
+                let (lower, upper) = interval::interval_bounds(
+                    filter,
+                    &column(left, left_time),
+                    &column(right, right_time),
+                )?;
+                (lower <= upper).then_some(IntervalBounds {
+                    left_time,
+                    right_time,
+                    lower,
+                    upper,
+                })
+            })
     }
+}
+
+/// The key expressions of a join's two sides and their common types.
+struct JoinKeys {
+    left_keys: Vec<Arc<dyn datafusion_physical_expr::PhysicalExpr>>,
+    right_keys: Vec<Arc<dyn datafusion_physical_expr::PhysicalExpr>>,
+    key_types: Vec<arrow::datatypes::DataType>,
+}
+
+/// The windows a window join joins: their kind and each input's window bound columns
+/// (start, end).
+struct WindowJoinBounds {
+    kind: WindowKind,
+    left: (usize, usize),
+    right: (usize, usize),
+}
+
+/// The equalities of a join condition, for `EXPLAIN`.
+fn on_display(join: &datafusion_expr::Join) -> String {
+    join.on
+        .iter()
+        .map(|(l, r)| format!("{l} = {r}"))
+        .collect::<Vec<_>>()
+        .join(" AND ")
+}
+
+/// The windows of a window join (as Flink plans one): both inputs append-only with rows
+/// of the same event-time windows, and the condition equates both their starts and their
+/// ends.
+fn window_join_of(
+    join: &datafusion_expr::Join,
+    left: &Stream,
+    right: &Stream,
+) -> Option<WindowJoinBounds> {
+    let windows = |s: &Stream| s.window_start.zip(s.window_end);
+    let (Some(((left_kind, left_start), left_end)), Some(((right_kind, right_start), right_end))) =
+        (windows(left), windows(right))
+    else {
+        return None;
+    };
+    if [left, right]
+        .iter()
+        .any(|s| s.changelog != Changelog::AppendOnly)
+    {
+        return None;
+    }
+    let column = |s: &Stream, i: usize| Column::from(s.schema.qualified_field(i));
+    let equated = |l: usize, r: usize| {
+        let (l, r) = (column(left, l), column(right, r));
+        join.on.iter().any(
+            |(a, b)| matches!((a, b), (Expr::Column(a), Expr::Column(b)) if *a == l && *b == r),
+        )
+    };
+    if !(equated(left_start, right_start) && equated(left_end, right_end)) {
+        return None;
+    }
+    // Windows of different kinds share no bounds: Flink joins them as a regular join.
+    if left_kind != right_kind {
+        return None;
+    }
+    Some(WindowJoinBounds {
+        kind: left_kind,
+        left: (left_start, left_end),
+        right: (right_start, right_end),
+    })
 }

@@ -65,6 +65,7 @@ impl Planner {
             unique_key: None,
             window: None,
             window_end: None,
+            window_start: None,
             rowtime: input.rowtime,
             proctime: None,
             processing_window: false,

@@ -300,6 +300,7 @@ impl Planner {
             unique_key: None,
             window: None,
             window_end: windowed,
+            window_start: input.window_start.filter(|_| windowed.is_some()),
             rowtime: input.rowtime.filter(|_| windowed.is_some()),
             proctime: None,
             processing_window: false,

@@ -1,0 +1,255 @@
+use super::*;
+use arrow::array::{Int64Array, TimestampMillisecondArray};
+use arrow::datatypes::{Field, Schema, TimeUnit};
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion_expr::Operator as BinaryOp;
+use datafusion_physical_expr::expressions::{BinaryExpr, Column};
+
+fn side(value: &str) -> SchemaRef {
+    let time = DataType::Timestamp(TimeUnit::Millisecond, None);
+    Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, true),
+        Field::new("window_start", time.clone(), true),
+        Field::new("window_end", time, true),
+        Field::new(value, DataType::Int64, true),
+    ]))
+}
+
+fn joined(kind: JoinKind) -> SchemaRef {
+    let fields: Vec<_> = match kind {
+        JoinKind::LeftSemi | JoinKind::LeftAnti => side("a").fields().iter().cloned().collect(),
+        _ => side("a")
+            .fields()
+            .iter()
+            .chain(side("b").fields().iter())
+            .cloned()
+            .collect(),
+    };
+    Arc::new(Schema::new(fields))
+}
+
+/// l(k, window, a) JOIN r(k, window, b) ON k, window_start and window_end
+/// [AND a < b], with tumbling windows of 10 ms.
+fn window_join(kind: JoinKind, filter: bool) -> WindowJoin {
+    let column = |name: &str, i: usize| Arc::new(Column::new(name, i)) as Arc<dyn PhysicalExpr>;
+    let keys = || {
+        vec![
+            column("k", 0),
+            column("window_start", 1),
+            column("window_end", 2),
+        ]
+    };
+    let time = DataType::Timestamp(TimeUnit::Millisecond, None);
+    let filter = filter.then(|| {
+        Arc::new(BinaryExpr::new(
+            column("a", 3),
+            BinaryOp::Lt,
+            column("b", 7),
+        )) as Arc<dyn PhysicalExpr>
+    });
+    let spec = WindowJoinSpec {
+        keys: [keys(), keys()],
+        key_types: vec![DataType::Int64, time.clone(), time],
+        schemas: [side("a"), side("b")],
+        windows: [(1, 2), (1, 2)],
+        filter,
+        nulls_equal: false,
+        kind,
+        schema: joined(kind),
+    };
+    WindowJoin::new(spec, Arc::default(), 128).unwrap()
+}
+
+/// Rows `(k, time, value)` of the tumbling 10 ms window holding `time`.
+fn rows(input: usize, rows: &[(Option<i64>, i64, i64)]) -> Chunk {
+    let start = |t: i64| t - t.rem_euclid(10);
+    let schema = side(["a", "b"][input]);
+    Chunk::inserts(
+        RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Int64Array::from(
+                    rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+                )),
+                Arc::new(TimestampMillisecondArray::from_iter_values(
+                    rows.iter().map(|r| start(r.1)),
+                )),
+                Arc::new(TimestampMillisecondArray::from_iter_values(
+                    rows.iter().map(|r| start(r.1) + 10),
+                )),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
+            ],
+        )
+        .unwrap(),
+    )
+}
+
+/// Output rows as `k window_end value…`, sorted, without window starts.
+fn lines(out: &[Chunk]) -> Vec<String> {
+    let options = FormatOptions::default().with_null("null");
+    let mut lines = Vec::new();
+    for chunk in out {
+        let rows = chunk.rows();
+        let formatters: Vec<_> = rows
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).unwrap())
+            .collect();
+        for i in 0..rows.num_rows() {
+            let fields: Vec<String> = (0..rows.num_columns())
+                .filter(|c| c % 4 != 1)
+                .map(|c| match (c % 4, rows.column(c).is_null(i)) {
+                    (2, false) => rows
+                        .column(c)
+                        .as_primitive::<arrow::datatypes::TimestampMillisecondType>()
+                        .value(i)
+                        .to_string(),
+                    _ => formatters[c].value(i).to_string(),
+                })
+                .collect();
+            lines.push(fields.join(" "));
+        }
+    }
+    lines.sort();
+    lines
+}
+
+fn feed(join: &mut WindowJoin, input: usize, chunk: Chunk) {
+    let mut out = Vec::new();
+    join.process_input(input, chunk, &mut out).unwrap();
+    assert!(
+        out.is_empty(),
+        "a window join emits only when a window closes"
+    );
+}
+
+fn advance(join: &mut WindowJoin, watermark: i64) -> Vec<String> {
+    let mut out = Vec::new();
+    join.on_watermark(watermark, &mut out).unwrap();
+    lines(&out)
+}
+
+#[test]
+fn a_window_is_joined_when_the_watermark_closes_it_and_then_dropped() {
+    let mut join = window_join(JoinKind::Inner, false);
+    feed(
+        &mut join,
+        0,
+        rows(
+            0,
+            &[(Some(1), 1, 100), (Some(2), 5, 200), (Some(1), 12, 300)],
+        ),
+    );
+    feed(
+        &mut join,
+        1,
+        rows(1, &[(Some(1), 9, 7), (Some(1), 15, 8), (Some(3), 2, 9)]),
+    );
+    assert_eq!(join.held_rows(), [3, 3]);
+    assert!(advance(&mut join, 8).is_empty());
+    // The first window [0, 10) closes at watermark 9: key 1 meets key 1 in it only.
+    assert_eq!(advance(&mut join, 9), ["1 10 100 1 10 7"]);
+    assert_eq!(join.held_rows(), [1, 1]);
+    // A row of a closed window is late: dropped, not joined later.
+    feed(&mut join, 1, rows(1, &[(Some(2), 3, 1)]));
+    assert_eq!(join.held_rows(), [1, 1]);
+    assert_eq!(
+        join.metrics
+            .late_records_dropped
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    assert_eq!(advance(&mut join, i64::MAX), ["1 20 300 1 20 8"]);
+    assert_eq!(join.held_rows(), [0, 0]);
+}
+
+#[test]
+fn outer_window_joins_pad_the_rows_that_joined_nothing_once() {
+    let left = [(Some(1), 1, 100), (Some(2), 5, 200), (None, 6, 300)];
+    let right = [(Some(1), 9, 7), (Some(3), 2, 9), (Some(1), 3, 10)];
+    let run = |kind, filter| {
+        let mut join = window_join(kind, filter);
+        feed(&mut join, 0, rows(0, &left));
+        feed(&mut join, 1, rows(1, &right));
+        advance(&mut join, i64::MAX)
+    };
+    assert_eq!(
+        run(JoinKind::Left, false),
+        [
+            "1 10 100 1 10 10",
+            "1 10 100 1 10 7",
+            "2 10 200 null null null",
+            "null 10 300 null null null"
+        ]
+    );
+    assert_eq!(
+        run(JoinKind::Right, false),
+        [
+            "1 10 100 1 10 10",
+            "1 10 100 1 10 7",
+            "null null null 3 10 9"
+        ]
+    );
+    // The rest of the condition decides what joined: 100 < 7 and 100 < 10 fail.
+    assert_eq!(
+        run(JoinKind::Full, true),
+        [
+            "1 10 100 null null null",
+            "2 10 200 null null null",
+            "null 10 300 null null null",
+            "null null null 1 10 10",
+            "null null null 1 10 7",
+            "null null null 3 10 9"
+        ]
+    );
+    assert_eq!(run(JoinKind::LeftSemi, false), ["1 10 100"]);
+    assert_eq!(run(JoinKind::LeftAnti, false), ["2 10 200", "null 10 300"]);
+    assert!(run(JoinKind::LeftSemi, true).is_empty());
+}
+
+#[test]
+fn a_restore_keeps_the_owned_key_groups_of_every_open_window() {
+    let mut join = window_join(JoinKind::Full, false);
+    let keys: Vec<(Option<i64>, i64, i64)> = (0..40).map(|k| (Some(k), k % 30, k)).collect();
+    feed(&mut join, 0, rows(0, &keys));
+    feed(&mut join, 1, rows(1, &keys[10..]));
+    assert_eq!(advance(&mut join, 9).len(), 20);
+    let snapshot = join.snapshot(&SnapshotRequest::full(1)).unwrap().bytes;
+    let expected = advance(&mut join, i64::MAX);
+    assert_eq!(expected.len(), 20);
+    let mut restored = Vec::new();
+    for subtask in 0..2 {
+        let scope = KeyScope {
+            subtask,
+            parallelism: 2,
+            max_parallelism: 128,
+        };
+        let mut part = window_join(JoinKind::Full, false);
+        part.restore(&[&snapshot], &scope).unwrap();
+        // The restored watermark keeps the closed window closed.
+        feed(&mut part, 0, rows(0, &[(Some(0), 1, 0)]));
+        restored.extend(advance(&mut part, i64::MAX));
+    }
+    restored.sort();
+    assert_eq!(restored, expected);
+}
+
+#[test]
+fn a_snapshot_of_another_format_or_cut_short_is_refused() {
+    let mut join = window_join(JoinKind::Inner, false);
+    feed(&mut join, 0, rows(0, &[(Some(1), 1, 100)]));
+    let snapshot = join
+        .snapshot(&SnapshotRequest::full(1))
+        .unwrap()
+        .bytes
+        .to_vec();
+    let mut other_version = snapshot.clone();
+    other_version[..8].copy_from_slice(&9u64.to_le_bytes());
+    let cut = &snapshot[..snapshot.len() - 3];
+    for (bytes, says) in [(&other_version[..], "format version 9"), (cut, "corrupt")] {
+        let error = window_join(JoinKind::Inner, false)
+            .restore(&[bytes], &KeyScope::everything())
+            .unwrap_err();
+        assert!(error.to_string().contains(says), "{error}");
+    }
+}
