@@ -24,6 +24,7 @@ mod processes;
 mod processing_time;
 mod recovery;
 mod s3;
+mod semi_joins;
 mod soak;
 mod support;
 mod top_n;

@@ -35,6 +35,7 @@ use eddy_common::{EddyError, Result};
 
 use self::side::JoinSide;
 pub use self::window::{JoinKind, WindowJoin, WindowJoinSpec};
+
 use crate::partition::{KeyScope, key_groups};
 use crate::{Operator, evaluate};
 
@@ -67,6 +68,20 @@ pub struct JoinSpec {
     /// Which inputs an outer join preserves (`[true, false]`: a LEFT JOIN): their rows
     /// that join nothing are emitted padded with NULLs.
     pub outer: [bool; 2],
+    /// A semi or anti join (`outer` is then `[true, false]`: left rows count their
+    /// matches): only left rows are emitted, those with a match or those without.
+    pub filtering: Option<Filtering>,
+}
+
+/// Which left rows a semi or anti join emits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Filtering {
+    /// Those that join at least one right row (`IN`, `EXISTS`), once each: a row comes
+    /// with its first match and leaves with its last.
+    Semi,
+    /// Those that join no right row (`NOT EXISTS`): a row leaves with its first match
+    /// and comes back when its last one leaves.
+    Anti,
 }
 
 /// `right.t + lower <= left.t <= right.t + upper`, on the inputs' event-time attributes
@@ -118,6 +133,9 @@ pub struct StreamingJoin {
     /// The watermark, for an interval join.
     watermark: i64,
     outer: [bool; 2],
+    filtering: Option<Filtering>,
+    /// A left row followed by a right row: the pairs the condition is evaluated on.
+    pair_schema: SchemaRef,
 }
 
 impl StreamingJoin {
@@ -143,7 +161,15 @@ impl StreamingJoin {
             max_parallelism,
             interval: spec.interval,
             watermark: i64::MIN,
-            outer: spec.outer,
+            outer: match spec.filtering {
+                Some(_) => [true, false],
+                None => spec.outer,
+            },
+            filtering: spec.filtering,
+            pair_schema: match spec.filtering {
+                Some(_) => pair_schema(&spec.left_schema, &spec.right_schema),
+                None => spec.schema.clone(),
+            },
         })
     }
 
@@ -213,7 +239,7 @@ impl StreamingJoin {
                     0 => [this_columns, other_columns].concat(),
                     _ => [other_columns, this_columns].concat(),
                 };
-                let joined = RecordBatch::try_new(self.schema.clone(), columns)?;
+                let joined = RecordBatch::try_new(self.pair_schema.clone(), columns)?;
                 let keep = match &self.filter {
                     None => None,
                     Some(filter) => Some(evaluate(filter, &joined)?.as_boolean().clone()),
@@ -272,7 +298,9 @@ impl StreamingJoin {
                         if other_outer && before == 0 && after == 1 {
                             emitted.push(Emitted::PartnerPadded(id, Op::Delete));
                         }
-                        emitted.push(Emitted::Joined(pair));
+                        if self.filtering.is_none() {
+                            emitted.push(Emitted::Joined(pair));
+                        }
                         if other_outer && before == 1 && after == 0 {
                             emitted.push(Emitted::PartnerPadded(id, Op::Insert));
                         }
@@ -288,17 +316,20 @@ impl StreamingJoin {
                 continue;
             }
             let (key, row) = (keys.row(i), rows.row(i));
+            let semi_left = input == 0 && self.filtering == Some(Filtering::Semi);
             if !accumulate {
                 // A retraction of a row this side never held takes nothing back.
-                if let Some(0) = this.retract(key.data(), row.data(), epoch)
-                    && this_outer
-                {
-                    emitted.push(Emitted::Padded(i, op));
+                match this.retract(key.data(), row.data(), epoch) {
+                    Some(0) if this_outer => emitted.push(Emitted::Padded(i, op)),
+                    Some(_) if semi_left => emitted.push(Emitted::Matched(i, op)),
+                    _ => {}
                 }
                 continue;
             }
             if this_outer && joins == 0 {
                 emitted.push(Emitted::Padded(i, op));
+            } else if semi_left {
+                emitted.push(Emitted::Matched(i, op));
             }
             match &times {
                 None => {
@@ -319,7 +350,12 @@ impl StreamingJoin {
                 }
             }
         }
-        if !emitted.is_empty() {
+        if let Some(filtering) = self.filtering {
+            if let Some(chunk) = filtered_output(filtering, &self.schema, &chunk, other, &emitted)?
+            {
+                out.push(chunk);
+            }
+        } else if !emitted.is_empty() {
             out.push(outer_output(
                 &self.schema,
                 input,
@@ -342,6 +378,77 @@ enum Emitted {
     Padded(usize, Op),
     /// A held row of the other side (its entry), padded with NULLs, with this change.
     PartnerPadded(u32, Op),
+    /// A left row of the chunk that joins (a semi join emits it), with this change.
+    Matched(usize, Op),
+}
+
+/// A left row followed by a right row.
+fn pair_schema(left: &SchemaRef, right: &SchemaRef) -> SchemaRef {
+    let fields: Vec<_> = left
+        .fields()
+        .iter()
+        .chain(right.fields().iter())
+        .map(|f| f.as_ref().clone().with_nullable(true))
+        .collect();
+    Arc::new(arrow::datatypes::Schema::new(fields))
+}
+
+/// The left rows a semi or anti join emits for a chunk, in order: an anti join's are the
+/// rows a LEFT JOIN would pad; a semi join's are the chunk's rows that join (`Matched`)
+/// and held left rows whose first match comes or last match goes (the opposite of the
+/// padded rows a LEFT JOIN emits for them).
+fn filtered_output(
+    filtering: Filtering,
+    schema: &SchemaRef,
+    chunk: &Chunk,
+    held: &JoinSide,
+    emitted: &[Emitted],
+) -> Result<Option<Chunk>> {
+    let mut rows = Vec::new();
+    let mut partners = Vec::new();
+    let mut ops = Vec::new();
+    for e in emitted {
+        match (*e, filtering) {
+            (Emitted::Padded(i, op), Filtering::Anti)
+            | (Emitted::Matched(i, op), Filtering::Semi) => {
+                rows.push(i as u32);
+                ops.push(op);
+            }
+            (Emitted::PartnerPadded(id, op), _) => {
+                partners.push(id);
+                ops.push(match (filtering, op.is_accumulate()) {
+                    (Filtering::Anti, _) => op,
+                    (Filtering::Semi, true) => Op::Delete,
+                    (Filtering::Semi, false) => Op::Insert,
+                });
+            }
+            _ => {}
+        }
+    }
+    // One chunk's rows are all of one input: its own left rows, or held ones.
+    let columns = match (rows.is_empty(), partners.is_empty()) {
+        (true, true) => return Ok(None),
+        (false, true) => take_record_batch(chunk.rows(), &UInt32Array::from(rows))?
+            .columns()
+            .to_vec(),
+        (true, false) => {
+            let parser = held.codec.parser();
+            let rows: Vec<_> = partners
+                .iter()
+                .map(|id| parser.parse(held.entry_row(*id)))
+                .collect();
+            held.codec.convert_rows(rows)?
+        }
+        (false, false) => {
+            return Err(EddyError::Internal(
+                "a semi join emitted rows of both inputs for one chunk".into(),
+            ));
+        }
+    };
+    Ok(Some(Chunk::from_ops(
+        RecordBatch::try_new(schema.clone(), columns)?,
+        ops,
+    )))
 }
 
 /// The rows an outer join emits for a chunk from input `input`, in the order `emitted`
@@ -418,6 +525,11 @@ fn outer_output(
                 order.push((2, next_partner));
                 next_partner += 1;
                 ops.push(op);
+            }
+            Emitted::Matched(..) => {
+                return Err(EddyError::Internal(
+                    "an outer join emitted a semi join's row".into(),
+                ));
             }
         }
     }
@@ -627,6 +739,7 @@ mod tests {
             schema: joined,
             interval: None,
             outer: [false, false],
+            filtering: None,
         };
         StreamingJoin::new(&spec, 128).unwrap()
     }
@@ -659,6 +772,7 @@ mod tests {
                 upper: 0,
             }),
             outer: [false, false],
+            filtering: None,
         };
         StreamingJoin::new(&spec, 128).unwrap()
     }
@@ -840,6 +954,93 @@ mod tests {
         assert_eq!(
             run(&mut restored, 1, auctions(&[(3, "y")], &[Insert])),
             ["-D 3 4 null null", "+I 3 4 3 y"]
+        );
+    }
+
+    /// bids semi- or anti-joined with auctions on `auction = id`.
+    fn filtering_join(filtering: Filtering) -> StreamingJoin {
+        let mut j = join(false, false);
+        j.outer = [true, false];
+        j.filtering = Some(filtering);
+        j.pair_schema = j.schema.clone();
+        j.schema = schema(&[("auction", DataType::Int64), ("price", DataType::Int64)]);
+        j
+    }
+
+    /// Output rows of a semi or anti join as `op auction price`.
+    fn left_lines(join: &mut StreamingJoin, input: usize, chunk: Chunk) -> Vec<String> {
+        let mut out = Vec::new();
+        join.process_input(input, chunk, &mut out).unwrap();
+        let mut lines = Vec::new();
+        for chunk in &out {
+            let show = |c: usize, i: usize| {
+                let column = chunk.rows().column(c);
+                match column.is_null(i) {
+                    true => "null".to_string(),
+                    false => column
+                        .as_primitive::<arrow::datatypes::Int64Type>()
+                        .value(i)
+                        .to_string(),
+                }
+            };
+            for i in 0..chunk.num_rows() {
+                lines.push(format!(
+                    "{} {} {}",
+                    chunk.op(i).short_name(),
+                    show(0, i),
+                    show(1, i)
+                ));
+            }
+        }
+        lines
+    }
+
+    #[test]
+    fn a_semi_join_emits_a_row_with_its_first_match_and_takes_it_back_with_its_last() {
+        let mut j = filtering_join(Filtering::Semi);
+        assert!(left_lines(&mut j, 0, bids(&[(Some(1), 5), (None, 6)], &[Insert; 2])).is_empty());
+        assert_eq!(
+            left_lines(&mut j, 1, auctions(&[(1, "a"), (1, "b")], &[Insert; 2])),
+            ["+I 1 5"]
+        );
+        // A row arriving with partners held comes at once, once.
+        assert_eq!(
+            left_lines(&mut j, 0, bids(&[(Some(1), 7)], &[Insert])),
+            ["+I 1 7"]
+        );
+        assert!(left_lines(&mut j, 1, auctions(&[(1, "a")], &[Delete])).is_empty());
+        let snapshot = j.snapshot(&SnapshotRequest::full(1)).unwrap();
+        let mut restored = filtering_join(Filtering::Semi);
+        restored
+            .restore(&[&snapshot.bytes], &KeyScope::everything())
+            .unwrap();
+        assert_eq!(
+            left_lines(&mut restored, 1, auctions(&[(1, "b")], &[Delete])),
+            ["-D 1 5", "-D 1 7"]
+        );
+        assert!(left_lines(&mut restored, 0, bids(&[(Some(1), 5)], &[Delete])).is_empty());
+    }
+
+    #[test]
+    fn an_anti_join_emits_a_row_until_its_first_match_and_after_its_last() {
+        let mut j = filtering_join(Filtering::Anti);
+        assert_eq!(
+            left_lines(&mut j, 0, bids(&[(Some(1), 5), (None, 6)], &[Insert; 2])),
+            ["+I 1 5", "+I null 6"]
+        );
+        assert_eq!(
+            left_lines(&mut j, 1, auctions(&[(1, "a"), (1, "b")], &[Insert; 2])),
+            ["-D 1 5"]
+        );
+        assert!(left_lines(&mut j, 0, bids(&[(Some(1), 7)], &[Insert])).is_empty());
+        assert!(left_lines(&mut j, 1, auctions(&[(1, "a")], &[Delete])).is_empty());
+        assert_eq!(
+            left_lines(&mut j, 1, auctions(&[(1, "b")], &[Delete])),
+            ["+I 1 5", "+I 1 7"]
+        );
+        assert_eq!(
+            left_lines(&mut j, 0, bids(&[(Some(1), 5)], &[Delete])),
+            ["-D 1 5"]
         );
     }
 

@@ -257,7 +257,12 @@ impl WindowJoin {
             take_record_batch(right, &pairs[1])?.columns().to_vec(),
         ]
         .concat();
-        let both = self.both_sides_schema()?;
+        let both = match self.spec.kind {
+            JoinKind::LeftSemi | JoinKind::LeftAnti => {
+                super::pair_schema(&self.spec.schemas[0], &self.spec.schemas[1])
+            }
+            _ => self.spec.schema.clone(),
+        };
         let joined = RecordBatch::try_new(both, columns)?;
         let (joined, pairs) = match &self.spec.filter {
             None => (joined, pairs),
@@ -284,23 +289,6 @@ impl WindowJoin {
             None => None,
         };
         Ok((joined, pairs))
-    }
-
-    /// The schema of a left row followed by a right row (the condition is evaluated on
-    /// them; a semi or anti join's own output holds only the left row).
-    fn both_sides_schema(&self) -> Result<SchemaRef> {
-        match self.spec.kind {
-            JoinKind::LeftSemi | JoinKind::LeftAnti => {
-                let fields: Vec<_> = self.spec.schemas[0]
-                    .fields()
-                    .iter()
-                    .chain(self.spec.schemas[1].fields().iter())
-                    .map(|f| f.as_ref().clone().with_nullable(true))
-                    .collect();
-                Ok(Arc::new(arrow::datatypes::Schema::new(fields)))
-            }
-            _ => Ok(self.spec.schema.clone()),
-        }
     }
 
     /// Rows of input `input` with the other side's columns NULL.

@@ -147,8 +147,9 @@ impl Planner {
         });
         if subquery.unwrap_or(false) {
             return Err(unsupported(
-                "a subquery in an expression (IN (SELECT ...), EXISTS, or a scalar subquery): \
-                 semi and anti joins are not supported yet",
+                "a subquery in an expression other than a conjunct of WHERE (... AND a IN \
+                 (SELECT ...) AND [NOT] EXISTS (...), which are semi and anti joins), or a \
+                 scalar subquery",
             ));
         }
         create_physical_expr(

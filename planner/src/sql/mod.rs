@@ -386,6 +386,7 @@ fn analyze(plan: LogicalPlan) -> datafusion_common::Result<LogicalPlan> {
 /// aggregations, or add sorts and limits, are left out.)
 fn optimize(plan: LogicalPlan) -> datafusion_common::Result<LogicalPlan> {
     use datafusion_optimizer::common_subexpr_eliminate::CommonSubexprEliminate;
+    use datafusion_optimizer::decorrelate_predicate_subquery::DecorrelatePredicateSubquery;
     use datafusion_optimizer::eliminate_filter::EliminateFilter;
     use datafusion_optimizer::extract_equijoin_predicate::ExtractEquijoinPredicate;
     use datafusion_optimizer::optimize_projections::OptimizeProjections;
@@ -396,6 +397,8 @@ fn optimize(plan: LogicalPlan) -> datafusion_common::Result<LogicalPlan> {
         Arc::new(flink_expressions::FlinkExpressions),
         Arc::new(SimplifyExpressions::new()),
         Arc::new(ReplaceDistinctWithAggregate::new()),
+        // `IN (SELECT ...)` and `EXISTS` (negated or not) as semi and anti joins.
+        Arc::new(DecorrelatePredicateSubquery::new()),
         Arc::new(EliminateFilter::new()),
         Arc::new(PushDownFilter::new()),
         Arc::new(ExtractEquijoinPredicate::new()),

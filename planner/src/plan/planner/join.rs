@@ -9,7 +9,7 @@ use datafusion_expr::binary::comparison_coercion;
 use datafusion_expr::{Expr, ExprSchemable, JoinType};
 use eddy_common::{EddyError, Result};
 use eddy_operators::OrEddy;
-use eddy_operators::join::{IntervalBounds, JoinKind, JoinSpec, WindowJoinSpec};
+use eddy_operators::join::{Filtering, IntervalBounds, JoinKind, JoinSpec, WindowJoinSpec};
 
 use super::{
     Changelog, OperatorKind, OperatorSpec, Partitioning, Planner, Stream, VertexOutput, WindowKind,
@@ -39,19 +39,32 @@ impl Planner {
                  before it is joined",
             ));
         }
+        if join.null_aware {
+            return Err(unsupported(
+                "NOT IN (SELECT ...) where either side may be NULL (its three-valued logic): \
+                 write NOT EXISTS (SELECT ... WHERE a = b), or make both columns NOT NULL",
+            ));
+        }
         let keys = self.join_keys(join, &left, &right)?;
         if let Some(windows) = window_join_of(join, &left, &right) {
             return self.plan_window_join(join, &left, &right, keys, windows);
         }
-        let outer = match join.join_type {
-            JoinType::Inner => [false, false],
-            JoinType::Left => [true, false],
-            JoinType::Right => [false, true],
-            JoinType::Full => [true, true],
+        let (outer, filtering) = match join.join_type {
+            JoinType::Inner => ([false, false], None),
+            JoinType::Left => ([true, false], None),
+            JoinType::Right => ([false, true], None),
+            JoinType::Full => ([true, true], None),
+            JoinType::LeftSemi => ([true, false], Some(Filtering::Semi)),
+            JoinType::LeftAnti => ([true, false], Some(Filtering::Anti)),
+            JoinType::LeftMark | JoinType::RightMark => {
+                return Err(unsupported(
+                    "a subquery under OR or NOT in WHERE (IN (SELECT ...) and [NOT] EXISTS are \
+                     supported as conjuncts of WHERE)",
+                ));
+            }
             other => {
                 return Err(unsupported(format!(
-                    "{other} joins outside window joins (inner and outer equi-joins are \
-                     supported: [LEFT | RIGHT | FULL] JOIN ... ON a.key = b.key)"
+                    "{other} joins (inner, outer, semi and anti equi-joins are supported)"
                 )));
             }
         };
@@ -59,13 +72,19 @@ impl Planner {
         // A joined row is taken back by a retraction of a row that made it, so an updating
         // input makes a retract stream (an upsert key would not identify joined rows); so
         // does an outer join, whose padded rows leave when a partner arrives.
-        let changelog = match (left.changelog, right.changelog, outer) {
-            (Changelog::AppendOnly, Changelog::AppendOnly, [false, false]) => Changelog::AppendOnly,
+        // A semi join takes a row back only when the last partner of its row leaves.
+        let append_only = [&left, &right]
+            .iter()
+            .all(|s| s.changelog == Changelog::AppendOnly);
+        let changelog = match (append_only, outer, filtering) {
+            (true, [false, false], None) | (true, _, Some(Filtering::Semi)) => {
+                Changelog::AppendOnly
+            }
             _ => Changelog::Retract,
         };
         let on = on_display(join);
-        let interval = match outer {
-            [false, false] => self.interval_of(join, &left, &right),
+        let interval = match (outer, filtering) {
+            ([false, false], None) => self.interval_of(join, &left, &right),
             _ => None,
         };
         let kind = join.join_type.to_string().to_ascii_lowercase();
@@ -112,6 +131,7 @@ impl Planner {
                     schema: output_schema(&join.schema),
                     interval,
                     outer,
+                    filtering,
                 }),
             },
         );
