@@ -880,3 +880,85 @@ fn partition_rows(table: &std::path::Path) -> BTreeMap<String, Vec<String>> {
     }
     partitions
 }
+
+/// A GROUP BY's state TTL runs on the wall clock through a savepoint: groups written
+/// before a stop are expired when the job resumes more than the TTL later (their counts
+/// start again at 1, with `+I`), while with a TTL longer than the pause they go on.
+#[test]
+fn a_state_ttl_keeps_its_clock_through_a_savepoint() {
+    let cluster = Cluster::start("state-ttl", 1, 1);
+    let script = |ttl: &str, id: &str| {
+        format!(
+            "SET 'execution.checkpointing.interval' = '300ms';
+             SET 'table.exec.state.ttl' = '{ttl}';
+             CREATE TABLE t (id BIGINT) WITH ('connector' = 'datagen', 'rows-per-second' = '300',
+               'number-of-rows' = '3000', 'fields.id.kind' = 'sequence',
+               'fields.id.start' = '0', 'fields.id.end' = '2999');
+             CREATE TABLE o (k BIGINT, c BIGINT, PRIMARY KEY (k) NOT ENFORCED)
+               WITH ('connector' = 'print', 'print-identifier' = '{id}');
+             INSERT INTO o SELECT id % 10, COUNT(*) FROM t GROUP BY id % 10;"
+        )
+    };
+    for (ttl, id) in [("2s", "expiring"), ("1h", "kept")] {
+        let job_id = cluster.submit(&script(ttl, id), 1);
+        let savepoint = stop_with_savepoint(&cluster, &job_id, 2);
+        std::thread::sleep(Duration::from_secs(3));
+        let resumed = format!("{id}resumed");
+        resume_until_finished(
+            &cluster,
+            &savepoint,
+            1,
+            &format!("{id}.sql"),
+            &script(ttl, &resumed),
+        );
+    }
+    let changes = |id: &str| {
+        let printed: String = cluster
+            .printed()
+            .lines()
+            .filter(|l| l.starts_with(&format!("{id}>")) || l.starts_with(&format!("{id}:")))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        parse_changes(&printed)
+    };
+    // Kept: the resumed job counts on from the savepoint to 300 rows a key.
+    let kept = largest_counts_of(&changes("keptresumed"));
+    assert_eq!(kept.len(), 10);
+    assert!(kept.values().all(|c| *c == 300), "{kept:?}");
+    // Expired: every key starts afresh after the pause, counting only the rows after it.
+    let resumed = changes("expiringresumed");
+    let before = largest_counts_of(&changes("expiring"));
+    // A key's first change after the pause is an insert of a new group there, an update
+    // of the restored one here (an upsert sink: no `-U`).
+    let first_ops = |changes: &[crate::support::Change]| {
+        let mut firsts = BTreeMap::new();
+        for change in changes {
+            firsts
+                .entry(change.fields[0].clone())
+                .or_insert(change.op.clone());
+        }
+        firsts.into_values().collect::<Vec<_>>()
+    };
+    assert_eq!(first_ops(&resumed), ["+I"; 10]);
+    assert_eq!(first_ops(&changes("keptresumed")), ["+U"; 10]);
+    let after = largest_counts_of(&resumed);
+    for (key, count) in &after {
+        assert_eq!(
+            count + before[key],
+            300,
+            "key {key}: {count} after, {} before",
+            before[key]
+        );
+    }
+}
+
+/// Per key, the largest count printed.
+fn largest_counts_of(changes: &[crate::support::Change]) -> BTreeMap<String, i64> {
+    let mut counts = BTreeMap::new();
+    for change in changes.iter().filter(|c| c.op == "+I" || c.op == "+U") {
+        let count: i64 = change.fields[1].parse().unwrap();
+        let entry = counts.entry(change.fields[0].clone()).or_insert(count);
+        *entry = (*entry).max(count);
+    }
+    counts
+}

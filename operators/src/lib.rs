@@ -7,6 +7,7 @@ mod group_keys;
 pub mod join;
 pub mod partition;
 pub mod rank;
+pub mod ttl;
 pub mod watermark;
 pub mod window_assign;
 

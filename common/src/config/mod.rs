@@ -16,12 +16,16 @@ pub const MAX_PARALLELISM: &str = "pipeline.max-parallelism";
 pub const BATCH_SIZE: &str = "table.exec.mini-batch.size";
 /// A name for the job, shown in logs (`pipeline.name`).
 pub const PIPELINE_NAME: &str = "pipeline.name";
+/// How long keyed state of unbounded GROUP BYs, regular joins, Top-Ns and deduplications
+/// lives after its last write, by the wall clock (`table.exec.state.ttl`; 0: for good).
+pub const STATE_TTL: &str = "table.exec.state.ttl";
 
 const KNOWN_KEYS: &[&str] = &[
     PARALLELISM,
     MAX_PARALLELISM,
     BATCH_SIZE,
     PIPELINE_NAME,
+    STATE_TTL,
     "execution.checkpointing.interval",
     "execution.checkpointing.mode",
     "execution.checkpointing.timeout",
@@ -55,6 +59,8 @@ pub struct JobConfig {
     pub checkpoints: CheckpointConfig,
     /// Restarts after failures.
     pub restart: RestartStrategy,
+    /// Idle state retention of unbounded keyed state (`None`: kept for good).
+    pub state_ttl: Option<std::time::Duration>,
     raw: BTreeMap<String, String>,
 }
 
@@ -67,6 +73,7 @@ impl Default for JobConfig {
             name: "eddy-job".to_string(),
             checkpoints: CheckpointConfig::default(),
             restart: RestartStrategy::default(),
+            state_ttl: None,
             raw: BTreeMap::new(),
         }
     }
@@ -88,6 +95,10 @@ impl JobConfig {
             }
             BATCH_SIZE => self.batch_size = parse_positive(key, value)?,
             PIPELINE_NAME => self.name = value.to_string(),
+            STATE_TTL => {
+                let ttl = parse_duration(key, value)?;
+                self.state_ttl = (!ttl.is_zero()).then_some(ttl);
+            }
             "execution.checkpointing.interval" => {
                 let interval = parse_duration(key, value)?;
                 self.checkpoints.interval = (!interval.is_zero()).then_some(interval);

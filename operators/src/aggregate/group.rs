@@ -5,6 +5,9 @@
 //! Snapshots can be incremental: each group carries the epoch it last changed in and
 //! removed keys are remembered, so a snapshot of changes holds only the keys removed and
 //! the groups changed since the completed snapshot it extends.
+//!
+//! With a state TTL, a group not updated for the TTL is dropped (without a `-D`, as in
+//! Flink): a later row of its key starts a new group (`+I`), a retraction finds nothing.
 
 use std::sync::Arc;
 
@@ -16,6 +19,7 @@ use arrow::row::{RowConverter, SortField};
 use datafusion_physical_expr::PhysicalExpr;
 use eddy_common::Result;
 use eddy_common::chunk::{Chunk, Op};
+use eddy_common::event::Timestamp;
 use eddy_common::state::{Epochs, OperatorState, Removals, SnapshotRequest};
 
 use super::{
@@ -23,6 +27,7 @@ use super::{
 };
 use crate::group_keys::GroupKeys;
 use crate::partition::{KeyScope, key_groups};
+use crate::ttl::StateTtl;
 use crate::{Operator, evaluate};
 
 /// A non-windowed aggregation producing a retract (or upsert) changelog.
@@ -46,6 +51,8 @@ pub struct GroupAggregate {
     emit_update_before: bool,
     schema: SchemaRef,
     max_parallelism: usize,
+    /// When groups were last updated, with a state TTL.
+    ttl: Option<StateTtl>,
 }
 
 impl GroupAggregate {
@@ -83,7 +90,34 @@ impl GroupAggregate {
             emit_update_before,
             schema,
             max_parallelism,
+            ttl: None,
         })
+    }
+
+    /// Drops groups not updated for `ttl_ms` milliseconds (`None`: keeps them for good).
+    pub fn with_state_ttl(mut self, ttl_ms: Option<i64>) -> Self {
+        self.ttl = ttl_ms.map(StateTtl::new);
+        self
+    }
+
+    /// Drops the groups whose TTL passed by `now`, remembering their keys as removed.
+    fn drop_expired(&mut self, now: i64) {
+        let Some(ttl) = &mut self.ttl else {
+            return;
+        };
+        let epoch = self.epochs.current();
+        for group in ttl.expired(now) {
+            self.drop_group(group, epoch);
+        }
+    }
+
+    /// Removes a live group whose state goes (its last row retracted, or expired).
+    fn drop_group(&mut self, group: u32, epoch: u32) {
+        if self.row_counts[group as usize] > 0 {
+            self.removals
+                .push(epoch, 0, self.group_keys.key(group), &[]);
+        }
+        self.remove_group(group);
     }
 
     /// A new group for `key` (whose hash is `hash`).
@@ -98,6 +132,9 @@ impl GroupAggregate {
 
     /// Frees `group`'s slot and state.
     fn remove_group(&mut self, group: u32) {
+        if let Some(ttl) = &mut self.ttl {
+            ttl.forget(group);
+        }
         self.group_keys.remove(group);
         self.row_counts[group as usize] = 0;
         self.accumulators.reset(group);
@@ -128,6 +165,10 @@ impl GroupAggregate {
 
 impl Operator for GroupAggregate {
     fn snapshot(&mut self, request: &SnapshotRequest) -> Result<OperatorState> {
+        // Expired groups are not written (and a snapshot of changes drops them).
+        if let Some(now) = self.ttl.as_ref().map(StateTtl::now) {
+            self.drop_expired(now);
+        }
         let scope = self.epochs.close(request);
         if let Some(settled) = scope.settled {
             self.removals.forget_through(settled);
@@ -150,11 +191,14 @@ impl Operator for GroupAggregate {
             .map_or(0, |g| self.group_keys.key(*g).len() + 24);
         let mut out = snapshot_writer(16 + live.len() * per_group);
         self.removals.save(scope.changes_after, &mut out);
-        out.u64(live.len() as u64);
+        out.u64(self.ttl.is_some() as u64).u64(live.len() as u64);
         for (group, key_group) in live.iter().zip(key_groups) {
             out.bytes(self.group_keys.key(*group))
                 .u64(key_group as u64)
                 .i64(self.row_counts[*group as usize]);
+            if let Some(ttl) = &self.ttl {
+                out.i64(ttl.written(*group).unwrap_or(Timestamp::MIN));
+            }
             self.accumulators.save(*group, &mut out);
         }
         let bytes = out.finish();
@@ -179,10 +223,16 @@ impl Operator for GroupAggregate {
                     }
                 })?;
             }
+            let timed = version >= 4 && input.u64()? == 1;
+            let restored_at = self.ttl.as_ref().map(StateTtl::now);
             for _ in 0..input.count(24)? {
                 let key = input.bytes()?;
                 let key_group = input.u64()? as usize;
                 let rows = input.i64()?;
+                let written = match timed {
+                    true => Some(input.i64()?),
+                    false => None,
+                };
                 let hash = self.group_keys.hash(key);
                 let group = match self.group_keys.find(hash, key) {
                     Some(group) => {
@@ -193,6 +243,11 @@ impl Operator for GroupAggregate {
                 };
                 self.row_counts[group as usize] = rows;
                 self.accumulators.load(group, &mut input)?;
+                // The TTL clock goes on from the snapshot's write times (from the restore
+                // for a snapshot taken without a TTL).
+                if let (Some(ttl), Some(now)) = (&mut self.ttl, restored_at) {
+                    ttl.write(group, written.unwrap_or(now));
+                }
                 if !self.keys.is_empty() && !scope.owns(key_group) {
                     // Another subtask owns this key now.
                     self.remove_group(group);
@@ -208,6 +263,10 @@ impl Operator for GroupAggregate {
     }
 
     fn process(&mut self, chunk: Chunk, out: &mut Vec<Chunk>) -> Result<()> {
+        let now = self.ttl.as_ref().map(StateTtl::now);
+        if let Some(now) = now {
+            self.drop_expired(now);
+        }
         let key_arrays = self
             .keys
             .iter()
@@ -224,7 +283,16 @@ impl Operator for GroupAggregate {
         for (i, sign) in signs.iter_mut().enumerate() {
             let key = rows.as_ref().map_or(&[][..], |r| r.row(i).data());
             let hash = self.group_keys.hash(key);
-            let group = match self.group_keys.find(hash, key) {
+            let mut found = self.group_keys.find(hash, key);
+            if let (Some(g), Some(now), Some(ttl)) = (found, now, &self.ttl)
+                && !self.touched_mark[g as usize]
+                && ttl.is_expired(g, now)
+            {
+                // Expired, not yet dropped: it is not read again.
+                self.drop_group(g, self.epochs.current());
+                found = None;
+            }
+            let group = match found {
                 Some(g) => g,
                 None if *sign < 0 => {
                     // A retraction of a group never seen: nothing to take back.
@@ -324,6 +392,8 @@ impl Operator for GroupAggregate {
                 self.removals
                     .push(epoch, 0, self.group_keys.key(group), &[]);
                 self.remove_group(group);
+            } else if let (Some(ttl), Some(now)) = (&mut self.ttl, now) {
+                ttl.write(group, now);
             }
         }
         Ok(())
@@ -403,6 +473,83 @@ mod tests {
             .collect();
         groups.sort();
         groups
+    }
+
+    /// [`count_and_max`] with a state TTL of 1 s on the test clock.
+    fn count_and_max_with_ttl() -> GroupAggregate {
+        let mut aggregate = count_and_max().with_state_ttl(Some(1000));
+        aggregate.ttl = aggregate
+            .ttl
+            .map(|ttl| ttl.with_clock(crate::ttl::test_clock::now));
+        aggregate
+    }
+
+    /// The changes a chunk makes, as "op key count max".
+    fn changes(aggregate: &mut GroupAggregate, chunk: Chunk) -> Vec<String> {
+        let mut out = Vec::new();
+        aggregate.process(chunk, &mut out).unwrap();
+        let mut lines = Vec::new();
+        for chunk in &out {
+            for i in 0..chunk.num_rows() {
+                let show = |c: usize| array_value_to_string(chunk.rows().column(c), i).unwrap();
+                let op = chunk.op(i).short_name();
+                lines.push(format!("{op} {} {} {}", show(0), show(1), show(2)));
+            }
+        }
+        lines
+    }
+
+    #[test]
+    fn groups_idle_for_the_ttl_start_afresh_and_leave_snapshots() {
+        use crate::ttl::test_clock;
+        let request = |checkpoint, completed| SnapshotRequest {
+            checkpoint,
+            completed,
+            changes: true,
+        };
+        let mut aggregate = count_and_max_with_ttl();
+        test_clock::set(0);
+        apply(&mut aggregate, rows(&[(1, 10), (2, 20)], Op::Insert));
+        let full = aggregate.snapshot(&request(1, None)).unwrap();
+        test_clock::set(600);
+        apply(&mut aggregate, rows(&[(1, 5)], Op::Insert));
+        // Key 2 was last written at 0: at 1000 it is gone, its next row a new group.
+        test_clock::set(1000);
+        assert_eq!(
+            changes(&mut aggregate, rows(&[(2, 7)], Op::Insert)),
+            ["+I 2 1 7"]
+        );
+        assert_eq!(
+            changes(&mut aggregate, rows(&[(1, 30)], Op::Insert)),
+            ["-U 1 2 10", "+U 1 3 30"]
+        );
+        // Key 1, written at 1000, outlives key 2 (at 1000 too) by nothing: both go at 2000;
+        // at 1999 a snapshot of changes still holds both.
+        test_clock::set(1999);
+        let changed = aggregate.snapshot(&request(2, Some(1))).unwrap();
+        let mut restored = count_and_max_with_ttl();
+        restored
+            .restore(&[&full.bytes, &changed.bytes], &KeyScope::everything())
+            .unwrap();
+        assert_eq!(contents(&restored), ["1 3 3 30", "2 1 1 7"]);
+        // The restore kept the write times: at 2000 both are expired there too, and a
+        // retraction of a gone group takes nothing back.
+        test_clock::set(2000);
+        assert!(changes(&mut restored, rows(&[(2, 7)], Op::Delete)).is_empty());
+        assert_eq!(
+            changes(&mut restored, rows(&[(1, 1)], Op::Insert)),
+            ["+I 1 1 1"]
+        );
+        let later = restored.snapshot(&request(3, None)).unwrap();
+        let mut again = count_and_max_with_ttl();
+        again
+            .restore(&[&later.bytes], &KeyScope::everything())
+            .unwrap();
+        assert_eq!(
+            contents(&again),
+            ["1 1 1 1"],
+            "expired groups are not written"
+        );
     }
 
     #[test]

@@ -132,8 +132,9 @@ impl Accumulators {
 
 /// Version of the aggregate snapshot format: 1 wrote fixed-width integers, 2 writes
 /// varints after the version, 3 starts a `GROUP BY`'s snapshot with the keys it removed
-/// (a snapshot of changes since an earlier one).
-const SNAPSHOT_VERSION: u64 = 3;
+/// (a snapshot of changes since an earlier one), 4 says after them whether each group
+/// carries the time it was last written (a `GROUP BY` with a state TTL).
+const SNAPSHOT_VERSION: u64 = 4;
 
 /// A writer for an aggregate snapshot, its header written.
 fn snapshot_writer(capacity: usize) -> StateWriter {
@@ -149,7 +150,7 @@ fn open_snapshot<'a>(bytes: &'a [u8], what: &'a str) -> Result<(u64, StateReader
     let version = reader.u64()?;
     match version {
         1 => {}
-        2 | 3 => {
+        2..=4 => {
             reader.compact();
         }
         _ => {
@@ -182,8 +183,8 @@ mod tests {
         v1.u64(1).u64(300).i64(-2);
         let mut v2 = StateWriter::new();
         v2.u64(2).compact().u64(300).i64(-2);
-        let mut v3 = snapshot_writer(0);
-        v3.u64(300).i64(-2);
+        let mut v3 = StateWriter::new();
+        v3.u64(3).compact().u64(300).i64(-2);
         let (v1, v2, v3) = (v1.finish(), v2.finish(), v3.finish());
         assert_eq!(v3.len(), 8 + 2 + 1, "varints after the version");
         for (version, bytes) in [(1, v1), (2, v2), (3, v3)] {
@@ -193,9 +194,9 @@ mod tests {
             assert_eq!(input.i64().unwrap(), -2);
             assert!(input.is_empty());
         }
-        let mut v4 = StateWriter::new();
-        v4.u64(4);
-        let error = open_snapshot(&v4.finish(), "test").unwrap_err().to_string();
-        assert!(error.contains("format version 4"), "{error}");
+        let mut v5 = StateWriter::new();
+        v5.u64(5);
+        let error = open_snapshot(&v5.finish(), "test").unwrap_err().to_string();
+        assert!(error.contains("format version 5"), "{error}");
     }
 }

@@ -33,7 +33,7 @@ use eddy_common::chunk::{Chunk, Op};
 use eddy_common::state::{Epochs, OperatorState, SnapshotRequest, StateReader, StateWriter};
 use eddy_common::{EddyError, Result};
 
-use self::side::JoinSide;
+use self::side::{JoinSide, RowExtras};
 pub use self::window::{JoinKind, WindowJoin, WindowJoinSpec};
 
 use crate::partition::{KeyScope, key_groups};
@@ -41,8 +41,9 @@ use crate::{Operator, evaluate};
 
 /// The join's snapshot format: 1 held each side's keys and rows; 2 puts the rows removed
 /// before them (a snapshot of changes since an earlier one); 3 gives each row of an outer
-/// join's preserved side its match count.
-const SNAPSHOT_VERSION: u64 = 3;
+/// join's preserved side its match count; 4 says after the version whether each row carries
+/// the time it was written (a join with a state TTL).
+const SNAPSHOT_VERSION: u64 = 4;
 
 /// What a join is, as planned.
 #[derive(Debug, Clone)]
@@ -71,6 +72,9 @@ pub struct JoinSpec {
     /// A semi or anti join (`outer` is then `[true, false]`: left rows count their
     /// matches): only left rows are emitted, those with a match or those without.
     pub filtering: Option<Filtering>,
+    /// Milliseconds a held row lives after it was written (added, or its match count
+    /// changed), by the wall clock; `None`: for good. Not for interval joins.
+    pub state_ttl: Option<i64>,
 }
 
 /// Which left rows a semi or anti join emits.
@@ -136,6 +140,9 @@ pub struct StreamingJoin {
     filtering: Option<Filtering>,
     /// A left row followed by a right row: the pairs the condition is evaluated on.
     pair_schema: SchemaRef,
+    state_ttl: Option<i64>,
+    /// The wall clock, for the state TTL (replaced in tests).
+    clock: fn() -> i64,
 }
 
 impl StreamingJoin {
@@ -170,6 +177,8 @@ impl StreamingJoin {
                 Some(_) => pair_schema(&spec.left_schema, &spec.right_schema),
                 None => spec.schema.clone(),
             },
+            state_ttl: spec.state_ttl.filter(|_| spec.interval.is_none()),
+            clock: crate::wall_clock,
         })
     }
 
@@ -190,6 +199,12 @@ impl StreamingJoin {
             )));
         }
         let (this_outer, other_outer) = (self.outer[input], self.outer[1 - input]);
+        // With a state TTL: rows written before `expired` are gone, dropped or not yet.
+        let now = self.state_ttl.map(|_| (self.clock)());
+        let expired = self.state_ttl.zip(now).map(|(ttl, now)| now - ttl);
+        if let Some(bound) = expired {
+            self.expire_through(bound);
+        }
         let [left, right] = &mut self.sides;
         let (this, other) = match input {
             0 => (left, right),
@@ -220,6 +235,9 @@ impl StreamingJoin {
         for i in (0..chunk.num_rows()).filter(|i| is_valid(*i)) {
             let op = chunk.op(i);
             for (id, row) in other.matching(keys.row(i).data()) {
+                if expired.is_some_and(|bound| other.time_of(id) <= bound) {
+                    continue;
+                }
                 these.push(i as u32);
                 partners.push(id);
                 others.push(parser.parse(row));
@@ -292,6 +310,10 @@ impl StreamingJoin {
                         };
                         if other_outer {
                             other.set_match_count(id, after);
+                            // A new count is a write: it renews the row's TTL.
+                            if let Some(now) = now {
+                                other.renew(keys.row(i).data(), id, now);
+                            }
                         }
                         // A partner's padded row leaves with its first match and comes
                         // back when its last one goes.
@@ -333,9 +355,12 @@ impl StreamingJoin {
             }
             match &times {
                 None => {
-                    let (_, id) = this.insert(key.data(), row.data(), epoch);
+                    let (slot, id) = this.insert(key.data(), row.data(), epoch);
                     if this_outer {
                         this.set_match_count(id, joins);
+                    }
+                    if let Some(now) = now {
+                        this.set_time(slot, id, now);
                     }
                 }
                 Some((times, reach)) => {
@@ -564,6 +589,14 @@ impl StreamingJoin {
 
 impl StreamingJoin {
     /// Removes the rows the watermark has put out of every other row's reach.
+    /// Drops the rows written at `bound` or before (a state TTL's).
+    fn expire_through(&mut self, bound: i64) {
+        let epoch = self.epochs.current();
+        for side in &mut self.sides {
+            side.expire_through(bound, epoch);
+        }
+    }
+
     fn expire(&mut self) {
         let Some(interval) = self.interval else {
             return;
@@ -618,9 +651,15 @@ impl Operator for StreamingJoin {
     }
 
     fn snapshot(&mut self, request: &SnapshotRequest) -> Result<OperatorState> {
+        // Expired rows are not written (and a snapshot of changes drops them).
+        if let Some(ttl) = self.state_ttl {
+            self.expire_through((self.clock)() - ttl);
+        }
         let scope = self.epochs.close(request);
         let mut out = StateWriter::new();
         out.u64(SNAPSHOT_VERSION).compact();
+        let timed = self.state_ttl.is_some();
+        out.u64(timed as u64);
         for side in &mut self.sides {
             if let Some(settled) = scope.settled {
                 side.forget_removals_through(settled);
@@ -636,7 +675,11 @@ impl Operator for StreamingJoin {
             side.save_removals(changes_after, &mut out);
             out.u64(keys.len() as u64);
             for ((slot, _), key_group) in keys.iter().zip(groups) {
-                rows += side.save(*slot, key_group, changes_after, self.outer[input], &mut out);
+                let with = RowExtras {
+                    counts: self.outer[input],
+                    times: timed,
+                };
+                rows += side.save(*slot, key_group, changes_after, with, &mut out);
             }
         }
         let bytes = out.finish();
@@ -663,17 +706,24 @@ impl Operator for StreamingJoin {
             if !(1..=SNAPSHOT_VERSION).contains(&version) {
                 return Err(EddyError::Snapshot(format!(
                     "snapshot of a join has format version {version}; this Eddy reads \
-                     versions 1 and {SNAPSHOT_VERSION}"
+                     versions 1 to {SNAPSHOT_VERSION}"
                 )));
             }
             input.compact();
+            let times = version >= 4 && input.u64()? == 1;
+            // The TTL clock goes on from the rows' write times (from the restore for rows
+            // written without a TTL).
+            let timed = self.state_ttl.map(|_| (self.clock)());
             for (index, side) in self.sides.iter_mut().enumerate() {
                 if version >= 2 {
                     side.load_removals(&mut input)?;
                 }
-                let with_counts = version >= 3 && self.outer[index];
+                let with = RowExtras {
+                    counts: version >= 3 && self.outer[index],
+                    times,
+                };
                 for _ in 0..input.count(3)? {
-                    side.load(&mut input, epoch, with_counts, |key_group| {
+                    side.load(&mut input, epoch, with, timed, |key_group| {
                         scope.owns(key_group)
                     })?;
                 }
@@ -740,6 +790,7 @@ mod tests {
             interval: None,
             outer: [false, false],
             filtering: None,
+            state_ttl: None,
         };
         StreamingJoin::new(&spec, 128).unwrap()
     }
@@ -773,6 +824,7 @@ mod tests {
             }),
             outer: [false, false],
             filtering: None,
+            state_ttl: None,
         };
         StreamingJoin::new(&spec, 128).unwrap()
     }
@@ -1042,6 +1094,46 @@ mod tests {
             left_lines(&mut j, 0, bids(&[(Some(1), 5)], &[Delete])),
             ["-D 1 5"]
         );
+    }
+
+    #[test]
+    fn rows_idle_for_the_ttl_join_nothing_and_keep_their_times_through_a_restore() {
+        use crate::ttl::test_clock;
+        let ttl_join = || {
+            let mut j = join(false, false);
+            j.state_ttl = Some(1000);
+            j.clock = test_clock::now;
+            j
+        };
+        let mut j = ttl_join();
+        test_clock::set(0);
+        assert!(run(&mut j, 0, bids(&[(Some(1), 5)], &[Insert])).is_empty());
+        test_clock::set(600);
+        assert!(run(&mut j, 0, bids(&[(Some(1), 6)], &[Insert])).is_empty());
+        // The bid of 0 is gone at 1000; the bid of 600 is not.
+        test_clock::set(1000);
+        assert_eq!(
+            run(&mut j, 1, auctions(&[(1, "a")], &[Insert])),
+            ["+I 1 6 1 a"]
+        );
+        let snapshot = j.snapshot(&SnapshotRequest::full(1)).unwrap();
+        let mut restored = ttl_join();
+        restored
+            .restore(&[&snapshot.bytes], &KeyScope::everything())
+            .unwrap();
+        // At 1600 the bid of 600 is gone there too; the auction of 1000 is not.
+        test_clock::set(1600);
+        assert!(run(&mut restored, 1, auctions(&[(1, "b")], &[Insert])).is_empty());
+        assert_eq!(
+            run(&mut restored, 0, bids(&[(Some(1), 7)], &[Insert])),
+            ["+I 1 7 1 a", "+I 1 7 1 b"]
+        );
+        test_clock::set(5000);
+        let empty = restored.snapshot(&SnapshotRequest::full(2)).unwrap();
+        let mut last = ttl_join();
+        last.restore(&[&empty.bytes], &KeyScope::everything())
+            .unwrap();
+        assert_eq!(last.state_rows(), (0, 0), "expired rows are not written");
     }
 
     #[test]

@@ -191,6 +191,21 @@ impl JoinSide {
         self.row(self.entries[id as usize])
     }
 
+    /// The time entry `id` expires by (its event time, or when it was last written).
+    pub(super) fn time_of(&self, id: u32) -> i64 {
+        self.entry_times
+            .get(id as usize)
+            .copied()
+            .unwrap_or(i64::MIN)
+    }
+
+    /// Gives entry `id` of `key` a new time (its row was written again).
+    pub(super) fn renew(&mut self, key: &[u8], id: u32, time: i64) {
+        if let Some(slot) = self.index.find(self.index.hash(key), key) {
+            self.set_time(slot, id, time);
+        }
+    }
+
     /// Gives entry `id` (of `slot`) its event time, so that it expires.
     pub(super) fn set_time(&mut self, slot: u32, id: u32, time: i64) {
         if self.entry_times.len() <= id as usize {
@@ -365,14 +380,14 @@ impl JoinSide {
     }
 
     /// Writes `slot`'s key, its key group and its rows (with `added_after`, those added
-    /// after that epoch), each with its match count `with_counts`; returns the number of
-    /// rows written.
+    /// after that epoch), each with its match count (`with.counts`) and its time
+    /// (`with.times`); returns the number of rows written.
     pub(super) fn save(
         &self,
         slot: u32,
         key_group: usize,
         added_after: Option<u32>,
-        with_counts: bool,
+        with: RowExtras,
         out: &mut StateWriter,
     ) -> u64 {
         let mut next = self.chains[slot as usize].head;
@@ -395,21 +410,26 @@ impl JoinSide {
         while next != NONE {
             let entry = self.entries[next as usize];
             out.bytes(self.row(entry));
-            if with_counts {
+            if with.counts {
                 out.u64(self.match_count(next) as u64);
+            }
+            if with.times {
+                out.i64(self.time_of(next));
             }
             next = entry.next;
         }
         count
     }
 
-    /// Reads one key written by [`JoinSide::save`] (`with_counts` as it was written) and
-    /// adds its rows (in epoch `epoch`) when `keep` says its key group is this subtask's.
+    /// Reads one key written by [`JoinSide::save`] (`with` as it was written) and adds
+    /// its rows (in epoch `epoch`) when `keep` says its key group is this subtask's; with
+    /// `timed`, each row expires at its time written (or `timed`'s time when none was).
     pub(super) fn load(
         &mut self,
         input: &mut StateReader<'_>,
         epoch: u32,
-        with_counts: bool,
+        with: RowExtras,
+        timed: Option<i64>,
         keep: impl Fn(usize) -> bool,
     ) -> Result<()> {
         let key = input.bytes()?;
@@ -417,19 +437,35 @@ impl JoinSide {
         let keep = keep(key_group);
         for _ in 0..input.count(1)? {
             let row = input.bytes()?;
-            let count = match with_counts {
+            let count = match with.counts {
                 true => input.u64()? as u32,
                 false => 0,
             };
+            let time = match with.times {
+                true => Some(input.i64()?),
+                false => None,
+            };
             if keep {
-                let (_, id) = self.insert(key, row, epoch);
-                if with_counts {
+                let (slot, id) = self.insert(key, row, epoch);
+                if with.counts {
                     self.set_match_count(id, count);
+                }
+                if let Some(now) = timed {
+                    self.set_time(slot, id, time.unwrap_or(now));
                 }
             }
         }
         Ok(())
     }
+}
+
+/// What a snapshot holds beside each row of a join side.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RowExtras {
+    /// Its match count (the preserved side of an outer join).
+    pub(super) counts: bool,
+    /// The time it expires by (with a state TTL: when it was written).
+    pub(super) times: bool,
 }
 
 #[cfg(test)]

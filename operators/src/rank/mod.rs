@@ -14,6 +14,9 @@
 //!
 //! Deduplication is the same operator with `end = 1`, ordered by event time, with the tie
 //! policy of keep-first or keep-last ([`Ties`]).
+//!
+//! With a state TTL (not over windows), a partition not written for the TTL is dropped
+//! without emitting anything, as in Flink: a later row of its key starts it afresh.
 
 mod partition;
 
@@ -36,10 +39,12 @@ use self::partition::Partition;
 pub use self::partition::Ties;
 use crate::group_keys::PartitionKeys;
 use crate::partition::KeyScope;
-use crate::{Operator, evaluate, open_versioned_snapshot, versioned_snapshot};
+use crate::ttl::StateTtl;
+use crate::{Operator, evaluate, versioned_snapshot};
 
-/// The Top-N snapshot format.
-const SNAPSHOT_VERSION: u64 = 1;
+/// The Top-N snapshot format: 2 says after the watermark whether each partition carries
+/// the time it was last written (a state TTL's).
+const SNAPSHOT_VERSION: u64 = 2;
 
 /// One `ORDER BY` expression of a Top-N.
 #[derive(Debug, Clone)]
@@ -88,6 +93,9 @@ pub struct RankSpec {
     pub input_schema: SchemaRef,
     /// The output rows: the input's columns, then the rank.
     pub schema: SchemaRef,
+    /// Milliseconds a partition lives after its last write, by the wall clock (`None`:
+    /// for good); not over windows.
+    pub state_ttl: Option<i64>,
 }
 
 /// A Top-N of one subtask.
@@ -106,6 +114,8 @@ pub struct TopN {
     touched_mark: Vec<bool>,
     metrics: Arc<OperatorMetrics>,
     max_parallelism: usize,
+    /// When partitions were last written, with a state TTL.
+    ttl: Option<StateTtl>,
 }
 
 /// Rows to emit, gathered before they are decoded into a chunk: each row's bytes in one
@@ -152,7 +162,12 @@ impl TopN {
                 .collect(),
         )?;
         let row_codec = crate::row_codec(&spec.input_schema)?;
+        let ttl = match spec.window_end {
+            None => spec.state_ttl.map(StateTtl::new),
+            Some(_) => None,
+        };
         Ok(TopN {
+            ttl,
             spec,
             keys,
             sort_codec,
@@ -189,6 +204,9 @@ impl TopN {
     }
 
     fn release(&mut self, slot: u32) {
+        if let Some(ttl) = &mut self.ttl {
+            ttl.forget(slot);
+        }
         self.keys.release(slot);
         self.partitions[slot as usize] = Partition::default();
     }
@@ -279,16 +297,19 @@ impl TopN {
     }
 
     /// Applies one row's change to its partition.
-    fn apply(&mut self, slot: u32, op: Op, sort_key: &[u8], row: &[u8]) {
+    /// Applies one change to a partition; returns whether its state changed (a row that
+    /// cannot rank, or a retraction of a row never held, changes nothing).
+    fn apply(&mut self, slot: u32, op: Op, sort_key: &[u8], row: &[u8]) -> bool {
         let partition = &mut self.partitions[slot as usize];
         if op.is_accumulate() {
-            partition.insert(sort_key, row, self.spec.ties);
+            let position = partition.insert(sort_key, row, self.spec.ties);
             if self.spec.append_only_input {
                 partition.truncate_past(self.spec.end);
+                return (position as u64) < self.spec.end;
             }
+            true
         } else {
-            // A retraction of a row never held takes nothing back.
-            partition.retract(sort_key, row);
+            partition.retract(sort_key, row)
         }
     }
 
@@ -317,11 +338,33 @@ impl TopN {
         Ok(())
     }
 
-    /// Reads one partition of a snapshot, keeping it when `scope` owns its key group.
-    fn load_partition(&mut self, input: &mut StateReader<'_>, scope: &KeyScope) -> Result<()> {
+    /// Drops the partitions whose TTL passed by `now`.
+    fn drop_expired(&mut self, now: Timestamp) {
+        let Some(ttl) = &mut self.ttl else {
+            return;
+        };
+        for slot in ttl.expired(now) {
+            self.release(slot);
+        }
+    }
+
+    /// Reads one partition of a snapshot (with its write time when `timed`), keeping it
+    /// when `scope` owns its key group; `restored_at` starts the TTL clock of a partition
+    /// written without one.
+    fn load_partition(
+        &mut self,
+        input: &mut StateReader<'_>,
+        scope: &KeyScope,
+        timed: bool,
+        restored_at: Timestamp,
+    ) -> Result<()> {
         let key = input.bytes()?;
         let key_group = input.u64()? as usize;
         let window_end = input.i64()?;
+        let written = match timed {
+            true => input.i64()?,
+            false => restored_at,
+        };
         let rows = input.count(2)?;
         let keep = !self.keys.is_keyed() || scope.owns(key_group);
         let slot = match keep {
@@ -333,6 +376,9 @@ impl TopN {
             if let Some(slot) = slot {
                 self.partitions[slot as usize].push(sort_key, row);
             }
+        }
+        if let (Some(slot), Some(ttl)) = (slot, &mut self.ttl) {
+            ttl.write(slot, written);
         }
         Ok(())
     }
@@ -393,6 +439,10 @@ impl TopN {
 
 impl Operator for TopN {
     fn process(&mut self, chunk: Chunk, out: &mut Vec<Chunk>) -> Result<()> {
+        let now = self.ttl.as_ref().map(StateTtl::now);
+        if let Some(now) = now {
+            self.drop_expired(now);
+        }
         let encoded = self.encode(chunk.rows())?;
         let window_ends = self.window_ends_of(chunk.rows())?;
         let windowed = self.spec.window_end.is_some();
@@ -406,6 +456,14 @@ impl Operator for TopN {
             }
             let key = encoded.keys.as_ref().map_or(&[][..], |k| k.row(i).data());
             let op = chunk.op(i);
+            if let (Some(now), Some(ttl)) = (now, &self.ttl)
+                && let Some(slot) = self.keys.find(key)
+                && !self.touched_mark[slot as usize]
+                && ttl.is_expired(slot, now)
+            {
+                // Expired, not yet dropped: it is not read again.
+                self.release(slot);
+            }
             let Some(slot) = self.slot(key, *window_end, op.is_accumulate()) else {
                 continue;
             };
@@ -414,12 +472,16 @@ impl Operator for TopN {
                 let ranked = self.ranked(&self.partitions[slot as usize], &mut before_bytes);
                 before.push((slot, ranked));
             }
-            self.apply(
+            let written = self.apply(
                 slot,
                 op,
                 encoded.sort_keys.row(i).data(),
                 encoded.rows.row(i).data(),
             );
+            // Only a write renews the TTL (as Flink's, updated on create and write).
+            if let (true, Some(ttl), Some(now)) = (written, &mut self.ttl, now) {
+                ttl.write(slot, now);
+            }
         }
         OperatorMetrics::add(&self.metrics.late_records_dropped, late);
         let mut emission = Emission::default();
@@ -450,18 +512,26 @@ impl Operator for TopN {
     }
 
     fn snapshot(&mut self, _request: &SnapshotRequest) -> Result<OperatorState> {
+        if let Some(now) = self.ttl.as_ref().map(StateTtl::now) {
+            self.drop_expired(now);
+        }
         let live: Vec<u32> = (0..self.keys.len() as u32)
             .filter(|s| self.partitions[*s as usize].len() > 0)
             .collect();
         let key_groups = self.keys.key_groups(&live, self.max_parallelism)?;
         let mut out = versioned_snapshot(SNAPSHOT_VERSION);
-        out.i64(self.watermark).u64(live.len() as u64);
+        out.i64(self.watermark)
+            .u64(self.ttl.is_some() as u64)
+            .u64(live.len() as u64);
         for (slot, key_group) in live.iter().zip(key_groups) {
             let partition = &self.partitions[*slot as usize];
             out.bytes(self.keys.key(*slot))
                 .u64(key_group as u64)
-                .i64(self.window_ends[*slot as usize])
-                .u64(partition.len() as u64);
+                .i64(self.window_ends[*slot as usize]);
+            if let Some(ttl) = &self.ttl {
+                out.i64(ttl.written(*slot).unwrap_or(Timestamp::MIN));
+            }
+            out.u64(partition.len() as u64);
             for i in 0..partition.len() {
                 let (sort_key, row) = partition.get(i);
                 out.bytes(sort_key).bytes(row);
@@ -472,12 +542,22 @@ impl Operator for TopN {
 
     fn restore(&mut self, snapshots: &[&[u8]], scope: &KeyScope) -> Result<()> {
         let mut watermark: Option<Timestamp> = None;
+        let restored_at = self.ttl.as_ref().map_or(0, StateTtl::now);
         for snapshot in snapshots {
-            let mut input = open_versioned_snapshot(snapshot, "a Top-N", SNAPSHOT_VERSION)?;
+            let mut input = StateReader::new(snapshot, "a Top-N");
+            let version = input.u64()?;
+            if !(1..=SNAPSHOT_VERSION).contains(&version) {
+                return Err(EddyError::Snapshot(format!(
+                    "snapshot of a Top-N has format version {version}; this Eddy reads \
+                     versions 1 to {SNAPSHOT_VERSION}"
+                )));
+            }
+            input.compact();
             let restored = input.i64()?;
             watermark = Some(watermark.map_or(restored, |w| w.min(restored)));
+            let timed = version >= 2 && input.u64()? == 1;
             for _ in 0..input.count(4)? {
-                self.load_partition(&mut input, scope)?;
+                self.load_partition(&mut input, scope, timed, restored_at)?;
             }
         }
         if let Some(watermark) = watermark {

@@ -52,8 +52,8 @@ impl Partition {
         (self.sort_key(entry), self.row_of(entry))
     }
 
-    /// Adds a row where its sort key and `ties` put it.
-    pub(super) fn insert(&mut self, sort_key: &[u8], row: &[u8], ties: Ties) {
+    /// Adds a row where its sort key and `ties` put it; returns its position.
+    pub(super) fn insert(&mut self, sort_key: &[u8], row: &[u8], ties: Ties) -> usize {
         let position = match ties {
             Ties::FirstArrivedFirst => self
                 .entries
@@ -70,6 +70,7 @@ impl Partition {
         self.arena.extend_from_slice(sort_key);
         self.arena.extend_from_slice(row);
         self.entries.insert(position, entry);
+        position
     }
 
     /// Appends a row known to sort after every held one (a restored partition, read back

@@ -43,6 +43,7 @@ fn spec(end: u64, output: RankOutput, append_only_input: bool) -> RankSpec {
         ties: Ties::FirstArrivedFirst,
         output,
         append_only_input,
+        state_ttl: None,
         window_end: None,
         input_schema: input,
         schema: Arc::new(Schema::new(fields)),
@@ -271,4 +272,46 @@ fn a_snapshot_of_another_version_is_refused() {
         .unwrap_err()
         .to_string();
     assert!(error.contains("format version 9"), "{error}");
+}
+
+#[test]
+fn a_partition_idle_for_the_ttl_starts_afresh_also_after_a_restore() {
+    use crate::ttl::test_clock;
+    let ttl_top_n = || {
+        let mut op = top_n(RankSpec {
+            state_ttl: Some(1000),
+            ..spec(1, RankOutput::Number, true)
+        });
+        op.ttl = op.ttl.take().map(|t| t.with_clock(test_clock::now));
+        op
+    };
+    let mut op = ttl_top_n();
+    test_clock::set(0);
+    assert_eq!(
+        run(&mut op, &[(I, 1, 10, "a"), (I, 2, 10, "x")]),
+        ["+I a 1", "+I x 1"]
+    );
+    test_clock::set(700);
+    assert_eq!(run(&mut op, &[(I, 2, 20, "y")]), ["-U x 1", "+U y 1"]);
+    // Partition 1, last written at 0, is gone at 1000: a lower row is its new top.
+    test_clock::set(1000);
+    assert_eq!(run(&mut op, &[(I, 1, 5, "b")]), ["+I b 1"]);
+    let snapshot = op.snapshot(&SnapshotRequest::full(1)).unwrap().bytes;
+    let mut restored = ttl_top_n();
+    restored
+        .restore(&[&snapshot], &KeyScope::everything())
+        .unwrap();
+    // Partition 2 was written at 700: at 1699 it still holds y, at 1700 it is gone.
+    test_clock::set(1699);
+    assert!(run(&mut restored, &[(I, 2, 15, "z")]).is_empty());
+    test_clock::set(1700);
+    assert_eq!(run(&mut restored, &[(I, 2, 1, "w")]), ["+I w 1"]);
+    assert_eq!(
+        restored
+            .partitions
+            .iter()
+            .map(Partition::len)
+            .sum::<usize>(),
+        2
+    );
 }

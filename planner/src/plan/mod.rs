@@ -225,6 +225,8 @@ pub enum OperatorKind {
         emit_update_before: bool,
         /// Output rows.
         schema: SchemaRef,
+        /// Milliseconds a group lives after its last update (`None`: for good).
+        state_ttl: Option<i64>,
     },
     /// Window aggregate.
     WindowAggregate(WindowAggregateSpec),
@@ -277,14 +279,18 @@ impl OperatorSpec {
                 calls,
                 emit_update_before,
                 schema,
-            } => Box::new(GroupAggregate::new(
-                keys.clone(),
-                key_types.clone(),
-                calls.clone(),
-                *emit_update_before,
-                schema.clone(),
-                max_parallelism,
-            )?),
+                state_ttl,
+            } => Box::new(
+                GroupAggregate::new(
+                    keys.clone(),
+                    key_types.clone(),
+                    calls.clone(),
+                    *emit_update_before,
+                    schema.clone(),
+                    max_parallelism,
+                )?
+                .with_state_ttl(*state_ttl),
+            ),
             OperatorKind::WindowAggregate(spec) => Box::new(WindowAggregate::new(
                 spec.clone(),
                 metrics,

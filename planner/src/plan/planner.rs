@@ -40,6 +40,7 @@ pub fn plan_job(script: &CompiledScript) -> Result<JobGraph> {
         vertices: Vec::new(),
         parallelism: script.config.parallelism,
         props: ExecutionProps::new(),
+        state_ttl: script.config.state_ttl.map(|ttl| ttl.as_millis() as i64),
     };
     for insert in &script.inserts {
         planner.plan_insert(insert)?;
@@ -114,6 +115,9 @@ struct Planner {
     vertices: Vec<VertexBuilder>,
     parallelism: usize,
     props: ExecutionProps,
+    /// `table.exec.state.ttl` in milliseconds, for the operators whose keyed state would
+    /// otherwise grow for good.
+    state_ttl: Option<i64>,
 }
 
 fn unsupported(what: impl Into<String>) -> EddyError {
@@ -138,6 +142,14 @@ fn strip_alias(expr: &Expr) -> &Expr {
 }
 
 impl Planner {
+    /// The state TTL as `EXPLAIN` shows it beside an operator that keeps it.
+    fn ttl_display(&self) -> String {
+        match self.state_ttl {
+            Some(ttl) => format!(", state TTL {ttl} ms"),
+            None => String::new(),
+        }
+    }
+
     fn physical(&self, expr: &Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
         let subquery = expr.exists(|e| {
             Ok(matches!(

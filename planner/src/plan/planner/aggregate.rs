@@ -160,8 +160,9 @@ impl Planner {
                     &stream,
                     OperatorSpec {
                         description: format!(
-                            "GroupAggregate(keys=[{key_display}], aggs=[{}])",
-                            call_names.join(", ")
+                            "GroupAggregate(keys=[{key_display}], aggs=[{}]{})",
+                            call_names.join(", "),
+                            self.ttl_display()
                         ),
                         changelog: Changelog::Retract,
                         kind: OperatorKind::GroupAggregate {
@@ -170,6 +171,7 @@ impl Planner {
                             calls,
                             emit_update_before: true,
                             schema,
+                            state_ttl: self.state_ttl,
                         },
                     },
                 );

@@ -88,14 +88,20 @@ impl Planner {
             _ => None,
         };
         let kind = join.join_type.to_string().to_ascii_lowercase();
+        // An interval join's rows expire with the watermark; a regular join's with the TTL.
+        let state_ttl = self.state_ttl.filter(|_| interval.is_none());
+        let ttl = match state_ttl {
+            Some(_) => self.ttl_display(),
+            None => String::new(),
+        };
         let description = match (&join.filter, interval) {
             (Some(filter), Some(b)) => format!(
                 "IntervalJoin({kind}, on: {on}, where: {filter}; rows expire with the watermark: \
                  left time - right time in [{}, {}] ms)",
                 b.lower, b.upper
             ),
-            (Some(filter), None) => format!("Join({kind}, on: {on}, where: {filter})"),
-            (None, _) => format!("Join({kind}, on: {on})"),
+            (Some(filter), None) => format!("Join({kind}, on: {on}, where: {filter}{ttl})"),
+            (None, _) => format!("Join({kind}, on: {on}{ttl})"),
         };
         let stream = Stream {
             vertex: target,
@@ -132,6 +138,7 @@ impl Planner {
                     interval,
                     outer,
                     filtering,
+                    state_ttl,
                 }),
             },
         );

@@ -276,8 +276,9 @@ impl Planner {
             (true, Some(Ties::FirstArrivedFirst)) => "WindowDeduplicate[keep first]",
             (true, Some(Ties::LastArrivedFirst)) => "WindowDeduplicate[keep last]",
         };
+        let state_ttl = self.state_ttl.filter(|_| windowed.is_none());
         let description = format!(
-            "{what}({}, partition: [{}], order: [{}], ranks: {}..={}, rank: {})",
+            "{what}({}, partition: [{}], order: [{}], ranks: {}..={}, rank: {}{})",
             shape.kind.name(),
             partitioned.display,
             shape
@@ -291,6 +292,10 @@ impl Planner {
             match output {
                 RankOutput::Number => "output",
                 RankOutput::Dropped => "dropped",
+            },
+            match state_ttl {
+                Some(_) => self.ttl_display(),
+                None => String::new(),
             }
         );
         let stream = Stream {
@@ -322,6 +327,7 @@ impl Planner {
                     window_end: windowed,
                     input_schema: output_schema(&input.schema),
                     schema: output_schema(&window.schema),
+                    state_ttl,
                 }),
             },
         );
