@@ -41,8 +41,8 @@ use crate::{Operator, evaluate};
 
 /// The join's snapshot format: 1 held each side's keys and rows; 2 puts the rows removed
 /// before them (a snapshot of changes since an earlier one); 3 gives each row of an outer
-/// join's preserved side its match count; 4 says after the version whether each row carries
-/// the time it was written (a join with a state TTL).
+/// join's preserved side its match count; 4 says after the version which sides' rows carry
+/// the time they were written (bit 0 the left, bit 1 the right: a side with a state TTL).
 const SNAPSHOT_VERSION: u64 = 4;
 
 /// What a join is, as planned.
@@ -72,9 +72,10 @@ pub struct JoinSpec {
     /// A semi or anti join (`outer` is then `[true, false]`: left rows count their
     /// matches): only left rows are emitted, those with a match or those without.
     pub filtering: Option<Filtering>,
-    /// Milliseconds a held row lives after it was written (added, or its match count
-    /// changed), by the wall clock; `None`: for good. Not for interval joins.
-    pub state_ttl: Option<i64>,
+    /// Per input (left, right): milliseconds a held row lives after it was written
+    /// (added, or its match count changed), by the wall clock; `None`: for good. Not for
+    /// interval joins.
+    pub state_ttl: [Option<i64>; 2],
 }
 
 /// Which left rows a semi or anti join emits.
@@ -140,7 +141,7 @@ pub struct StreamingJoin {
     filtering: Option<Filtering>,
     /// A left row followed by a right row: the pairs the condition is evaluated on.
     pair_schema: SchemaRef,
-    state_ttl: Option<i64>,
+    state_ttl: [Option<i64>; 2],
     /// The wall clock, for the state TTL (replaced in tests).
     clock: fn() -> i64,
 }
@@ -177,7 +178,10 @@ impl StreamingJoin {
                 Some(_) => pair_schema(&spec.left_schema, &spec.right_schema),
                 None => spec.schema.clone(),
             },
-            state_ttl: spec.state_ttl.filter(|_| spec.interval.is_none()),
+            state_ttl: match spec.interval {
+                None => spec.state_ttl,
+                Some(_) => [None, None],
+            },
             clock: crate::wall_clock,
         })
     }
@@ -199,12 +203,19 @@ impl StreamingJoin {
             )));
         }
         let (this_outer, other_outer) = (self.outer[input], self.outer[1 - input]);
-        // With a state TTL: rows written before `expired` are gone, dropped or not yet.
-        let now = self.state_ttl.map(|_| (self.clock)());
-        let expired = self.state_ttl.zip(now).map(|(ttl, now)| now - ttl);
-        if let Some(bound) = expired {
-            self.expire_through(bound);
-        }
+        // With a state TTL: rows written before `expired[side]` are gone, dropped or not.
+        let now = self
+            .state_ttl
+            .iter()
+            .any(Option::is_some)
+            .then(|| (self.clock)());
+        let expired = self.expired_before(now);
+        self.expire_through(expired);
+        let (this_now, other_expired) = (
+            now.filter(|_| self.state_ttl[input].is_some()),
+            expired[1 - input],
+        );
+        let other_now = now.filter(|_| self.state_ttl[1 - input].is_some());
         let [left, right] = &mut self.sides;
         let (this, other) = match input {
             0 => (left, right),
@@ -235,7 +246,7 @@ impl StreamingJoin {
         for i in (0..chunk.num_rows()).filter(|i| is_valid(*i)) {
             let op = chunk.op(i);
             for (id, row) in other.matching(keys.row(i).data()) {
-                if expired.is_some_and(|bound| other.time_of(id) <= bound) {
+                if other_expired.is_some_and(|bound| other.time_of(id) <= bound) {
                     continue;
                 }
                 these.push(i as u32);
@@ -311,7 +322,7 @@ impl StreamingJoin {
                         if other_outer {
                             other.set_match_count(id, after);
                             // A new count is a write: it renews the row's TTL.
-                            if let Some(now) = now {
+                            if let Some(now) = other_now {
                                 other.renew(keys.row(i).data(), id, now);
                             }
                         }
@@ -359,7 +370,7 @@ impl StreamingJoin {
                     if this_outer {
                         this.set_match_count(id, joins);
                     }
-                    if let Some(now) = now {
+                    if let Some(now) = this_now {
                         this.set_time(slot, id, now);
                     }
                 }
@@ -589,11 +600,19 @@ impl StreamingJoin {
 
 impl StreamingJoin {
     /// Removes the rows the watermark has put out of every other row's reach.
-    /// Drops the rows written at `bound` or before (a state TTL's).
-    fn expire_through(&mut self, bound: i64) {
+    /// Per side, the time at or before which rows written are expired at `now` (with a
+    /// state TTL on that side).
+    fn expired_before(&self, now: Option<i64>) -> [Option<i64>; 2] {
+        self.state_ttl.map(|ttl| Some(now? - ttl?))
+    }
+
+    /// Drops, per side, the rows written at its bound or before.
+    fn expire_through(&mut self, bounds: [Option<i64>; 2]) {
         let epoch = self.epochs.current();
-        for side in &mut self.sides {
-            side.expire_through(bound, epoch);
+        for (side, bound) in self.sides.iter_mut().zip(bounds) {
+            if let Some(bound) = bound {
+                side.expire_through(bound, epoch);
+            }
         }
     }
 
@@ -652,14 +671,13 @@ impl Operator for StreamingJoin {
 
     fn snapshot(&mut self, request: &SnapshotRequest) -> Result<OperatorState> {
         // Expired rows are not written (and a snapshot of changes drops them).
-        if let Some(ttl) = self.state_ttl {
-            self.expire_through((self.clock)() - ttl);
-        }
+        let timed = self.state_ttl.map(|ttl| ttl.is_some());
+        let now = timed.contains(&true).then(|| (self.clock)());
+        self.expire_through(self.expired_before(now));
         let scope = self.epochs.close(request);
         let mut out = StateWriter::new();
         out.u64(SNAPSHOT_VERSION).compact();
-        let timed = self.state_ttl.is_some();
-        out.u64(timed as u64);
+        out.u64(timed[0] as u64 | (timed[1] as u64) << 1);
         for side in &mut self.sides {
             if let Some(settled) = scope.settled {
                 side.forget_removals_through(settled);
@@ -677,7 +695,7 @@ impl Operator for StreamingJoin {
             for ((slot, _), key_group) in keys.iter().zip(groups) {
                 let with = RowExtras {
                     counts: self.outer[input],
-                    times: timed,
+                    times: timed[input],
                 };
                 rows += side.save(*slot, key_group, changes_after, with, &mut out);
             }
@@ -710,18 +728,22 @@ impl Operator for StreamingJoin {
                 )));
             }
             input.compact();
-            let times = version >= 4 && input.u64()? == 1;
+            let times = match version {
+                4.. => input.u64()?,
+                _ => 0,
+            };
             // The TTL clock goes on from the rows' write times (from the restore for rows
             // written without a TTL).
-            let timed = self.state_ttl.map(|_| (self.clock)());
+            let now = (self.clock)();
             for (index, side) in self.sides.iter_mut().enumerate() {
                 if version >= 2 {
                     side.load_removals(&mut input)?;
                 }
                 let with = RowExtras {
                     counts: version >= 3 && self.outer[index],
-                    times,
+                    times: times & (1 << index) != 0,
                 };
+                let timed = self.state_ttl[index].map(|_| now);
                 for _ in 0..input.count(3)? {
                     side.load(&mut input, epoch, with, timed, |key_group| {
                         scope.owns(key_group)
@@ -790,7 +812,7 @@ mod tests {
             interval: None,
             outer: [false, false],
             filtering: None,
-            state_ttl: None,
+            state_ttl: [None, None],
         };
         StreamingJoin::new(&spec, 128).unwrap()
     }
@@ -824,7 +846,7 @@ mod tests {
             }),
             outer: [false, false],
             filtering: None,
-            state_ttl: None,
+            state_ttl: [None, None],
         };
         StreamingJoin::new(&spec, 128).unwrap()
     }
@@ -1101,7 +1123,7 @@ mod tests {
         use crate::ttl::test_clock;
         let ttl_join = || {
             let mut j = join(false, false);
-            j.state_ttl = Some(1000);
+            j.state_ttl = [Some(1000), Some(1000)];
             j.clock = test_clock::now;
             j
         };
@@ -1134,6 +1156,32 @@ mod tests {
         last.restore(&[&empty.bytes], &KeyScope::everything())
             .unwrap();
         assert_eq!(last.state_rows(), (0, 0), "expired rows are not written");
+    }
+
+    #[test]
+    fn each_side_keeps_its_own_ttl() {
+        use crate::ttl::test_clock;
+        let mut j = join(false, false);
+        j.state_ttl = [Some(1000), None];
+        j.clock = test_clock::now;
+        test_clock::set(0);
+        assert!(run(&mut j, 0, bids(&[(Some(1), 5)], &[Insert])).is_empty());
+        assert!(run(&mut j, 1, auctions(&[(2, "b")], &[Insert])).is_empty());
+        test_clock::set(50_000);
+        // The bid expired; the auction, on a side without a TTL, did not.
+        assert!(run(&mut j, 1, auctions(&[(1, "a")], &[Insert])).is_empty());
+        assert_eq!(
+            run(&mut j, 0, bids(&[(Some(2), 6)], &[Insert])),
+            ["+I 2 6 2 b"]
+        );
+        let snapshot = j.snapshot(&SnapshotRequest::full(1)).unwrap();
+        let mut restored = join(false, false);
+        restored.state_ttl = [Some(1000), None];
+        restored.clock = test_clock::now;
+        restored
+            .restore(&[&snapshot.bytes], &KeyScope::everything())
+            .unwrap();
+        assert_eq!(restored.state_rows(), (1, 2));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! re-partitioned by key, and the changelog kind inferred bottom-up (and `-U` dropped
 //! where an upsert sink's primary key equals the stream's unique key).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use arrow::datatypes::{Field, Schema, SchemaRef};
@@ -29,6 +30,7 @@ use super::{
 };
 use crate::sql::catalog::ConnectorSource;
 use crate::sql::functions::processing_time::PROCTIME;
+use crate::sql::hints::StateTtlHints;
 use crate::sql::nodes::{
     WINDOW_END, WINDOW_START, WINDOW_TIME, WatermarkAssigner, WindowKind, WindowTvf,
 };
@@ -41,6 +43,8 @@ pub fn plan_job(script: &CompiledScript) -> Result<JobGraph> {
         parallelism: script.config.parallelism,
         props: ExecutionProps::new(),
         state_ttl: script.config.state_ttl.map(|ttl| ttl.as_millis() as i64),
+        state_ttl_hints: StateTtlHints::new(),
+        used_hints: BTreeSet::new(),
     };
     for insert in &script.inserts {
         planner.plan_insert(insert)?;
@@ -118,6 +122,9 @@ struct Planner {
     /// `table.exec.state.ttl` in milliseconds, for the operators whose keyed state would
     /// otherwise grow for good.
     state_ttl: Option<i64>,
+    /// The `STATE_TTL` hints of the query being planned, and the names they matched.
+    state_ttl_hints: StateTtlHints,
+    used_hints: BTreeSet<String>,
 }
 
 fn unsupported(what: impl Into<String>) -> EddyError {
@@ -134,6 +141,25 @@ fn output_schema(schema: &DFSchema) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
+/// An operator's state TTL as `EXPLAIN` shows it beside the operator.
+fn ttl_display(ttl: Option<i64>) -> String {
+    match ttl {
+        Some(ttl) => format!(", state TTL {ttl} ms"),
+        None => String::new(),
+    }
+}
+
+/// The table, view or alias a plan reads, as a `STATE_TTL` hint names it.
+fn input_name(plan: &LogicalPlan) -> Option<String> {
+    match plan {
+        LogicalPlan::SubqueryAlias(alias) => Some(alias.alias.table().to_lowercase()),
+        LogicalPlan::TableScan(scan) => Some(scan.table_name.table().to_lowercase()),
+        LogicalPlan::Projection(projection) => input_name(&projection.input),
+        LogicalPlan::Filter(filter) => input_name(&filter.input),
+        _ => None,
+    }
+}
+
 fn strip_alias(expr: &Expr) -> &Expr {
     match expr {
         Expr::Alias(alias) => strip_alias(&alias.expr),
@@ -142,12 +168,15 @@ fn strip_alias(expr: &Expr) -> &Expr {
 }
 
 impl Planner {
-    /// The state TTL as `EXPLAIN` shows it beside an operator that keeps it.
-    fn ttl_display(&self) -> String {
-        match self.state_ttl {
-            Some(ttl) => format!(", state TTL {ttl} ms"),
-            None => String::new(),
-        }
+    /// The state TTL of an operator reading `input`: its `STATE_TTL` hint's when the query
+    /// gives one for the input's name, else `table.exec.state.ttl`.
+    fn state_ttl_of(&mut self, input: &LogicalPlan) -> Option<i64> {
+        let hinted = input_name(input).and_then(|name| {
+            let ttl = *self.state_ttl_hints.get(&name)?;
+            self.used_hints.insert(name);
+            Some(ttl)
+        });
+        hinted.or(self.state_ttl)
     }
 
     fn physical(&self, expr: &Expr, schema: &DFSchema) -> Result<Arc<dyn PhysicalExpr>> {
@@ -213,7 +242,19 @@ impl Planner {
     }
 
     fn plan_insert(&mut self, insert: &PlannedInsert) -> Result<()> {
+        self.state_ttl_hints = insert.state_ttl_hints.clone();
+        self.used_hints.clear();
         let stream = self.plan(&insert.plan)?;
+        if let Some(unused) = self
+            .state_ttl_hints
+            .keys()
+            .find(|name| !self.used_hints.contains(*name))
+        {
+            return Err(EddyError::Plan(format!(
+                "STATE_TTL names '{unused}', which is no input of a regular join or an \
+                 unbounded GROUP BY of the query (name a table, view or alias they read)"
+            )));
+        }
         if stream
             .window
             .is_some_and(|w| matches!(w, WindowKind::Session { .. }))

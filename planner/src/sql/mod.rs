@@ -6,6 +6,7 @@ mod field_names;
 mod flink_expressions;
 pub(crate) mod functions;
 mod group_window;
+pub mod hints;
 pub mod nodes;
 pub mod script;
 pub mod window_tvf;
@@ -35,6 +36,8 @@ pub struct PlannedInsert {
     pub sink: Arc<TableDef>,
     /// The optimized logical plan of the rows written, already cast to the sink's columns.
     pub plan: LogicalPlan,
+    /// The query's `STATE_TTL` hints.
+    pub state_ttl_hints: hints::StateTtlHints,
     /// Where the statement starts.
     pub location: Location,
 }
@@ -71,6 +74,14 @@ pub fn compile(sql: &str, overrides: &[(String, String)]) -> Result<CompiledScri
                     .map_err(|m| sql_error(location, m))?;
             }
             Statement::CreateView { name, query } => {
+                let hints = hints::state_ttl_hints(&query).map_err(|m| sql_error(location, m))?;
+                if !hints.is_empty() {
+                    return Err(sql_error(
+                        location,
+                        "unsupported: a STATE_TTL hint in a view (give it in the query that \
+                         reads the view, naming the view)",
+                    ));
+                }
                 let plan = bind_query(&compiled.catalog, query, location)?;
                 compiled
                     .catalog
@@ -322,6 +333,7 @@ fn plan_insert(
             ),
         ));
     }
+    let state_ttl_hints = hints::state_ttl_hints(&query).map_err(|m| sql_error(location, m))?;
     let plan = bind_query(catalog, query, location)?;
     let target = &sink.physical_schema;
     let produced = plan.schema();
@@ -373,6 +385,7 @@ fn plan_insert(
     Ok(PlannedInsert {
         sink,
         plan,
+        state_ttl_hints,
         location,
     })
 }

@@ -5,7 +5,7 @@ use arrow::datatypes::{DataType, Field};
 use datafusion_sql::sqlparser::ast;
 use datafusion_sql::sqlparser::dialect::GenericDialect;
 use datafusion_sql::sqlparser::parser::{Parser, ParserError};
-use datafusion_sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
+use datafusion_sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer, Whitespace};
 use eddy_common::error::Location;
 use eddy_common::schema::arrow_type;
 use eddy_common::{EddyError, Result};
@@ -104,7 +104,14 @@ pub fn parse_script(sql: &str) -> Result<Vec<Located<Statement>>> {
     let tokens = rewrite_flink_syntax(
         tokens
             .into_iter()
-            .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+            // Whitespace and comments go, but for query hints (`/*+ ... */`).
+            .filter(|t| match &t.token {
+                Token::Whitespace(Whitespace::MultiLineComment(comment)) => {
+                    comment.starts_with('+')
+                }
+                Token::Whitespace(_) => false,
+                _ => true,
+            })
             .map(fold_backquoted)
             .collect(),
     );

@@ -12,7 +12,7 @@ use eddy_operators::aggregate::{
 
 use super::{
     Changelog, OperatorKind, OperatorSpec, PartitionedBy, Planner, Stream, WINDOW_END,
-    WINDOW_START, WindowKind, output_schema, strip_alias, unsupported,
+    WINDOW_START, WindowKind, output_schema, strip_alias, ttl_display, unsupported,
 };
 
 impl Planner {
@@ -156,13 +156,14 @@ impl Planner {
             }
             None => {
                 let mut stream = stream_at(target);
+                let state_ttl = self.state_ttl_of(&aggregate.input);
                 let op = self.push(
                     &stream,
                     OperatorSpec {
                         description: format!(
                             "GroupAggregate(keys=[{key_display}], aggs=[{}]{})",
                             call_names.join(", "),
-                            self.ttl_display()
+                            ttl_display(state_ttl)
                         ),
                         changelog: Changelog::Retract,
                         kind: OperatorKind::GroupAggregate {
@@ -171,7 +172,7 @@ impl Planner {
                             calls,
                             emit_update_before: true,
                             schema,
-                            state_ttl: self.state_ttl,
+                            state_ttl,
                         },
                     },
                 );

@@ -13,7 +13,7 @@ use eddy_operators::join::{Filtering, IntervalBounds, JoinKind, JoinSpec, Window
 
 use super::{
     Changelog, OperatorKind, OperatorSpec, Partitioning, Planner, Stream, VertexOutput, WindowKind,
-    interval, output_schema, unsupported,
+    interval, output_schema, ttl_display, unsupported,
 };
 
 impl Planner {
@@ -89,10 +89,21 @@ impl Planner {
         };
         let kind = join.join_type.to_string().to_ascii_lowercase();
         // An interval join's rows expire with the watermark; a regular join's with the TTL.
-        let state_ttl = self.state_ttl.filter(|_| interval.is_none());
+        let state_ttl = match interval {
+            None => [
+                self.state_ttl_of(&join.left),
+                self.state_ttl_of(&join.right),
+            ],
+            Some(_) => [None, None],
+        };
         let ttl = match state_ttl {
-            Some(_) => self.ttl_display(),
-            None => String::new(),
+            [None, None] => String::new(),
+            [left, right] if left == right => ttl_display(left),
+            [left, right] => format!(
+                ", state TTL left {} ms, right {} ms",
+                left.map_or("∞".to_string(), |t| t.to_string()),
+                right.map_or("∞".to_string(), |t| t.to_string())
+            ),
         };
         let description = match (&join.filter, interval) {
             (Some(filter), Some(b)) => format!(

@@ -18,7 +18,8 @@ use eddy_operators::OrEddy;
 use eddy_operators::rank::{RankOutput, RankSpec, SortKey, Ties};
 
 use super::{
-    Changelog, OperatorKind, OperatorSpec, Planner, Stream, output_schema, strip_alias, unsupported,
+    Changelog, OperatorKind, OperatorSpec, Planner, Stream, output_schema, strip_alias,
+    ttl_display, unsupported,
 };
 use crate::sql::functions::ranking::RankingKind;
 use crate::sql::nodes::{WINDOW_END, WINDOW_START};
@@ -276,6 +277,7 @@ impl Planner {
             (true, Some(Ties::FirstArrivedFirst)) => "WindowDeduplicate[keep first]",
             (true, Some(Ties::LastArrivedFirst)) => "WindowDeduplicate[keep last]",
         };
+        // A Top-N takes `table.exec.state.ttl` (Flink's STATE_TTL hint does not reach it).
         let state_ttl = self.state_ttl.filter(|_| windowed.is_none());
         let description = format!(
             "{what}({}, partition: [{}], order: [{}], ranks: {}..={}, rank: {}{})",
@@ -293,10 +295,7 @@ impl Planner {
                 RankOutput::Number => "output",
                 RankOutput::Dropped => "dropped",
             },
-            match state_ttl {
-                Some(_) => self.ttl_display(),
-                None => String::new(),
-            }
+            ttl_display(state_ttl)
         );
         let stream = Stream {
             vertex: partitioned.target,
