@@ -5,6 +5,7 @@ pub mod datagen;
 pub mod filesystem;
 pub mod format;
 pub mod kafka;
+pub mod lookup;
 pub mod nexmark;
 mod options;
 pub mod postgres;
@@ -73,6 +74,28 @@ pub trait TableConnector: Debug + Send + Sync {
     /// with the same values reach one subtask (empty: any subtask may write any row).
     fn sink_partitioned_by(&self) -> &[String] {
         &[]
+    }
+
+    /// How rows of the table can be looked up by key (the table of a lookup join), if
+    /// they can.
+    fn lookup_kind(&self) -> Option<lookup::LookupKind> {
+        None
+    }
+
+    /// The cache a lookup join keeps of the table, if its options ask for one.
+    fn lookup_cache(&self) -> Option<lookup::LookupCacheOptions> {
+        None
+    }
+
+    /// A reader looking rows up by key, for [`lookup::LookupKind::Keyed`].
+    fn create_lookup(
+        &self,
+        context: &lookup::LookupContext,
+    ) -> Result<Box<dyn lookup::LookupReader>> {
+        Err(EddyError::Connector {
+            table: context.table.clone(),
+            message: format!("the '{}' connector cannot look rows up by key", self.name()),
+        })
     }
 
     /// A reader for one subtask of the source.

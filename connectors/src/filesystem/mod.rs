@@ -43,6 +43,7 @@ const KEYS: &[&str] = &[
     "partition.time-extractor.kind",
     "partition.time-extractor.timestamp-pattern",
     "partition.time-extractor.timestamp-formatter",
+    "lookup.join.cache.ttl",
 ];
 const S3_PREFIX: &str = "s3.";
 
@@ -53,6 +54,9 @@ pub struct FilesystemConnector {
     sink: FileSinkConfig,
     /// Each partition's rows must reach one sink subtask.
     shuffle_by_partition: bool,
+    /// A lookup join reads the table whole, and again after this long
+    /// (`lookup.join.cache.ttl`, 60 minutes by default as in Flink).
+    lookup_reload: std::time::Duration,
 }
 
 impl FilesystemConnector {
@@ -114,10 +118,14 @@ impl FilesystemConnector {
             schema: schema.clone(),
             partitions,
         };
+        let lookup_reload = options
+            .duration_opt("lookup.join.cache.ttl")?
+            .unwrap_or(std::time::Duration::from_secs(3600));
         Ok(FilesystemConnector {
             source,
             sink,
             shuffle_by_partition,
+            lookup_reload,
         })
     }
 }
@@ -235,6 +243,12 @@ impl TableConnector for FilesystemConnector {
 
     fn is_sink(&self) -> bool {
         true
+    }
+
+    fn lookup_kind(&self) -> Option<crate::lookup::LookupKind> {
+        Some(crate::lookup::LookupKind::FullScan {
+            reload_after: self.lookup_reload,
+        })
     }
 
     fn sink_partitioned_by(&self) -> &[String] {

@@ -5,6 +5,9 @@
 //! and deletes one matching row per retraction. Rows go in batches: one statement per
 //! chunk, its columns bound as arrays and expanded by `unnest`.
 //!
+//! A lookup join reads the table by key ([`lookup`]), with the cache its `lookup.*`
+//! options ask for.
+//!
 //! Exactly once, each checkpoint's rows are one transaction, prepared at the barrier
 //! (`PREPARE TRANSACTION`) and committed (`COMMIT PREPARED`) when the checkpoint completes;
 //! its id is `eddy/{job}/{table}/{subtask}/{attempt}/{checkpoint}`, so a restarted sink
@@ -12,6 +15,7 @@
 //! transactions (`max_prepared_transactions` > 0).
 
 mod committer;
+mod lookup;
 mod statements;
 mod writer;
 
@@ -25,6 +29,9 @@ use eddy_common::{EddyError, Result};
 use writer::{PostgresWriter, TransactionMode};
 
 use super::transaction::{AttemptToken, DeliveryGuarantee, TwoPhaseCommitSink};
+use super::lookup::{
+    LOOKUP_KEYS, LookupCacheOptions, LookupContext, LookupKind, LookupReader, lookup_cache,
+};
 use super::{Options, SinkContext, SinkWriter, TableConnector};
 
 const KEYS: &[&str] = &[
@@ -44,6 +51,10 @@ pub struct PostgresConnector {
     target: String,
     primary_key: Vec<String>,
     guarantee: DeliveryGuarantee,
+    /// The cache a lookup join keeps of the table.
+    lookup_cache: Option<LookupCacheOptions>,
+    /// How often a failed lookup is tried again (`lookup.max-retries`, 3 as in Flink).
+    lookup_retries: u32,
 }
 
 impl PostgresConnector {
@@ -54,7 +65,8 @@ impl PostgresConnector {
         _schema: &SchemaRef,
         primary_key: &[String],
     ) -> Result<Self> {
-        let options = Options::validate(table, "postgres", values, KEYS, &[])?;
+        let keys: Vec<&str> = KEYS.iter().chain(LOOKUP_KEYS).copied().collect();
+        let options = Options::validate(table, "postgres", values, &keys, &[])?;
         let url = options.required("url")?;
         let url = url.strip_prefix("jdbc:").unwrap_or(url);
         let mut config = tokio_postgres::Config::from_str(url)
@@ -77,6 +89,8 @@ impl PostgresConnector {
             guarantee: options
                 .delivery_guarantee()?
                 .unwrap_or(DeliveryGuarantee::AtLeastOnce),
+            lookup_cache: lookup_cache(&options)?,
+            lookup_retries: options.parse_or("lookup.max-retries", 3u32)?,
         })
     }
 
@@ -103,6 +117,21 @@ impl TableConnector for PostgresConnector {
 
     fn accepts_updates(&self) -> bool {
         true
+    }
+
+    fn lookup_kind(&self) -> Option<LookupKind> {
+        Some(LookupKind::Keyed)
+    }
+
+    fn lookup_cache(&self) -> Option<LookupCacheOptions> {
+        self.lookup_cache
+    }
+
+    fn create_lookup(&self, context: &LookupContext) -> Result<Box<dyn LookupReader>> {
+        Ok(Box::new(lookup::PostgresLookup::new(
+            Arc::new(self.clone()),
+            context,
+        )?))
     }
 
     fn create_writer(&self, context: &SinkContext) -> Result<Box<dyn SinkWriter>> {

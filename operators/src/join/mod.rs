@@ -1,5 +1,5 @@
 //! Regular (unbounded) equi-joins of two changelog streams, as Flink's streaming join, and
-//! interval joins; window joins are in [`window`].
+//! interval joins; window joins are in [`window`], lookup joins in [`lookup`].
 //!
 //! Both inputs arrive hash-partitioned by the join key. Each side keeps every row it has
 //! seen (minus those retracted) by key. A row from one side is joined with the other
@@ -17,6 +17,7 @@
 //! join does (a left row once `left.t - lower` has passed the watermark, a right row once
 //! `right.t + upper` has), and a row that arrives already past that is joined but not held.
 
+mod lookup;
 mod side;
 mod window;
 
@@ -34,6 +35,7 @@ use eddy_common::state::{Epochs, OperatorState, SnapshotRequest, StateReader, St
 use eddy_common::{EddyError, Result};
 
 use self::side::{JoinSide, RowExtras};
+pub use self::lookup::{Lookup, LookupCache, LookupJoin, LookupJoinSpec, TableStep};
 pub use self::window::{JoinKind, WindowJoin, WindowJoinSpec};
 
 use crate::partition::{KeyScope, key_groups};

@@ -2,6 +2,7 @@
 //! exchanges between them, and the changelog kind every operator produces.
 
 mod explain;
+mod lookup;
 mod planner;
 
 use std::fmt;
@@ -22,7 +23,9 @@ use eddy_operators::aggregate::{
     AggregateCall, GroupAggregate, OverAggregate, OverSpec, WindowAggregate, WindowAggregateSpec,
 };
 use eddy_operators::calc::Calc;
-use eddy_operators::join::{JoinSpec, StreamingJoin, WindowJoin, WindowJoinSpec};
+use eddy_operators::join::{
+    JoinSpec, LookupJoin, LookupJoinSpec, StreamingJoin, WindowJoin, WindowJoinSpec,
+};
 use eddy_operators::rank::{RankSpec, TopN};
 use eddy_operators::window_assign::WindowAssign;
 
@@ -186,6 +189,21 @@ impl JobGraph {
     }
 }
 
+/// A lookup join and the table it reads.
+#[derive(Debug, Clone)]
+pub struct LookupTable {
+    /// The join.
+    pub spec: LookupJoinSpec,
+    /// The table's name.
+    pub table: String,
+    /// Its connector.
+    pub connector: Arc<dyn TableConnector>,
+    /// Its columns (what a lookup returns).
+    pub schema: SchemaRef,
+    /// The columns looked up by.
+    pub key_columns: Vec<usize>,
+}
+
 /// An operator as planned: what it does, what it produces, and how to build it.
 #[derive(Debug, Clone)]
 pub struct OperatorSpec {
@@ -235,6 +253,8 @@ pub enum OperatorKind {
     Join(JoinSpec),
     /// Window join of the vertex's two inputs (always its first operator).
     WindowJoin(WindowJoinSpec),
+    /// Lookup join of the stream with a table read by key.
+    LookupJoin(LookupTable),
     /// Top-N or deduplication (`ROW_NUMBER() OVER (...)` filtered by its rank).
     TopN(RankSpec),
     /// OVER aggregates on event time.
@@ -251,6 +271,7 @@ impl OperatorSpec {
                 | OperatorKind::WindowAggregate(_)
                 | OperatorKind::Join(_)
                 | OperatorKind::WindowJoin(_)
+                | OperatorKind::LookupJoin(_)
                 | OperatorKind::TopN(_)
                 | OperatorKind::Over(_)
         )
@@ -297,6 +318,10 @@ impl OperatorSpec {
                 max_parallelism,
             )?),
             OperatorKind::Join(spec) => Box::new(StreamingJoin::new(spec, max_parallelism)?),
+            OperatorKind::LookupJoin(table) => Box::new(LookupJoin::new(
+                table.spec.clone(),
+                Box::new(lookup::BlockingLookup::open(table, metrics)?),
+            )?),
             OperatorKind::WindowJoin(spec) => {
                 Box::new(WindowJoin::new(spec.clone(), metrics, max_parallelism)?)
             }

@@ -19,6 +19,7 @@ use eddy_operators::OrEddy;
 mod aggregate;
 mod interval;
 mod join;
+mod lookup;
 mod over;
 mod rank;
 
@@ -552,6 +553,16 @@ impl Planner {
     }
 
     fn plan_scan(&mut self, scan: &datafusion_expr::TableScan) -> Result<Stream> {
+        if scan
+            .source
+            .downcast_ref::<crate::sql::catalog::VersionedSource>()
+            .is_some()
+        {
+            return Err(unsupported(
+                "a table FOR SYSTEM_TIME AS OF outside the right input of a join on \
+                 equality of its columns (a lookup join)",
+            ));
+        }
         let source = scan
             .source
             .downcast_ref::<ConnectorSource>()

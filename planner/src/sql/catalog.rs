@@ -54,6 +54,23 @@ impl TableSource for ConnectorSource {
     }
 }
 
+/// A table read `FOR SYSTEM_TIME AS OF` a time column of the other side of a join: its
+/// rows as of each row's time (a lookup join, on processing time). Not inlined: the
+/// streaming planner finds it under the join.
+#[derive(Debug)]
+pub struct VersionedSource {
+    /// The table.
+    pub table: Arc<TableDef>,
+    /// The time column named after `AS OF`, as written (`o.proc_time`).
+    pub as_of: String,
+}
+
+impl TableSource for VersionedSource {
+    fn schema(&self) -> SchemaRef {
+        self.table.physical_schema.clone()
+    }
+}
+
 /// A named query (a view, or a table with computed columns) that the binder inlines.
 #[derive(Debug)]
 struct InlinedSource {
@@ -202,6 +219,19 @@ impl ContextProvider for Provider<'_> {
         name: TableReference,
     ) -> datafusion_common::Result<Arc<dyn TableSource>> {
         let key = name.table();
+        if let Some((table, as_of)) = key.split_once(super::script::AS_OF_MARKER) {
+            return match self.catalog.tables.get(table) {
+                Some(table) => Ok(Arc::new(VersionedSource {
+                    table: table.clone(),
+                    as_of: as_of.to_string(),
+                })),
+                None if self.catalog.views.contains_key(table) => plan_err!(
+                    "unsupported: a view read FOR SYSTEM_TIME AS OF (versioned views, for \
+                     event-time temporal joins, are not supported yet)"
+                ),
+                None => plan_err!("table '{table}' does not exist"),
+            };
+        }
         if let Some(table) = self.catalog.tables.get(key) {
             return Ok(Arc::new(InlinedSource {
                 schema: Arc::new(table.plan.schema().as_arrow().clone()),

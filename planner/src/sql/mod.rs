@@ -1,6 +1,7 @@
 //! The SQL front end: Flink-style scripts parsed, bound and optimized into DataFusion
 //! logical plans, one per `INSERT INTO`.
 
+mod as_of;
 pub mod catalog;
 mod field_names;
 mod flink_expressions;
@@ -381,7 +382,9 @@ fn plan_insert(
         .map_err(bind)?
         .build()
         .map_err(bind)?;
-    let plan = optimize(analyze(plan).map_err(bind)?).map_err(bind)?;
+    let plan = analyze(plan).map_err(bind)?;
+    as_of::check_as_of(&plan).map_err(|m| sql_error(location, m))?;
+    let plan = optimize(plan).map_err(bind)?;
     Ok(PlannedInsert {
         sink,
         plan,

@@ -4,6 +4,7 @@
 use arrow::datatypes::{DataType, Field};
 use datafusion_sql::sqlparser::ast;
 use datafusion_sql::sqlparser::dialect::GenericDialect;
+use datafusion_sql::sqlparser::keywords::Keyword;
 use datafusion_sql::sqlparser::parser::{Parser, ParserError};
 use datafusion_sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer, Whitespace};
 use eddy_common::error::Location;
@@ -485,6 +486,10 @@ pub fn split_location(text: &str) -> (String, Option<Location>) {
 }
 
 const WINDOW_FUNCTIONS: &[&str] = &["TUMBLE", "HOP", "SESSION", "CUMULATE"];
+
+/// Joins a table's name and the time column of `FOR SYSTEM_TIME AS OF` into the one name
+/// the binder resolves ([`crate::sql::catalog::VersionedSource`]).
+pub const AS_OF_MARKER: &str = "$for_system_time_as_of$";
 const PLURAL_UNITS: &[(&str, &str)] = &[
     ("SECONDS", "SECOND"),
     ("MINUTES", "MINUTE"),
@@ -501,6 +506,16 @@ fn rewrite_flink_syntax(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
     let is_word = |t: &TokenWithSpan, w: &str| matches!(&t.token, Token::Word(word) if word.quote_style.is_none() && word.value.eq_ignore_ascii_case(w));
     let mut i = 0;
     while i < tokens.len() {
+        // t FOR SYSTEM_TIME AS OF o.time [AS] alias: one table name carrying the column.
+        if i + 5 < tokens.len()
+            && matches!(tokens[i].token, Token::Word(_))
+            && ["FOR", "SYSTEM_TIME", "AS", "OF"]
+                .iter()
+                .enumerate()
+                .all(|(k, w)| is_word(&tokens[i + 1 + k], w))
+        {
+            mark_as_of(&mut tokens, i);
+        }
         if i + 4 < tokens.len()
             && is_word(&tokens[i], "TABLE")
             && tokens[i + 1].token == Token::LParen
@@ -534,6 +549,39 @@ fn rewrite_flink_syntax(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
         i += 1;
     }
     tokens
+}
+
+/// Turns `t FOR SYSTEM_TIME AS OF o.time [[AS] alias]` (the table name at `start`) into
+/// `"t<marker>o.time" AS alias` (`AS t` without an alias).
+fn mark_as_of(tokens: &mut Vec<TokenWithSpan>, start: usize) {
+    let Token::Word(table) = tokens[start].token.clone() else {
+        return;
+    };
+    let mut column = Vec::new();
+    let mut end = start + 5;
+    while let Some(Token::Word(word)) = tokens.get(end).map(|t| &t.token) {
+        column.push(word.value.clone());
+        end += 1;
+        if tokens.get(end).map(|t| &t.token) != Some(&Token::Period) {
+            break;
+        }
+        end += 1;
+    }
+    tokens[start].token = Token::make_word(
+        &format!("{}{AS_OF_MARKER}{}", table.value, column.join(".")),
+        Some('"'),
+    );
+    tokens.drain(start + 1..end);
+    let aliased = matches!(
+        tokens.get(start + 1).map(|t| &t.token),
+        Some(Token::Word(w)) if w.value.eq_ignore_ascii_case("AS") || w.keyword == Keyword::NoKeyword
+    );
+    if !aliased {
+        let span = tokens[start].span;
+        let alias = Token::make_word(&table.value, table.quote_style);
+        tokens.insert(start + 1, TokenWithSpan::new(Token::make_word("AS", None), span));
+        tokens.insert(start + 2, TokenWithSpan::new(alias, span));
+    }
 }
 
 /// The name of the marker call that carries a window TVF's `PARTITION BY` keys to the

@@ -13,7 +13,7 @@ use eddy_operators::join::{Filtering, IntervalBounds, JoinKind, JoinSpec, Window
 
 use super::{
     Changelog, OperatorKind, OperatorSpec, Partitioning, Planner, Stream, VertexOutput, WindowKind,
-    interval, output_schema, ttl_display, unsupported,
+    interval, lookup, output_schema, ttl_display, unsupported,
 };
 
 impl Planner {
@@ -28,7 +28,16 @@ impl Planner {
                  whole and pair every row",
             ));
         }
+        if lookup::versioned_side(&join.left).is_some() {
+            return Err(unsupported(
+                "a table FOR SYSTEM_TIME AS OF on the left of a join (it must be the right \
+                 input: stream JOIN table FOR SYSTEM_TIME AS OF stream.proc_time)",
+            ));
+        }
         let left = self.plan(&join.left)?;
+        if let Some(table) = lookup::versioned_side(&join.right) {
+            return self.plan_lookup_join(join, left, table);
+        }
         let right = self.plan(&join.right)?;
         if [&left, &right]
             .iter()

@@ -1,0 +1,261 @@
+//! Lookup joins: `JOIN t FOR SYSTEM_TIME AS OF o.proc_time ON o.k = t.k`, the table read
+//! by key as each row is processed. The join runs in the stream's own vertex (no
+//! exchange); the table's side of the plan (the scan's columns, filters and projections
+//! over them) is applied to the rows a lookup returns.
+
+use std::sync::Arc;
+
+use datafusion_expr::{Expr, ExprSchemable, JoinType, LogicalPlan};
+use eddy_common::Result;
+use eddy_connectors::lookup::{LookupCacheOptions, LookupKind};
+use eddy_operators::OrEddy;
+use eddy_operators::join::{LookupCache, LookupJoinSpec, TableStep};
+
+use super::{OperatorKind, OperatorSpec, Planner, Stream, output_schema, unsupported};
+use crate::plan::LookupTable;
+use crate::sql::catalog::VersionedSource;
+
+/// The table side of a join when it is a table read `FOR SYSTEM_TIME AS OF`: the scan,
+/// and the nodes above it up to the join, top first.
+pub(super) struct VersionedSide<'a> {
+    source: &'a VersionedSource,
+    scan: &'a datafusion_expr::TableScan,
+    above: Vec<&'a LogicalPlan>,
+}
+
+/// The versioned table `plan` reads, when it is one under aliases, projections and
+/// filters.
+pub(super) fn versioned_side(plan: &LogicalPlan) -> Option<VersionedSide<'_>> {
+    let mut above = Vec::new();
+    let mut node = plan;
+    loop {
+        match node {
+            LogicalPlan::TableScan(scan) => {
+                let source = scan.source.downcast_ref::<VersionedSource>()?;
+                return Some(VersionedSide {
+                    source,
+                    scan,
+                    above,
+                });
+            }
+            LogicalPlan::SubqueryAlias(alias) => node = &alias.input,
+            LogicalPlan::Projection(projection) => {
+                above.push(node);
+                node = &projection.input;
+            }
+            LogicalPlan::Filter(filter) => {
+                above.push(node);
+                node = &filter.input;
+            }
+            _ => return None,
+        }
+    }
+}
+
+impl Planner {
+    /// A lookup join of `left` with the versioned table on the right of `join`.
+    pub(super) fn plan_lookup_join(
+        &mut self,
+        join: &datafusion_expr::Join,
+        left: Stream,
+        table: VersionedSide<'_>,
+    ) -> Result<Stream> {
+        let name = &table.source.table.name;
+        let left_outer = match join.join_type {
+            JoinType::Inner => false,
+            JoinType::Left => true,
+            other => {
+                return Err(unsupported(format!(
+                    "a {other} join with a table FOR SYSTEM_TIME AS OF (a lookup join is an \
+                     inner or a LEFT join)"
+                )));
+            }
+        };
+        // `AS OF` names a processing-time attribute of the left input: the SQL layer
+        // checked it (`sql::as_of`), before the column was pruned.
+        let connector = table.source.table.connector.clone();
+        let kind = connector.lookup_kind().ok_or_else(|| {
+            unsupported(format!(
+                "a lookup join with table '{name}': the '{}' connector cannot look rows up",
+                connector.name()
+            ))
+        })?;
+        if join.on.is_empty() {
+            return Err(unsupported(format!(
+                "a lookup join without an equality on a column of '{name}' (ON o.key = {name}.key)"
+            )));
+        }
+        let right_schema = join.right.schema();
+        let mut keys = Vec::new();
+        let mut key_types = Vec::new();
+        let mut key_columns = Vec::new();
+        for (l, r) in &join.on {
+            let Expr::Column(column) = r else {
+                return Err(unsupported(format!(
+                    "a lookup join key {r}: it must be a column of '{name}'"
+                )));
+            };
+            let index = table_column(&table, right_schema.index_of_column(column).or_eddy()?)
+                .ok_or_else(|| {
+                    unsupported(format!(
+                        "a lookup join key {r}: it must be a column of '{name}' itself, not \
+                         computed"
+                    ))
+                })?;
+            let key_type = table.source.table.physical_schema.field(index).data_type();
+            let l = l.clone().cast_to(key_type, &left.schema).or_eddy()?;
+            keys.push(self.physical(&l, &left.schema)?);
+            key_types.push(key_type.clone());
+            key_columns.push(index);
+        }
+        let table_side = self.table_steps(&table)?;
+        let filter = match &join.filter {
+            Some(filter) => Some(self.physical(filter, &join.schema)?),
+            None => None,
+        };
+        let cache = connector.lookup_cache();
+        let description = format!(
+            "LookupJoin({}, table: {name} [{}], on: {}{}; {})",
+            join.join_type.to_string().to_ascii_lowercase(),
+            connector.name(),
+            join.on
+                .iter()
+                .map(|(l, r)| format!("{l} = {r}"))
+                .collect::<Vec<_>>()
+                .join(" AND "),
+            join.filter
+                .as_ref()
+                .map_or(String::new(), |f| format!(", where: {f}")),
+            lookup_display(kind, cache)
+        );
+        let stream = Stream {
+            schema: join.schema.clone(),
+            unique_key: None,
+            window: None,
+            window_end: None,
+            window_start: None,
+            ..left
+        };
+        self.push(
+            &stream,
+            OperatorSpec {
+                description,
+                changelog: stream.changelog,
+                kind: OperatorKind::LookupJoin(LookupTable {
+                    spec: LookupJoinSpec {
+                        keys,
+                        key_types,
+                        table_side,
+                        table_schema: output_schema(right_schema),
+                        filter,
+                        left_outer,
+                        schema: output_schema(&join.schema),
+                        cache: cache.map(cache_of),
+                    },
+                    table: name.clone(),
+                    connector,
+                    schema: table.source.table.physical_schema.clone(),
+                    key_columns,
+                }),
+            },
+        );
+        Ok(stream)
+    }
+
+    /// The steps from the rows a lookup returns (the table's columns) to the join's table
+    /// side: the scan's projection, then the filters and projections above it.
+    fn table_steps(&self, table: &VersionedSide<'_>) -> Result<Vec<TableStep>> {
+        let mut steps = Vec::new();
+        let physical = &table.source.table.physical_schema;
+        if let Some(projection) = &table.scan.projection {
+            let exprs = projection
+                .iter()
+                .map(|i| {
+                    Arc::new(datafusion_physical_expr::expressions::Column::new(
+                        physical.field(*i).name(),
+                        *i,
+                    )) as Arc<dyn datafusion_physical_expr::PhysicalExpr>
+                })
+                .collect();
+            steps.push(TableStep::Project(
+                exprs,
+                output_schema(&table.scan.projected_schema),
+            ));
+        }
+        for node in table.above.iter().rev() {
+            match node {
+                LogicalPlan::Filter(filter) => steps.push(TableStep::Filter(
+                    self.physical(&filter.predicate, filter.input.schema())?,
+                )),
+                LogicalPlan::Projection(projection) => {
+                    let exprs = projection
+                        .expr
+                        .iter()
+                        .map(|e| self.physical(e, projection.input.schema()))
+                        .collect::<Result<Vec<_>>>()?;
+                    steps.push(TableStep::Project(exprs, output_schema(&projection.schema)));
+                }
+                _ => {}
+            }
+        }
+        Ok(steps)
+    }
+}
+
+/// The table column that column `index` of the table side is, through projections of
+/// plain columns; `None` for a computed column.
+fn table_column(table: &VersionedSide<'_>, mut index: usize) -> Option<usize> {
+    for node in &table.above {
+        if let LogicalPlan::Projection(projection) = node {
+            let Expr::Column(column) = strip(&projection.expr[index]) else {
+                return None;
+            };
+            index = projection.input.schema().index_of_column(column).ok()?;
+        }
+    }
+    match &table.scan.projection {
+        Some(projection) => projection.get(index).copied(),
+        None => Some(index),
+    }
+}
+
+fn strip(expr: &Expr) -> &Expr {
+    match expr {
+        Expr::Alias(alias) => strip(&alias.expr),
+        other => other,
+    }
+}
+
+fn cache_of(options: LookupCacheOptions) -> LookupCache {
+    LookupCache {
+        max_rows: options.max_rows,
+        expire_after_write: options.expire_after_write,
+        expire_after_access: options.expire_after_access,
+        cache_missing_keys: options.cache_missing_keys,
+    }
+}
+
+/// How the table is read, for `EXPLAIN`.
+fn lookup_display(kind: LookupKind, cache: Option<LookupCacheOptions>) -> String {
+    let read = match kind {
+        LookupKind::Keyed => "looked up by key, a chunk's keys at once".to_string(),
+        LookupKind::FullScan { reload_after } => format!(
+            "read whole, again every {} s",
+            reload_after.as_secs()
+        ),
+    };
+    match cache {
+        None => read,
+        Some(cache) => format!(
+            "{read}, cache: max rows {}, expire after write {:?}, after access {:?}, \
+             missing keys cached: {}",
+            match cache.max_rows {
+                usize::MAX => "unbounded".to_string(),
+                n => n.to_string(),
+            },
+            cache.expire_after_write,
+            cache.expire_after_access,
+            cache.cache_missing_keys
+        ),
+    }
+}
