@@ -11,3 +11,6 @@ CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT, channel STRING, u
   `dateTime` TIMESTAMP(3), extra STRING,
   WATERMARK FOR `dateTime` AS `dateTime` - INTERVAL '4' SECOND)
   WITH ('connector' = 'filesystem', 'path' = '$DATA/bid', 'format' = 'csv');
+-- Nexmark q13's side input: a value for every even key below 3,000.
+CREATE TABLE side_input (key BIGINT, `value` STRING)
+  WITH ('connector' = 'filesystem', 'path' = '$DIR/side_input', 'format' = 'csv');

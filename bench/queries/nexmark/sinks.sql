@@ -72,3 +72,5 @@ CREATE TABLE sink_q21 (auction BIGINT, bidder BIGINT, price BIGINT, channel STRI
 CREATE TABLE sink_q22 (auction BIGINT, bidder BIGINT, price BIGINT, channel STRING, dir1 STRING, dir2 STRING,
   dir3 STRING)
   WITH ('connector' = 'blackhole');
+CREATE TABLE sink_q13 (auction BIGINT, bidder BIGINT, price BIGINT, `dateTime` TIMESTAMP(3), `value` STRING)
+  WITH ('connector' = 'blackhole');

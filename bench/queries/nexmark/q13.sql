@@ -1,0 +1,8 @@
+-- Nexmark q13 (bounded side input join): every bid joined with the side input's value for
+-- its auction id modulo 10,000, looked up as of each bid's processing time (a lookup join
+-- of a static file: the table is read whole and kept).
+INSERT INTO sink_q13
+SELECT B.auction, B.bidder, B.price, B.`dateTime`, S.`value`
+FROM (SELECT *, PROCTIME() AS p_time FROM bid) B
+JOIN side_input FOR SYSTEM_TIME AS OF B.p_time AS S
+ON mod(B.auction, 10000) = S.key;
