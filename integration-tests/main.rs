@@ -15,6 +15,7 @@ mod group_windows;
 mod interval_joins;
 mod joins;
 mod kafka;
+mod lookup_joins;
 mod nexmark;
 mod outer_joins;
 mod over;

@@ -196,6 +196,14 @@ fn interval_joins_survive_taskmanager_kills() {
     join_with_kills("interval-join-kills", "", JoinShape::Interval);
 }
 
+/// An interval join followed by a lookup join (of a file read whole): the lookup keeps no
+/// state, the interval join's comes back, and each bid is counted once under its
+/// category's code.
+#[test]
+fn interval_and_lookup_joins_survive_taskmanager_kills() {
+    join_with_kills("interval-lookup-kills", "", JoinShape::IntervalThenLookup);
+}
+
 /// The same with a window join: the windows open at a checkpoint come back with their rows
 /// and are joined once when the watermark closes them.
 #[test]
@@ -212,6 +220,9 @@ enum JoinShape {
     Interval,
     /// Bids and auctions of the same 2-second window: windows dropped when they close.
     Window,
+    /// As `Interval`, then each category looked up in a file as of the bid's processing
+    /// time.
+    IntervalThenLookup,
 }
 
 /// As above with unaligned checkpoints: rows in flight to the join are stored with the
@@ -229,14 +240,25 @@ fn joins_survive_taskmanager_kills_with_unaligned_checkpoints() {
 /// Bids joined with their auctions as `shape` says, counted per category, on a cluster
 /// whose TaskManagers are killed.
 fn join_with_kills(name: &str, settings: &str, shape: JoinShape) {
-    let time = ", dateTime TIMESTAMP(3), WATERMARK FOR dateTime AS dateTime - INTERVAL '1' SECOND";
+    let cluster = Cluster::start(name, 2, 2);
+    let codes = cluster.scratch.write(
+        "codes/part-0.csv",
+        &(0..100)
+            .map(|c| format!("{c},{}\n", c * 100))
+            .collect::<String>(),
+    );
+    let codes = codes.parent().unwrap().display().to_string();
+    let time = ", dateTime TIMESTAMP(3), p AS PROCTIME(),
+      WATERMARK FOR dateTime AS dateTime - INTERVAL '1' SECOND";
     let windowed = |table: &str| {
         format!(
             "(SELECT * FROM TABLE(TUMBLE(TABLE {table}, DESCRIPTOR(dateTime), INTERVAL '2' SECOND)))"
         )
     };
+    let interval = " AND b.dateTime BETWEEN a.dateTime AND a.dateTime + INTERVAL '5' SECOND";
     let (time, bid, auction, condition) = match shape {
         JoinShape::Regular => ("", "bid".into(), "auction".into(), ""),
+        JoinShape::IntervalThenLookup => (time, "bid".into(), "auction".into(), interval),
         JoinShape::Interval => (
             time,
             "bid".into(),
@@ -250,19 +272,27 @@ fn join_with_kills(name: &str, settings: &str, shape: JoinShape) {
             " AND b.window_start = a.window_start AND b.window_end = a.window_end",
         ),
     };
+    let (lookup, group) = match shape {
+        JoinShape::IntervalThenLookup => (
+            " JOIN codes FOR SYSTEM_TIME AS OF b.p AS c ON a.category = c.id",
+            "c.code",
+        ),
+        _ => ("", "a.category"),
+    };
     let tables = |events: u64, rate: &str| {
         format!(
-            "CREATE TABLE bid (auction BIGINT, price BIGINT{time}) WITH ('connector' = 'nexmark',
+            "CREATE TABLE codes (id BIGINT, code BIGINT)
+               WITH ('connector' = 'filesystem', 'path' = '{codes}', 'format' = 'csv');
+             CREATE TABLE bid (auction BIGINT, price BIGINT{time}) WITH ('connector' = 'nexmark',
                'nexmark.table' = 'bid', 'events.num' = '{events}'{rate});
              CREATE TABLE auction (id BIGINT, category BIGINT{time}) WITH (
                'connector' = 'nexmark', 'nexmark.table' = 'auction',
                'events.num' = '{events}'{rate});
-             INSERT INTO o SELECT a.category, COUNT(*), SUM(b.price)
-               FROM {bid} AS b JOIN {auction} AS a ON b.auction = a.id{condition}
-               GROUP BY a.category;"
+             INSERT INTO o SELECT {group}, COUNT(*), SUM(b.price)
+               FROM {bid} AS b JOIN {auction} AS a ON b.auction = a.id{condition}{lookup}
+               GROUP BY {group};"
         )
     };
-    let cluster = Cluster::start(name, 2, 2);
     let script = format!(
         "{settings}
          SET 'execution.checkpointing.interval' = '500ms';
@@ -285,7 +315,7 @@ fn join_with_kills(name: &str, settings: &str, shape: JoinShape) {
     let joined: i64 = expected.values().map(|v| v.0).sum();
     let least = match shape {
         JoinShape::Regular => 100_000,
-        JoinShape::Interval | JoinShape::Window => 10_000,
+        JoinShape::Interval | JoinShape::Window | JoinShape::IntervalThenLookup => 10_000,
     };
     assert!(joined > least, "bids join their auction: {joined}");
     assert_exact_after_restarts(&status, &expected, &cluster.printed());

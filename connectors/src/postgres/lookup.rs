@@ -176,7 +176,13 @@ impl LookupReader for PostgresLookup {
 }
 
 fn is_transient(error: &EddyError) -> bool {
-    matches!(error, EddyError::Remote { transient: true, .. } | EddyError::Connector { .. })
+    matches!(
+        error,
+        EddyError::Remote {
+            transient: true,
+            ..
+        } | EddyError::Connector { .. }
+    )
 }
 
 /// The PostgreSQL type a key of `data_type` is compared as.

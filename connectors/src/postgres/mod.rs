@@ -28,10 +28,10 @@ use committer::PreparedTransactions;
 use eddy_common::{EddyError, Result};
 use writer::{PostgresWriter, TransactionMode};
 
-use super::transaction::{AttemptToken, DeliveryGuarantee, TwoPhaseCommitSink};
 use super::lookup::{
     LOOKUP_KEYS, LookupCacheOptions, LookupContext, LookupKind, LookupReader, lookup_cache,
 };
+use super::transaction::{AttemptToken, DeliveryGuarantee, TwoPhaseCommitSink};
 use super::{Options, SinkContext, SinkWriter, TableConnector};
 
 const KEYS: &[&str] = &[

@@ -138,7 +138,11 @@ impl Cache {
             let Some((oldest, read_at)) = self.order.pop_front() else {
                 break;
             };
-            if self.entries.get(&oldest).is_some_and(|e| e.read_at == read_at) {
+            if self
+                .entries
+                .get(&oldest)
+                .is_some_and(|e| e.read_at == read_at)
+            {
                 self.entries.remove(&oldest);
             }
         }
@@ -185,7 +189,9 @@ impl LookupJoin {
                 cache.get(&keys.row(i).owned(), now)
             })
             .collect();
-        let missing: Vec<usize> = (0..distinct.len()).filter(|d| found[*d].is_none()).collect();
+        let missing: Vec<usize> = (0..distinct.len())
+            .filter(|d| found[*d].is_none())
+            .collect();
         if !missing.is_empty() {
             let rows = missing.iter().map(|d| keys.row(distinct[*d]));
             let key_columns = self.key_codec.convert_rows(rows)?;
@@ -207,7 +213,10 @@ impl LookupJoin {
                 found[*m] = Some(rows);
             }
         }
-        Ok(found.into_iter().map(|f| f.expect("every key found or read")).collect())
+        Ok(found
+            .into_iter()
+            .map(|f| f.expect("every key found or read"))
+            .collect())
     }
 
     /// Looked-up table rows as the join's table side (the scan's projection, filters).

@@ -34,8 +34,8 @@ use eddy_common::chunk::{Chunk, Op};
 use eddy_common::state::{Epochs, OperatorState, SnapshotRequest, StateReader, StateWriter};
 use eddy_common::{EddyError, Result};
 
-use self::side::{JoinSide, RowExtras};
 pub use self::lookup::{Lookup, LookupCache, LookupJoin, LookupJoinSpec, TableStep};
+use self::side::{JoinSide, RowExtras};
 pub use self::window::{JoinKind, WindowJoin, WindowJoinSpec};
 
 use crate::partition::{KeyScope, key_groups};

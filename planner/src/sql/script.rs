@@ -579,7 +579,10 @@ fn mark_as_of(tokens: &mut Vec<TokenWithSpan>, start: usize) {
     if !aliased {
         let span = tokens[start].span;
         let alias = Token::make_word(&table.value, table.quote_style);
-        tokens.insert(start + 1, TokenWithSpan::new(Token::make_word("AS", None), span));
+        tokens.insert(
+            start + 1,
+            TokenWithSpan::new(Token::make_word("AS", None), span),
+        );
         tokens.insert(start + 2, TokenWithSpan::new(alias, span));
     }
 }

@@ -93,7 +93,9 @@ fn stream(rows: &[(Option<i64>, i64)], op: Op) -> Chunk {
     let batch = RecordBatch::try_new(
         stream_schema(),
         vec![
-            Arc::new(Int64Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
+            Arc::new(Int64Array::from(
+                rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+            )),
             Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
         ],
     )
@@ -125,7 +127,13 @@ fn run(join: &mut LookupJoin, chunk: Chunk) -> Vec<String> {
 fn each_row_joins_the_rows_its_key_holds_when_it_is_processed() {
     let (mut join, fixture) = lookup_join(false, None);
     assert_eq!(
-        run(&mut join, stream(&[(Some(2), 10), (Some(3), 11), (None, 12), (Some(2), 13)], Op::Insert)),
+        run(
+            &mut join,
+            stream(
+                &[(Some(2), 10), (Some(3), 11), (None, 12), (Some(2), 13)],
+                Op::Insert
+            )
+        ),
         [
             "+I 2 10 2 two",
             "+I 2 10 2 deux",
@@ -147,7 +155,10 @@ fn each_row_joins_the_rows_its_key_holds_when_it_is_processed() {
 fn a_left_lookup_join_pads_rows_that_find_nothing() {
     let (mut join, _) = lookup_join(true, None);
     assert_eq!(
-        run(&mut join, stream(&[(Some(3), 1), (Some(1), 2), (None, 3)], Op::Insert)),
+        run(
+            &mut join,
+            stream(&[(Some(3), 1), (Some(1), 2), (None, 3)], Op::Insert)
+        ),
         ["+I 3 1 null null", "+I 1 2 1 one", "+I null 3 null null"]
     );
 }
@@ -163,15 +174,27 @@ fn the_cache_answers_until_its_entries_expire() {
     };
     let (mut join, fixture) = lookup_join(false, Some(cache));
     test_clock::set(0);
-    assert_eq!(run(&mut join, stream(&[(Some(1), 1)], Op::Insert)), ["+I 1 1 1 one"]);
+    assert_eq!(
+        run(&mut join, stream(&[(Some(1), 1)], Op::Insert)),
+        ["+I 1 1 1 one"]
+    );
     fixture.rows.lock().unwrap()[0].1 = "uno".into();
     test_clock::set(99);
-    assert_eq!(run(&mut join, stream(&[(Some(1), 2)], Op::Insert)), ["+I 1 2 1 one"]);
+    assert_eq!(
+        run(&mut join, stream(&[(Some(1), 2)], Op::Insert)),
+        ["+I 1 2 1 one"]
+    );
     test_clock::set(100);
-    assert_eq!(run(&mut join, stream(&[(Some(1), 3)], Op::Insert)), ["+I 1 3 1 uno"]);
+    assert_eq!(
+        run(&mut join, stream(&[(Some(1), 3)], Op::Insert)),
+        ["+I 1 3 1 uno"]
+    );
     // A missing key is cached too; one key at most: 4 pushes 1 out.
     assert!(run(&mut join, stream(&[(Some(4), 4)], Op::Insert)).is_empty());
     assert!(run(&mut join, stream(&[(Some(4), 5)], Op::Insert)).is_empty());
-    assert_eq!(run(&mut join, stream(&[(Some(1), 6)], Op::Insert)), ["+I 1 6 1 uno"]);
+    assert_eq!(
+        run(&mut join, stream(&[(Some(1), 6)], Op::Insert)),
+        ["+I 1 6 1 uno"]
+    );
     assert_eq!(*fixture.asked.lock().unwrap(), [1, 1, 4, 1]);
 }

@@ -239,10 +239,9 @@ fn cache_of(options: LookupCacheOptions) -> LookupCache {
 fn lookup_display(kind: LookupKind, cache: Option<LookupCacheOptions>) -> String {
     let read = match kind {
         LookupKind::Keyed => "looked up by key, a chunk's keys at once".to_string(),
-        LookupKind::FullScan { reload_after } => format!(
-            "read whole, again every {} s",
-            reload_after.as_secs()
-        ),
+        LookupKind::FullScan { reload_after } => {
+            format!("read whole, again every {} s", reload_after.as_secs())
+        }
     };
     match cache {
         None => read,
