@@ -44,6 +44,14 @@ pub trait Operator: Send {
         Ok(())
     }
 
+    /// How far behind the watermark it has seen the rows the operator emits may be (an
+    /// interval join's rows: a late partner joins a row the watermark has passed). The
+    /// watermark passed on after it is held back by as much, so that its rows are not late
+    /// downstream, as Flink delays an interval join's output watermark.
+    fn watermark_delay(&self) -> i64 {
+        0
+    }
+
     /// The wall-clock time (ms since the epoch) at which the operator next wants
     /// [`Operator::on_processing_time`], if any (a processing-time window's end).
     fn processing_timer(&self) -> Option<Timestamp> {

@@ -113,9 +113,20 @@ impl OperatorChain {
     }
 
     /// Passes a watermark down the chain: each operator first sees the chunks the
-    /// operators before it emitted for this watermark, then the watermark.
-    pub fn on_watermark(&mut self, watermark: Timestamp) -> Result<Vec<Chunk>> {
-        self.on_time(|operator, out| operator.on_watermark(watermark, out))
+    /// operators before it emitted for this watermark, then the watermark, held back by
+    /// the operators before it that emit older rows ([`Operator::watermark_delay`]).
+    /// Returns what the chain emitted and the watermark to pass on.
+    pub fn on_watermark(&mut self, watermark: Timestamp) -> Result<(Vec<Chunk>, Timestamp)> {
+        let mut current = watermark;
+        let chunks = self.on_time(|operator, out| {
+            operator.on_watermark(current, out)?;
+            // The end of the input stays the end.
+            if current != Timestamp::MAX {
+                current = current.saturating_sub(operator.watermark_delay());
+            }
+            Ok(())
+        })?;
+        Ok((chunks, current))
     }
 
     /// The earliest wall-clock time an operator of the chain wants to be woken at.

@@ -370,7 +370,7 @@ impl Pipeline<'_> {
 
     /// Advances event time: what the watermark completes is sent, then the watermark.
     async fn advance(&mut self, watermark: Timestamp) -> Result<()> {
-        let chunks = self.chain.on_watermark(watermark)?;
+        let (chunks, watermark) = self.chain.on_watermark(watermark)?;
         self.send(chunks).await?;
         self.output.watermark(watermark).await
     }

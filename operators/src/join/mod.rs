@@ -35,7 +35,7 @@ use eddy_common::state::{Epochs, OperatorState, SnapshotRequest, StateReader, St
 use eddy_common::{EddyError, Result};
 
 pub use self::lookup::{Lookup, LookupCache, LookupJoin, LookupJoinSpec, TableStep};
-use self::side::{JoinSide, RowExtras};
+use self::side::{JoinSide, RowExtras, Unmatched};
 pub use self::window::{JoinKind, WindowJoin, WindowJoinSpec};
 
 use crate::partition::{KeyScope, key_groups};
@@ -305,6 +305,7 @@ impl StreamingJoin {
             )),
             None => None,
         };
+        let deferred_padding = self.interval.is_some();
         let mut emitted: Vec<Emitted> = Vec::new();
         let mut pair = 0;
         for i in 0..chunk.num_rows() {
@@ -329,8 +330,9 @@ impl StreamingJoin {
                             }
                         }
                         // A partner's padded row leaves with its first match and comes
-                        // back when its last one goes.
-                        if other_outer && before == 0 && after == 1 {
+                        // back when its last one goes (an interval join pads a row only
+                        // when it expires, if it joined nothing).
+                        if other_outer && before == 0 && after == 1 && !deferred_padding {
                             emitted.push(Emitted::PartnerPadded(id, Op::Delete));
                         }
                         if self.filtering.is_none() {
@@ -361,7 +363,7 @@ impl StreamingJoin {
                 }
                 continue;
             }
-            if this_outer && joins == 0 {
+            if this_outer && joins == 0 && !deferred_padding {
                 emitted.push(Emitted::Padded(i, op));
             } else if semi_left {
                 emitted.push(Emitted::Matched(i, op));
@@ -379,11 +381,20 @@ impl StreamingJoin {
                 Some((times, reach)) => {
                     // A row no future row of the other side can join is not held.
                     if times.is_null(i) {
+                        if this_outer && joins == 0 {
+                            emitted.push(Emitted::Padded(i, op));
+                        }
                         continue;
                     }
                     let time = times.value(i);
                     if time.saturating_add(*reach) > self.watermark {
-                        this.insert_expiring(key.data(), row.data(), epoch, time);
+                        let id = this.insert_expiring(key.data(), row.data(), epoch, time);
+                        if this_outer {
+                            this.set_match_count(id, joins);
+                        }
+                    } else if this_outer && joins == 0 {
+                        // Too late to be joined later: padded now.
+                        emitted.push(Emitted::Padded(i, op));
                     }
                 }
             }
@@ -613,21 +624,56 @@ impl StreamingJoin {
         let epoch = self.epochs.current();
         for (side, bound) in self.sides.iter_mut().zip(bounds) {
             if let Some(bound) = bound {
-                side.expire_through(bound, epoch);
+                // Rows that outlive a TTL leave without a padded row, as in Flink.
+                side.expire_through(bound, epoch, None);
             }
         }
     }
 
-    fn expire(&mut self) {
+    /// Drops the rows the watermark has put out of the other side's reach; an outer
+    /// join's rows that joined nothing are emitted padded then (as Flink's interval join
+    /// does: once, append-only).
+    fn expire(&mut self, out: &mut Vec<Chunk>) -> Result<()> {
         let Some(interval) = self.interval else {
-            return;
+            return Ok(());
         };
         let epoch = self.epochs.current();
-        for (input, side) in self.sides.iter_mut().enumerate() {
+        for input in 0..2 {
             // A row of time t is held while t + reach > watermark.
             let bound = self.watermark.saturating_sub(interval.reach(input));
-            side.expire_through(bound, epoch);
+            let mut unmatched = Unmatched::default();
+            let collect = self.outer[input].then_some(&mut unmatched);
+            self.sides[input].expire_through(bound, epoch, collect);
+            if !unmatched.is_empty() {
+                out.push(self.padded_rows(input, &unmatched)?);
+            }
         }
+        Ok(())
+    }
+
+    /// Held rows of input `input`, padded with NULLs for the other side's columns.
+    fn padded_rows(&self, input: usize, rows: &Unmatched) -> Result<Chunk> {
+        let side = &self.sides[input];
+        let parser = side.codec.parser();
+        let own = side
+            .codec
+            .convert_rows(rows.rows().map(|r| parser.parse(r)))?;
+        let n = own.first().map_or(0, |c| c.len());
+        let width = self.schema.fields().len();
+        let own_start = match input {
+            0 => 0,
+            _ => width - own.len(),
+        };
+        let columns: Vec<ArrayRef> = (0..width)
+            .map(|f| match f.checked_sub(own_start) {
+                Some(i) if i < own.len() => own[i].clone(),
+                _ => new_null_array(self.schema.field(f).data_type(), n),
+            })
+            .collect();
+        Ok(Chunk::inserts(RecordBatch::try_new(
+            self.schema.clone(),
+            columns,
+        )?))
     }
 
     /// Gives restored rows their event times, so that they expire.
@@ -659,10 +705,15 @@ impl Operator for StreamingJoin {
         self.join(0, chunk, out)
     }
 
-    fn on_watermark(&mut self, watermark: i64, _out: &mut Vec<Chunk>) -> Result<()> {
+    fn watermark_delay(&self) -> i64 {
+        self.interval
+            .map_or(0, |b| b.reach(0).max(b.reach(1)).max(0))
+    }
+
+    fn on_watermark(&mut self, watermark: i64, out: &mut Vec<Chunk>) -> Result<()> {
         if self.interval.is_some() && watermark > self.watermark {
             self.watermark = watermark;
-            self.expire();
+            self.expire(out)?;
         }
         Ok(())
     }
@@ -905,6 +956,48 @@ mod tests {
             .process_input(1, timed(&[(3, 50_000)]), &mut late)
             .unwrap();
         assert_eq!(restored.state_rows(), (0, 0));
+    }
+
+    #[test]
+    fn an_outer_interval_join_pads_a_row_once_when_it_expires_unmatched() {
+        let mut join = interval_join();
+        join.outer = [true, true];
+        let keys = |out: &[Chunk]| -> Vec<(Option<i64>, Option<i64>)> {
+            let mut pairs = Vec::new();
+            for chunk in out {
+                assert!(
+                    chunk.is_append_only(),
+                    "an outer interval join only inserts"
+                );
+                let rows = chunk.rows();
+                let key = |c: usize, i: usize| {
+                    let column = rows.column(c).as_primitive::<arrow::datatypes::Int64Type>();
+                    column.is_valid(i).then(|| column.value(i))
+                };
+                pairs.extend((0..rows.num_rows()).map(|i| (key(0, i), key(2, i))));
+            }
+            pairs
+        };
+        let mut out = Vec::new();
+        join.process_input(1, timed(&[(1, 100_000), (2, 100_000)]), &mut out)
+            .unwrap();
+        join.process_input(0, timed(&[(1, 95_000), (3, 96_000)]), &mut out)
+            .unwrap();
+        assert_eq!(keys(&out), [(Some(1), Some(1))], "no padding before expiry");
+        // The right rows expire past 100 s: 2 joined nothing; 1 did.
+        out.clear();
+        join.on_watermark(101_000, &mut out).unwrap();
+        assert_eq!(keys(&out), [(None, Some(2))]);
+        // The left rows expire past t + 10 s: 3 joined nothing.
+        out.clear();
+        join.on_watermark(107_000, &mut out).unwrap();
+        assert_eq!(keys(&out), [(Some(3), None)]);
+        // A row too late to be held, joining nothing, is padded at once.
+        out.clear();
+        join.process_input(1, timed(&[(4, 50_000)]), &mut out)
+            .unwrap();
+        assert_eq!(keys(&out), [(None, Some(4))]);
+        assert_eq!(join.watermark_delay(), 10_000);
     }
 
     fn chunk(names: &[(&str, DataType)], columns: Vec<ArrayRef>, ops: &[Op]) -> Chunk {

@@ -128,28 +128,40 @@ impl JoinSide {
     }
 
     /// Adds one copy of `row` of event time `time` under `key`, in epoch `epoch`: it
-    /// expires with [`JoinSide::expire_through`].
-    pub(super) fn insert_expiring(&mut self, key: &[u8], row: &[u8], epoch: u32, time: i64) {
+    /// expires with [`JoinSide::expire_through`]. Returns its entry.
+    pub(super) fn insert_expiring(&mut self, key: &[u8], row: &[u8], epoch: u32, time: i64) -> u32 {
         let (slot, id) = self.insert(key, row, epoch);
         self.set_time(slot, id, time);
+        id
     }
 
     /// Removes every row of event time `bound` or earlier (remembering the removals, in
-    /// epoch `epoch`).
-    pub(super) fn expire_through(&mut self, bound: i64, epoch: u32) {
+    /// epoch `epoch`); the rows that joined nothing go into `unmatched` when given.
+    pub(super) fn expire_through(
+        &mut self,
+        bound: i64,
+        epoch: u32,
+        mut unmatched: Option<&mut Unmatched>,
+    ) {
         while let Some(entry) = self.expiry.first_entry() {
             // A bucket goes once all of its second is out of reach.
             if (*entry.key() + 1).saturating_mul(EXPIRY_BUCKET) - 1 > bound {
                 break;
             }
             for slot in entry.remove() {
-                self.remove_expired(slot, bound, epoch);
+                self.remove_expired(slot, bound, epoch, unmatched.as_deref_mut());
             }
         }
     }
 
     /// Removes the rows of `slot` of event time `bound` or earlier.
-    fn remove_expired(&mut self, slot: u32, bound: i64, epoch: u32) {
+    fn remove_expired(
+        &mut self,
+        slot: u32,
+        bound: i64,
+        epoch: u32,
+        mut unmatched: Option<&mut Unmatched>,
+    ) {
         let Some(chain) = self.chains.get(slot as usize).copied() else {
             return;
         };
@@ -166,6 +178,11 @@ impl JoinSide {
             }
             let born = self.entry_epochs[current as usize];
             let row = &self.arena[entry.start..entry.start + entry.len as usize];
+            if let Some(unmatched) = unmatched.as_deref_mut()
+                && self.match_count(current) == 0
+            {
+                unmatched.push(row);
+            }
             self.removals.push(epoch, born, self.index.key(slot), row);
             self.unlink(slot, previous, current);
             current = entry.next;
@@ -456,6 +473,33 @@ impl JoinSide {
             }
         }
         Ok(())
+    }
+}
+
+/// Rows dropped from a join side that joined nothing: an outer interval join emits them
+/// padded.
+#[derive(Debug, Default)]
+pub(super) struct Unmatched {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Unmatched {
+    fn push(&mut self, row: &[u8]) {
+        self.bytes.extend_from_slice(row);
+        self.ends.push(self.bytes.len());
+    }
+
+    /// The rows, in the order dropped.
+    pub(super) fn rows(&self) -> impl Iterator<Item = &[u8]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(self.ends.iter().copied())
+            .map(|(start, end)| &self.bytes[start..end])
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.ends.is_empty()
     }
 }
 

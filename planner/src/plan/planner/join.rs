@@ -81,21 +81,22 @@ impl Planner {
         // A joined row is taken back by a retraction of a row that made it, so an updating
         // input makes a retract stream (an upsert key would not identify joined rows); so
         // does an outer join, whose padded rows leave when a partner arrives.
-        // A semi join takes a row back only when the last partner of its row leaves.
+        // A semi join takes a row back only when the last partner of its row leaves; an
+        // outer interval join pads a row only when it expires unmatched.
         let append_only = [&left, &right]
             .iter()
             .all(|s| s.changelog == Changelog::AppendOnly);
-        let changelog = match (append_only, outer, filtering) {
-            (true, [false, false], None) | (true, _, Some(Filtering::Semi)) => {
-                Changelog::AppendOnly
-            }
+        let interval = match filtering {
+            None => self.interval_of(join, &left, &right),
+            Some(_) => None,
+        };
+        let changelog = match (append_only, outer, filtering, interval) {
+            (true, [false, false], None, _)
+            | (true, _, Some(Filtering::Semi), _)
+            | (true, _, None, Some(_)) => Changelog::AppendOnly,
             _ => Changelog::Retract,
         };
         let on = on_display(join);
-        let interval = match (outer, filtering) {
-            ([false, false], None) => self.interval_of(join, &left, &right),
-            _ => None,
-        };
         let kind = join.join_type.to_string().to_ascii_lowercase();
         // An interval join's rows expire with the watermark; a regular join's with the TTL.
         let state_ttl = match interval {
@@ -117,8 +118,13 @@ impl Planner {
         let description = match (&join.filter, interval) {
             (Some(filter), Some(b)) => format!(
                 "IntervalJoin({kind}, on: {on}, where: {filter}; rows expire with the watermark: \
-                 left time - right time in [{}, {}] ms)",
-                b.lower, b.upper
+                 left time - right time in [{}, {}] ms{})",
+                b.lower,
+                b.upper,
+                match outer {
+                    [false, false] => "",
+                    _ => "; a row that joined nothing is emitted padded when it expires",
+                }
             ),
             (Some(filter), None) => format!("Join({kind}, on: {on}, where: {filter}{ttl})"),
             (None, _) => format!("Join({kind}, on: {on}{ttl})"),
