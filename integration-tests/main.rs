@@ -28,5 +28,6 @@ mod s3;
 mod semi_joins;
 mod soak;
 mod support;
+mod temporal_joins;
 mod top_n;
 mod window_joins;

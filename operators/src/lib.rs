@@ -147,6 +147,22 @@ pub(crate) fn open_versioned_snapshot<'a>(
     Ok(input)
 }
 
+/// A predicate's result as a filter mask: true where it is true, false where it is false
+/// or NULL (as SQL filters).
+pub(crate) fn true_only(mask: &ArrayRef) -> Result<arrow::array::BooleanArray> {
+    use arrow::array::{Array, AsArray};
+    let mask = mask.as_boolean_opt().ok_or_else(|| {
+        EddyError::Internal(format!(
+            "a condition gave {}, not BOOLEAN",
+            mask.data_type()
+        ))
+    })?;
+    Ok(match mask.null_count() {
+        0 => mask.clone(),
+        _ => arrow::compute::prep_null_mask_filter(mask),
+    })
+}
+
 /// Evaluates a physical expression over a batch into an array.
 pub fn evaluate(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<ArrayRef> {
     expr.evaluate(batch)

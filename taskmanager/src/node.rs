@@ -6,6 +6,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use eddy_common::EddyError;
+use futures::FutureExt;
+
 use eddy_common::checkpoint::{CompletedCheckpoint, StateFile};
 use eddy_common::error::CallError;
 use eddy_common::event::{Barrier, StopRequest};
@@ -220,7 +223,19 @@ impl TaskManager {
         let execution = deployment.execution.clone();
         let handle = tokio::spawn(async move {
             let name = deployment.name();
-            let result = run_task(deployment, stop).await;
+            // A bug that panics fails the task (and so restarts the job) instead of
+            // leaving it hanging.
+            let result = std::panic::AssertUnwindSafe(run_task(deployment, stop))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|panic| {
+                    let message = panic
+                        .downcast_ref::<String>()
+                        .map(String::as_str)
+                        .or_else(|| panic.downcast_ref::<&str>().copied())
+                        .unwrap_or("a panic");
+                    Err(EddyError::Internal(format!("the task panicked: {message}")))
+                });
             let (state, error) = match &result {
                 Ok(end) => (task_state(*end), String::new()),
                 Err(e) => {

@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::array::{Array, ArrayRef, AsArray, UInt32Array, new_null_array};
+use arrow::array::{Array, ArrayRef, UInt32Array, new_null_array};
 use arrow::buffer::NullBuffer;
 use arrow::compute::{concat_batches, filter_record_batch, take_record_batch};
 use arrow::datatypes::{DataType, SchemaRef};
@@ -224,8 +224,7 @@ impl LookupJoin {
         for step in &self.spec.table_side {
             rows = match step {
                 TableStep::Filter(predicate) => {
-                    let keep = evaluate(predicate, &rows)?;
-                    let keep = arrow::compute::prep_null_mask_filter(keep.as_boolean());
+                    let keep = crate::true_only(&evaluate(predicate, &rows)?)?;
                     filter_record_batch(&rows, &keep)?
                 }
                 TableStep::Project(exprs, schema) => {
@@ -297,9 +296,7 @@ impl Operator for LookupJoin {
         );
         let joined = RecordBatch::try_new(self.spec.schema.clone(), columns)?;
         let keep = match &self.spec.filter {
-            Some(filter) => Some(arrow::compute::prep_null_mask_filter(
-                evaluate(filter, &joined)?.as_boolean(),
-            )),
+            Some(filter) => Some(crate::true_only(&evaluate(filter, &joined)?)?),
             None => None,
         };
         let kept = |pair: usize| keep.as_ref().is_none_or(|k| k.value(pair));

@@ -19,6 +19,7 @@
 
 mod lookup;
 mod side;
+mod temporal;
 mod window;
 
 use std::sync::Arc;
@@ -36,6 +37,7 @@ use eddy_common::{EddyError, Result};
 
 pub use self::lookup::{Lookup, LookupCache, LookupJoin, LookupJoinSpec, TableStep};
 use self::side::{JoinSide, RowExtras, Unmatched};
+pub use self::temporal::{TemporalJoin, TemporalJoinSpec};
 pub use self::window::{JoinKind, WindowJoin, WindowJoinSpec};
 
 use crate::partition::{KeyScope, key_groups};

@@ -267,12 +267,7 @@ impl WindowJoin {
         let (joined, pairs) = match &self.spec.filter {
             None => (joined, pairs),
             Some(filter) => {
-                let keep = evaluate(filter, &joined)?;
-                let keep = keep.as_boolean();
-                let keep = match keep.null_count() {
-                    0 => keep.clone(),
-                    _ => arrow::compute::prep_null_mask_filter(keep),
-                };
+                let keep = crate::true_only(&evaluate(filter, &joined)?)?;
                 let pairs = [
                     arrow::compute::filter(&pairs[0], &keep)?,
                     arrow::compute::filter(&pairs[1], &keep)?,

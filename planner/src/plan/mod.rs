@@ -24,7 +24,8 @@ use eddy_operators::aggregate::{
 };
 use eddy_operators::calc::Calc;
 use eddy_operators::join::{
-    JoinSpec, LookupJoin, LookupJoinSpec, StreamingJoin, WindowJoin, WindowJoinSpec,
+    JoinSpec, LookupJoin, LookupJoinSpec, StreamingJoin, TemporalJoin, TemporalJoinSpec,
+    WindowJoin, WindowJoinSpec,
 };
 use eddy_operators::rank::{RankSpec, TopN};
 use eddy_operators::window_assign::WindowAssign;
@@ -255,6 +256,8 @@ pub enum OperatorKind {
     WindowJoin(WindowJoinSpec),
     /// Lookup join of the stream with a table read by key.
     LookupJoin(LookupTable),
+    /// Event-time temporal join of the vertex's two inputs (always its first operator).
+    TemporalJoin(TemporalJoinSpec),
     /// Top-N or deduplication (`ROW_NUMBER() OVER (...)` filtered by its rank).
     TopN(RankSpec),
     /// OVER aggregates on event time.
@@ -272,6 +275,7 @@ impl OperatorSpec {
                 | OperatorKind::Join(_)
                 | OperatorKind::WindowJoin(_)
                 | OperatorKind::LookupJoin(_)
+                | OperatorKind::TemporalJoin(_)
                 | OperatorKind::TopN(_)
                 | OperatorKind::Over(_)
         )
@@ -322,6 +326,9 @@ impl OperatorSpec {
                 table.spec.clone(),
                 Box::new(lookup::BlockingLookup::open(table, metrics)?),
             )?),
+            OperatorKind::TemporalJoin(spec) => {
+                Box::new(TemporalJoin::new(spec.clone(), max_parallelism)?)
+            }
             OperatorKind::WindowJoin(spec) => {
                 Box::new(WindowJoin::new(spec.clone(), metrics, max_parallelism)?)
             }

@@ -22,6 +22,7 @@ mod join;
 mod lookup;
 mod over;
 mod rank;
+mod temporal;
 
 use eddy_operators::rank::RankOutput;
 

@@ -1,15 +1,23 @@
 //! `FOR SYSTEM_TIME AS OF`: checked on the bound plan, before optimization prunes the time
 //! column (nothing else reads it). A table read AS OF a processing-time attribute of the
-//! join's left input (`PROCTIME()`) is a lookup join; AS OF anything else is refused.
+//! join's left input (`PROCTIME()`) is a lookup join; AS OF another column, an event-time
+//! temporal join (the streaming planner checks it is the left input's event-time
+//! attribute), whose plan keeps every column so that the time reaches the join.
 
 use datafusion_expr::{Expr, LogicalPlan};
 
 use super::catalog::VersionedSource;
 use super::functions::processing_time::PROCTIME;
 
-/// An error for the first table read AS OF something other than a processing-time
-/// attribute of its join's left input.
-pub fn check_as_of(plan: &LogicalPlan) -> Result<(), String> {
+/// Whether `plan` holds an event-time temporal join; an error for a table read AS OF a
+/// column its join's left input does not have.
+pub fn check_as_of(plan: &LogicalPlan) -> Result<bool, String> {
+    let mut event_time = false;
+    visit(plan, &mut event_time)?;
+    Ok(event_time)
+}
+
+fn visit(plan: &LogicalPlan, event_time: &mut bool) -> Result<(), String> {
     if let LogicalPlan::Join(join) = plan
         && let Some(source) = versioned(&join.right)
     {
@@ -26,16 +34,13 @@ pub fn check_as_of(plan: &LogicalPlan) -> Result<(), String> {
                 source.as_of
             ));
         }
-        if !defines_proctime(&join.left, column) {
-            return Err(format!(
-                "unsupported: FOR SYSTEM_TIME AS OF {} with table '{}': Eddy reads a table \
-                 AS OF a processing-time attribute (PROCTIME()) of the left input, a lookup \
-                 join; event-time temporal joins with versioned tables are not supported yet",
-                source.as_of, source.table.name
-            ));
-        }
+        let processing_time = defines_proctime(&join.left, column);
+        let _ = source.processing_time.set(processing_time);
+        *event_time |= !processing_time;
     }
-    plan.inputs().into_iter().try_for_each(check_as_of)
+    plan.inputs()
+        .into_iter()
+        .try_for_each(|input| visit(input, event_time))
 }
 
 /// The table read AS OF that `plan` is, under aliases, projections and filters.

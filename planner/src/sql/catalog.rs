@@ -63,6 +63,9 @@ pub struct VersionedSource {
     pub table: Arc<TableDef>,
     /// The time column named after `AS OF`, as written (`o.proc_time`).
     pub as_of: String,
+    /// Whether that column is a processing-time attribute (a lookup join) or not (an
+    /// event-time temporal join), as the binder's check found.
+    pub processing_time: std::sync::OnceLock<bool>,
 }
 
 impl TableSource for VersionedSource {
@@ -224,6 +227,7 @@ impl ContextProvider for Provider<'_> {
                 Some(table) => Ok(Arc::new(VersionedSource {
                     table: table.clone(),
                     as_of: as_of.to_string(),
+                    processing_time: std::sync::OnceLock::new(),
                 })),
                 None if self.catalog.views.contains_key(table) => plan_err!(
                     "unsupported: a view read FOR SYSTEM_TIME AS OF (versioned views, for \

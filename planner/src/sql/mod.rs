@@ -383,8 +383,10 @@ fn plan_insert(
         .build()
         .map_err(bind)?;
     let plan = analyze(plan).map_err(bind)?;
-    as_of::check_as_of(&plan).map_err(|m| sql_error(location, m))?;
-    let plan = optimize(plan).map_err(bind)?;
+    let temporal = as_of::check_as_of(&plan).map_err(|m| sql_error(location, m))?;
+    // An event-time temporal join reads its left input's time, which nothing in the plan
+    // refers to: its columns are all kept.
+    let plan = optimize(plan, !temporal).map_err(bind)?;
     Ok(PlannedInsert {
         sink,
         plan,
@@ -400,7 +402,7 @@ fn analyze(plan: LogicalPlan) -> datafusion_common::Result<LogicalPlan> {
 /// The optimizer rules that keep streaming semantics: expression simplification, filter
 /// push-down (into joins too), join keys taken out of join conditions, and column pruning. (Rules that rewrite `COUNT(DISTINCT)` into two
 /// aggregations, or add sorts and limits, are left out.)
-fn optimize(plan: LogicalPlan) -> datafusion_common::Result<LogicalPlan> {
+fn optimize(plan: LogicalPlan, prune_columns: bool) -> datafusion_common::Result<LogicalPlan> {
     use datafusion_optimizer::common_subexpr_eliminate::CommonSubexprEliminate;
     use datafusion_optimizer::decorrelate_predicate_subquery::DecorrelatePredicateSubquery;
     use datafusion_optimizer::eliminate_filter::EliminateFilter;
@@ -409,7 +411,7 @@ fn optimize(plan: LogicalPlan) -> datafusion_common::Result<LogicalPlan> {
     use datafusion_optimizer::push_down_filter::PushDownFilter;
     use datafusion_optimizer::replace_distinct_aggregate::ReplaceDistinctWithAggregate;
     use datafusion_optimizer::simplify_expressions::SimplifyExpressions;
-    let rules: Vec<Arc<dyn OptimizerRule + Send + Sync>> = vec![
+    let mut rules: Vec<Arc<dyn OptimizerRule + Send + Sync>> = vec![
         Arc::new(flink_expressions::FlinkExpressions),
         Arc::new(SimplifyExpressions::new()),
         Arc::new(ReplaceDistinctWithAggregate::new()),
@@ -419,8 +421,10 @@ fn optimize(plan: LogicalPlan) -> datafusion_common::Result<LogicalPlan> {
         Arc::new(PushDownFilter::new()),
         Arc::new(ExtractEquijoinPredicate::new()),
         Arc::new(CommonSubexprEliminate::new()),
-        Arc::new(OptimizeProjections::new()),
     ];
+    if prune_columns {
+        rules.push(Arc::new(OptimizeProjections::new()));
+    }
     let context = OptimizerContext::new().with_skip_failing_rules(false);
     Optimizer::with_rules(rules).optimize(plan, &context, |_, _| {})
 }

@@ -36,7 +36,10 @@ impl Planner {
         }
         let left = self.plan(&join.left)?;
         if let Some(table) = lookup::versioned_side(&join.right) {
-            return self.plan_lookup_join(join, left, table);
+            return match table.is_processing_time() {
+                true => self.plan_lookup_join(join, left, table),
+                false => self.plan_temporal_join(join, left, table),
+            };
         }
         let right = self.plan(&join.right)?;
         if [&left, &right]
@@ -243,7 +246,7 @@ impl Planner {
 
     /// The join keys of both sides, cast to a common type so that equal keys hash alike and
     /// meet in one subtask.
-    fn join_keys(
+    pub(super) fn join_keys(
         &self,
         join: &datafusion_expr::Join,
         left: &Stream,
@@ -292,7 +295,7 @@ impl Planner {
     }
 
     /// A new vertex that both inputs are hash-partitioned into by their join keys.
-    fn exchange_to_join(
+    pub(super) fn exchange_to_join(
         &mut self,
         left: &Stream,
         right: &Stream,
@@ -358,10 +361,10 @@ impl Planner {
 }
 
 /// The key expressions of a join's two sides and their common types.
-struct JoinKeys {
-    left_keys: Vec<Arc<dyn datafusion_physical_expr::PhysicalExpr>>,
-    right_keys: Vec<Arc<dyn datafusion_physical_expr::PhysicalExpr>>,
-    key_types: Vec<arrow::datatypes::DataType>,
+pub(super) struct JoinKeys {
+    pub(super) left_keys: Vec<Arc<dyn datafusion_physical_expr::PhysicalExpr>>,
+    pub(super) right_keys: Vec<Arc<dyn datafusion_physical_expr::PhysicalExpr>>,
+    pub(super) key_types: Vec<arrow::datatypes::DataType>,
 }
 
 /// The windows a window join joins: their kind and each input's window bound columns
@@ -373,7 +376,7 @@ struct WindowJoinBounds {
 }
 
 /// The equalities of a join condition, for `EXPLAIN`.
-fn on_display(join: &datafusion_expr::Join) -> String {
+pub(super) fn on_display(join: &datafusion_expr::Join) -> String {
     join.on
         .iter()
         .map(|(l, r)| format!("{l} = {r}"))

@@ -18,9 +18,16 @@ use crate::sql::catalog::VersionedSource;
 /// The table side of a join when it is a table read `FOR SYSTEM_TIME AS OF`: the scan,
 /// and the nodes above it up to the join, top first.
 pub(super) struct VersionedSide<'a> {
-    source: &'a VersionedSource,
-    scan: &'a datafusion_expr::TableScan,
+    pub(super) source: &'a VersionedSource,
+    pub(super) scan: &'a datafusion_expr::TableScan,
     above: Vec<&'a LogicalPlan>,
+}
+
+impl VersionedSide<'_> {
+    /// Read AS OF a processing-time attribute (a lookup join), not an event-time one.
+    pub(super) fn is_processing_time(&self) -> bool {
+        self.source.processing_time.get() == Some(&true)
+    }
 }
 
 /// The versioned table `plan` reads, when it is one under aliases, projections and
@@ -243,18 +250,22 @@ fn lookup_display(kind: LookupKind, cache: Option<LookupCacheOptions>) -> String
             format!("read whole, again every {} s", reload_after.as_secs())
         }
     };
-    match cache {
-        None => read,
-        Some(cache) => format!(
-            "{read}, cache: max rows {}, expire after write {:?}, after access {:?}, \
-             missing keys cached: {}",
-            match cache.max_rows {
-                usize::MAX => "unbounded".to_string(),
-                n => n.to_string(),
-            },
-            cache.expire_after_write,
-            cache.expire_after_access,
-            cache.cache_missing_keys
-        ),
+    let Some(cache) = cache else {
+        return read;
+    };
+    let mut parts = vec![match cache.max_rows {
+        usize::MAX => "unbounded".to_string(),
+        n => format!("at most {n} keys"),
+    }];
+    let seconds = |d: std::time::Duration| format!("{} s", d.as_secs_f64());
+    if let Some(d) = cache.expire_after_write {
+        parts.push(format!("expire {} after write", seconds(d)));
     }
+    if let Some(d) = cache.expire_after_access {
+        parts.push(format!("expire {} after access", seconds(d)));
+    }
+    if !cache.cache_missing_keys {
+        parts.push("missing keys not cached".into());
+    }
+    format!("{read}, cache: {}", parts.join(", "))
 }

@@ -1,0 +1,431 @@
+//! Event-time temporal joins (`JOIN rates FOR SYSTEM_TIME AS OF o.order_time ON o.k = r.k`,
+//! `rates` a versioned table: a primary key and an event-time attribute): each row of the
+//! left input joins the version of the right row of its key that was valid at the row's
+//! time, as Flink's temporal join does. Left rows wait until the watermark passes their
+//! time (no later version of that time can come); then they are joined and emitted once
+//! (append-only). Versions a future left row can no longer need (all but the latest one at
+//! or before the watermark) are dropped.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, UInt32Array, new_null_array};
+use arrow::compute::{concat_batches, filter_record_batch, take_record_batch};
+use arrow::datatypes::{DataType, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use arrow::row::{RowConverter, SortField};
+use datafusion_physical_expr::PhysicalExpr;
+use eddy_common::chunk::{Chunk, Op};
+use eddy_common::event::Timestamp;
+use eddy_common::state::{OperatorState, SnapshotRequest};
+use eddy_common::{EddyError, Result};
+use hashbrown::HashMap;
+
+use crate::partition::{KeyScope, key_groups};
+use crate::{Operator, evaluate, open_versioned_snapshot, row_codec, versioned_snapshot};
+
+const SNAPSHOT_VERSION: u64 = 1;
+
+/// What a temporal join is, as planned.
+#[derive(Debug, Clone)]
+pub struct TemporalJoinSpec {
+    /// The key expressions over each input's rows (left, right), pairwise equal.
+    pub keys: [Vec<Arc<dyn PhysicalExpr>>; 2],
+    /// The keys' types.
+    pub key_types: Vec<DataType>,
+    /// Each input's rows.
+    pub schemas: [SchemaRef; 2],
+    /// Each input's event-time column: a left row's time, a right row's version time.
+    pub times: [usize; 2],
+    /// The rest of the join condition, over the joined rows.
+    pub filter: Option<Arc<dyn PhysicalExpr>>,
+    /// A LEFT JOIN: a left row without a valid version is emitted padded.
+    pub left_outer: bool,
+    /// The joined rows: the left input's columns, then the right's.
+    pub schema: SchemaRef,
+}
+
+/// One version of a key's right row: from `time` on, `row` (an arena span; `None`: the key
+/// was deleted).
+#[derive(Debug, Clone, Copy)]
+struct Version {
+    time: Timestamp,
+    row: Option<(u32, u32)>,
+}
+
+/// A temporal join of one subtask; input 0 is the left side, input 1 the versioned table.
+#[derive(Debug)]
+pub struct TemporalJoin {
+    spec: TemporalJoinSpec,
+    key_codec: RowConverter,
+    right_codec: RowConverter,
+    /// Left rows waiting for the watermark to pass their time.
+    pending: Vec<RecordBatch>,
+    /// Each key's versions, in time order.
+    versions: HashMap<Box<[u8]>, Vec<Version>>,
+    /// Keys holding more than one version (the only ones a watermark can prune).
+    prunable: HashSet<Box<[u8]>>,
+    arena: Vec<u8>,
+    garbage: usize,
+    watermark: Timestamp,
+    max_parallelism: usize,
+}
+
+impl TemporalJoin {
+    /// A temporal join as `spec` says, its state split into `max_parallelism` key groups.
+    pub fn new(spec: TemporalJoinSpec, max_parallelism: usize) -> Result<Self> {
+        let key_codec = RowConverter::new(
+            spec.key_types
+                .iter()
+                .map(|t| SortField::new(t.clone()))
+                .collect(),
+        )?;
+        let right_codec = row_codec(&spec.schemas[1])?;
+        Ok(TemporalJoin {
+            spec,
+            key_codec,
+            right_codec,
+            pending: Vec::new(),
+            versions: HashMap::new(),
+            prunable: HashSet::new(),
+            arena: Vec::new(),
+            garbage: 0,
+            watermark: Timestamp::MIN,
+            max_parallelism,
+        })
+    }
+
+    fn times(&self, input: usize, rows: &RecordBatch) -> Result<Int64Array> {
+        crate::epoch_millis(rows.column(self.spec.times[input]).as_ref())
+    }
+
+    fn key_rows(&self, input: usize, rows: &RecordBatch) -> Result<arrow::row::Rows> {
+        let keys = self.spec.keys[input]
+            .iter()
+            .map(|k| evaluate(k, rows))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(self.key_codec.convert_columns(&keys)?)
+    }
+
+    /// Adds the versions a chunk of the versioned table makes: an insert or update from its
+    /// time on, a deletion (its key gone) from its time on.
+    fn add_versions(&mut self, chunk: &Chunk) -> Result<()> {
+        let rows = chunk.rows();
+        let times = self.times(1, rows)?;
+        let keys = self.key_rows(1, rows)?;
+        let encoded = self.right_codec.convert_columns(rows.columns())?;
+        for i in 0..rows.num_rows() {
+            let op = chunk.op(i);
+            if op == Op::UpdateBefore || times.is_null(i) {
+                // The update's new row follows; a version without a time is never valid.
+                continue;
+            }
+            let row = match op {
+                Op::Delete => None,
+                _ => {
+                    let bytes = encoded.row(i);
+                    let start = self.arena.len() as u32;
+                    self.arena.extend_from_slice(bytes.data());
+                    Some((start, bytes.data().len() as u32))
+                }
+            };
+            let version = Version {
+                time: times.value(i),
+                row,
+            };
+            let key = keys.row(i).data();
+            let list = self.versions.entry_ref(key).or_default();
+            let at = list.partition_point(|v| v.time <= version.time);
+            list.insert(at, version);
+            if list.len() > 1 {
+                self.prunable.insert(key.into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Joins the pending left rows whose time the watermark has passed.
+    fn emit_through(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
+        let mut still_pending = Vec::new();
+        let mut ready = Vec::new();
+        for batch in std::mem::take(&mut self.pending) {
+            let times = self.times(0, &batch)?;
+            let due: BooleanArray = times
+                .iter()
+                .map(|t| Some(t.is_none_or(|t| t <= watermark)))
+                .collect();
+            ready.push(filter_record_batch(&batch, &due)?);
+            let later = arrow::compute::not(&due)?;
+            let rest = filter_record_batch(&batch, &later)?;
+            if rest.num_rows() > 0 {
+                still_pending.push(rest);
+            }
+        }
+        self.pending = still_pending;
+        let ready = concat_batches(&self.spec.schemas[0], &ready)?;
+        if ready.num_rows() > 0
+            && let Some(joined) = self.join_rows(&ready)?
+        {
+            out.push(Chunk::inserts(joined));
+        }
+        Ok(())
+    }
+
+    /// Each of `left` joined with the version of its key valid at its time.
+    fn join_rows(&self, left: &RecordBatch) -> Result<Option<RecordBatch>> {
+        let times = self.times(0, left)?;
+        let keys = self.key_rows(0, left)?;
+        let (mut matched, mut right_rows) = (Vec::new(), Vec::new());
+        let parser = self.right_codec.parser();
+        for i in 0..left.num_rows() {
+            if times.is_null(i) {
+                continue;
+            }
+            let Some(versions) = self.versions.get(keys.row(i).data()) else {
+                continue;
+            };
+            let at = versions.partition_point(|v| v.time <= times.value(i));
+            if let Some(Version {
+                row: Some((start, len)),
+                ..
+            }) = at.checked_sub(1).map(|v| versions[v])
+            {
+                matched.push(i as u32);
+                let bytes = &self.arena[start as usize..(start + len) as usize];
+                right_rows.push(parser.parse(bytes));
+            }
+        }
+        let mut columns = take_record_batch(left, &UInt32Array::from(matched.clone()))?
+            .columns()
+            .to_vec();
+        columns.extend(self.right_codec.convert_rows(right_rows)?);
+        let joined = RecordBatch::try_new(self.spec.schema.clone(), columns)?;
+        let (joined, matched) = match &self.spec.filter {
+            None => (joined, matched),
+            Some(filter) => {
+                let keep = crate::true_only(&evaluate(filter, &joined)?)?;
+                let kept = matched
+                    .iter()
+                    .zip(keep.values().iter())
+                    .filter_map(|(m, k)| k.then_some(*m))
+                    .collect();
+                (filter_record_batch(&joined, &keep)?, kept)
+            }
+        };
+        let mut parts = vec![joined];
+        if self.spec.left_outer {
+            let mut found = vec![false; left.num_rows()];
+            for m in &matched {
+                found[*m as usize] = true;
+            }
+            let unmatched: Vec<u32> = (0..left.num_rows() as u32)
+                .filter(|i| !found[*i as usize])
+                .collect();
+            let rows = take_record_batch(left, &UInt32Array::from(unmatched))?;
+            let mut columns = rows.columns().to_vec();
+            for field in self.spec.schemas[1].fields() {
+                columns.push(new_null_array(field.data_type(), rows.num_rows()));
+            }
+            parts.push(RecordBatch::try_new(self.spec.schema.clone(), columns)?);
+        }
+        let output = concat_batches(&self.spec.schema, &parts)?;
+        Ok((output.num_rows() > 0).then_some(output))
+    }
+
+    /// Drops the versions no left row after `watermark` can need: all but the latest one
+    /// at or before it (and that one too when it is a deletion).
+    fn prune(&mut self, watermark: Timestamp) {
+        let mut settled = Vec::new();
+        for key in &self.prunable {
+            let Some(list) = self.versions.get_mut(key) else {
+                settled.push(key.clone());
+                continue;
+            };
+            let valid = list.partition_point(|v| v.time <= watermark);
+            let mut drop = valid.saturating_sub(1);
+            if valid > 0 && list[valid - 1].row.is_none() {
+                drop = valid;
+            }
+            for version in list.drain(..drop) {
+                if let Some((_, len)) = version.row {
+                    self.garbage += len as usize;
+                }
+            }
+            if list.len() <= 1 {
+                settled.push(key.clone());
+            }
+            if list.is_empty() {
+                self.versions.remove(key);
+            }
+        }
+        for key in settled {
+            self.prunable.remove(&key);
+        }
+        if self.garbage > 1 << 20 && self.garbage * 2 > self.arena.len() {
+            self.compact();
+        }
+    }
+
+    /// Copies the held versions into a new arena.
+    fn compact(&mut self) {
+        let mut arena = Vec::with_capacity(self.arena.len() - self.garbage);
+        for list in self.versions.values_mut() {
+            for version in list.iter_mut() {
+                if let Some((start, len)) = version.row {
+                    let new_start = arena.len() as u32;
+                    arena.extend_from_slice(&self.arena[start as usize..(start + len) as usize]);
+                    version.row = Some((new_start, len));
+                }
+            }
+        }
+        self.arena = arena;
+        self.garbage = 0;
+    }
+
+    /// Left rows waiting, and versions held.
+    #[cfg(test)]
+    fn held(&self) -> (usize, usize) {
+        (
+            self.pending.iter().map(RecordBatch::num_rows).sum(),
+            self.versions.values().map(Vec::len).sum(),
+        )
+    }
+}
+
+impl Operator for TemporalJoin {
+    fn process(&mut self, chunk: Chunk, out: &mut Vec<Chunk>) -> Result<()> {
+        self.process_input(0, chunk, out)
+    }
+
+    fn process_input(&mut self, input: usize, chunk: Chunk, _out: &mut Vec<Chunk>) -> Result<()> {
+        match input {
+            0 if chunk.is_append_only() => {
+                self.pending.push(chunk.rows().clone());
+                Ok(())
+            }
+            0 => Err(EddyError::Internal(
+                "a temporal join's left input must be append-only".into(),
+            )),
+            1 => self.add_versions(&chunk),
+            _ => Err(EddyError::Internal(format!(
+                "a temporal join has two inputs, but rows came from input {input}"
+            ))),
+        }
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
+        if watermark <= self.watermark {
+            return Ok(());
+        }
+        self.watermark = watermark;
+        self.emit_through(watermark, out)?;
+        self.prune(watermark);
+        Ok(())
+    }
+
+    fn snapshot(&mut self, _request: &SnapshotRequest) -> Result<OperatorState> {
+        // Left rows wait a watermark's delay and versions are few per key: written whole.
+        let mut out = versioned_snapshot(SNAPSHOT_VERSION);
+        out.i64(self.watermark);
+        let left_codec = row_codec(&self.spec.schemas[0])?;
+        let pending = concat_batches(&self.spec.schemas[0], &self.pending)?;
+        let keys = self.spec.keys[0]
+            .iter()
+            .map(|k| evaluate(k, &pending))
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        let groups = key_groups(&keys, self.max_parallelism)?;
+        let rows = left_codec.convert_columns(pending.columns())?;
+        out.u64(pending.num_rows() as u64);
+        for (row, group) in rows.iter().zip(groups) {
+            out.u64(group as u64).bytes(row.data());
+        }
+        let held: Vec<&Box<[u8]>> = self.versions.keys().collect();
+        let parser = self.key_codec.parser();
+        let key_columns = self
+            .key_codec
+            .convert_rows(held.iter().map(|k| parser.parse(k)))?;
+        let groups = key_groups(&key_columns, self.max_parallelism)?;
+        out.u64(held.len() as u64);
+        for (key, group) in held.into_iter().zip(groups) {
+            let list = &self.versions[key];
+            out.bytes(key).u64(group as u64).u64(list.len() as u64);
+            for version in list {
+                out.i64(version.time);
+                match version.row {
+                    Some((start, len)) => {
+                        out.u64(1)
+                            .bytes(&self.arena[start as usize..(start + len) as usize]);
+                    }
+                    None => {
+                        out.u64(0);
+                    }
+                }
+            }
+        }
+        Ok(OperatorState::full(out.finish()))
+    }
+
+    fn restore(&mut self, snapshots: &[&[u8]], scope: &KeyScope) -> Result<()> {
+        let left_codec = row_codec(&self.spec.schemas[0])?;
+        let mut watermark = None::<Timestamp>;
+        for snapshot in snapshots {
+            let mut input = open_versioned_snapshot(snapshot, "a temporal join", SNAPSHOT_VERSION)?;
+            let w = input.i64()?;
+            watermark = Some(watermark.map_or(w, |m| m.min(w)));
+            let parser = left_codec.parser();
+            let mut rows = Vec::new();
+            for _ in 0..input.count(2)? {
+                let group = input.u64()? as usize;
+                let row = input.bytes()?;
+                if scope.owns(group) {
+                    rows.push(parser.parse(row));
+                }
+            }
+            if !rows.is_empty() {
+                let columns = left_codec.convert_rows(rows)?;
+                self.pending
+                    .push(RecordBatch::try_new(self.spec.schemas[0].clone(), columns)?);
+            }
+            for _ in 0..input.count(3)? {
+                let key = input.bytes()?;
+                let group = input.u64()? as usize;
+                let mut list = Vec::new();
+                for _ in 0..input.count(2)? {
+                    let time = input.i64()?;
+                    let row = match input.u64()? {
+                        0 => None,
+                        _ => {
+                            let bytes = input.bytes()?;
+                            let start = self.arena.len() as u32;
+                            self.arena.extend_from_slice(bytes);
+                            Some((start, bytes.len() as u32))
+                        }
+                    };
+                    list.push(Version { time, row });
+                }
+                if !scope.owns(group) {
+                    // Another subtask owns the key now: its rows are garbage here.
+                    self.garbage += list
+                        .iter()
+                        .filter_map(|v| v.row)
+                        .map(|r| r.1 as usize)
+                        .sum::<usize>();
+                    continue;
+                }
+                if list.len() > 1 {
+                    self.prunable.insert(key.into());
+                }
+                if !list.is_empty() {
+                    self.versions.insert(key.into(), list);
+                }
+            }
+        }
+        if let Some(w) = watermark {
+            self.watermark = self.watermark.max(w);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;
