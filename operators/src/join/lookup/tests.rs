@@ -1,5 +1,5 @@
 use super::*;
-use arrow::array::{Int64Array, StringArray};
+use arrow::array::{AsArray, Int64Array, StringArray};
 use arrow::datatypes::{Field, Schema};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion_physical_expr::expressions::Column;
