@@ -56,18 +56,7 @@ pub trait LookupReader: Send + Debug {
     ) -> BoxFuture<'a, Result<(RecordBatch, Vec<u32>)>>;
 }
 
-/// The cache a lookup join keeps of a table (Flink's `lookup.cache` = `PARTIAL`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LookupCacheOptions {
-    /// Most keys kept.
-    pub max_rows: usize,
-    /// A key is read again this long after it was read.
-    pub expire_after_write: Option<Duration>,
-    /// A key is read again when not used for this long.
-    pub expire_after_access: Option<Duration>,
-    /// Keys the table does not hold are kept too.
-    pub cache_missing_keys: bool,
-}
+pub use eddy_common::config::LookupCache as LookupCacheOptions;
 
 /// The option keys of a keyed lookup's cache and retries.
 pub const LOOKUP_KEYS: &[&str] = &[

@@ -106,6 +106,15 @@ pub(crate) fn row_codec(schema: &arrow::datatypes::SchemaRef) -> Result<arrow::r
     Ok(arrow::row::RowConverter::new(fields)?)
 }
 
+/// An encoder of join or grouping keys of `types` into the row format state keys are.
+pub(crate) fn key_codec(types: &[arrow::datatypes::DataType]) -> Result<arrow::row::RowConverter> {
+    let fields = types
+        .iter()
+        .map(|t| arrow::row::SortField::new(t.clone()))
+        .collect();
+    Ok(arrow::row::RowConverter::new(fields)?)
+}
+
 /// A time column (a timestamp of any unit, or a number of milliseconds) as milliseconds
 /// since the epoch.
 pub(crate) fn epoch_millis(times: &dyn arrow::array::Array) -> Result<arrow::array::Int64Array> {

@@ -44,6 +44,20 @@ const KNOWN_KEYS: &[&str] = &[
     "restart-strategy.exponential-delay.attempts-before-reset-backoff",
 ];
 
+/// The cache a lookup join keeps of its table (Flink's `lookup.cache` = `PARTIAL`), as
+/// the table's options ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LookupCache {
+    /// Most keys kept; the oldest go first.
+    pub max_rows: usize,
+    /// A key is read again this long after it was read.
+    pub expire_after_write: Option<std::time::Duration>,
+    /// A key is read again when not used for this long.
+    pub expire_after_access: Option<std::time::Duration>,
+    /// Keys the table does not hold are kept too (as holding nothing).
+    pub cache_missing_keys: bool,
+}
+
 /// The options of one job, validated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobConfig {

@@ -6,14 +6,13 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Duration;
 
 use arrow::array::{Array, ArrayRef, UInt32Array, new_null_array};
 use arrow::buffer::NullBuffer;
 use arrow::compute::{concat_batches, filter_record_batch, take_record_batch};
 use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
-use arrow::row::{OwnedRow, RowConverter, SortField};
+use arrow::row::{OwnedRow, RowConverter};
 use datafusion_physical_expr::PhysicalExpr;
 use eddy_common::chunk::{Chunk, Op};
 use eddy_common::event::Timestamp;
@@ -29,18 +28,7 @@ pub trait Lookup: Send + std::fmt::Debug {
     fn lookup(&mut self, keys: &[ArrayRef]) -> Result<(RecordBatch, Vec<u32>)>;
 }
 
-/// How much of the dimension table a lookup join keeps (Flink's `lookup.cache`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LookupCache {
-    /// Most keys kept; the oldest go first.
-    pub max_rows: usize,
-    /// A key's rows are read again this long after they were read.
-    pub expire_after_write: Option<Duration>,
-    /// A key's rows are read again when not used for this long.
-    pub expire_after_access: Option<Duration>,
-    /// Keys the table does not hold are kept too (as holding nothing).
-    pub cache_missing_keys: bool,
-}
+pub use eddy_common::config::LookupCache;
 
 /// A lookup join, as planned.
 #[derive(Debug, Clone)]
@@ -106,7 +94,7 @@ impl Cache {
     fn get(&mut self, key: &OwnedRow, now: Timestamp) -> Option<RecordBatch> {
         let config = self.config;
         let entry = self.entries.get_mut(key)?;
-        let millis = |d: Duration| d.as_millis() as i64;
+        let millis = |d: std::time::Duration| d.as_millis() as i64;
         let written_out = config
             .expire_after_write
             .is_some_and(|d| entry.read_at + millis(d) <= now);
@@ -158,12 +146,7 @@ impl Cache {
 impl LookupJoin {
     /// A lookup join as `spec` says, reading the table through `lookup`.
     pub fn new(spec: LookupJoinSpec, lookup: Box<dyn Lookup>) -> Result<Self> {
-        let key_codec = RowConverter::new(
-            spec.key_types
-                .iter()
-                .map(|t| SortField::new(t.clone()))
-                .collect(),
-        )?;
+        let key_codec = crate::key_codec(&spec.key_types)?;
         let cache = spec.cache.map(|config| Cache {
             config,
             entries: HashMap::new(),

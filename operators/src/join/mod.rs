@@ -29,7 +29,7 @@ use arrow::buffer::NullBuffer;
 use arrow::compute::take_record_batch;
 use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
-use arrow::row::{RowConverter, SortField};
+use arrow::row::RowConverter;
 use datafusion_physical_expr::PhysicalExpr;
 use eddy_common::chunk::{Chunk, Op};
 use eddy_common::state::{Epochs, OperatorState, SnapshotRequest, StateReader, StateWriter};
@@ -153,12 +153,7 @@ pub struct StreamingJoin {
 impl StreamingJoin {
     /// A join as `spec` says, its key state split into `max_parallelism` key groups.
     pub fn new(spec: &JoinSpec, max_parallelism: usize) -> Result<Self> {
-        let key_codec = RowConverter::new(
-            spec.key_types
-                .iter()
-                .map(|t| SortField::new(t.clone()))
-                .collect(),
-        )?;
+        let key_codec = crate::key_codec(&spec.key_types)?;
         Ok(StreamingJoin {
             sides: [
                 JoinSide::new(spec.left_keys.clone(), &spec.left_schema)?,

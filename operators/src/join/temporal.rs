@@ -13,7 +13,7 @@ use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, UInt32Array, new_n
 use arrow::compute::{concat_batches, filter_record_batch, take_record_batch};
 use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
-use arrow::row::{RowConverter, SortField};
+use arrow::row::RowConverter;
 use datafusion_physical_expr::PhysicalExpr;
 use eddy_common::chunk::{Chunk, Op};
 use eddy_common::event::Timestamp;
@@ -74,12 +74,7 @@ pub struct TemporalJoin {
 impl TemporalJoin {
     /// A temporal join as `spec` says, its state split into `max_parallelism` key groups.
     pub fn new(spec: TemporalJoinSpec, max_parallelism: usize) -> Result<Self> {
-        let key_codec = RowConverter::new(
-            spec.key_types
-                .iter()
-                .map(|t| SortField::new(t.clone()))
-                .collect(),
-        )?;
+        let key_codec = crate::key_codec(&spec.key_types)?;
         let right_codec = row_codec(&spec.schemas[1])?;
         Ok(TemporalJoin {
             spec,

@@ -13,7 +13,7 @@ use arrow::buffer::NullBuffer;
 use arrow::compute::{concat_batches, filter_record_batch, take_record_batch};
 use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
-use arrow::row::{RowConverter, Rows, SortField};
+use arrow::row::{RowConverter, Rows};
 use datafusion_physical_expr::PhysicalExpr;
 use eddy_common::chunk::Chunk;
 use eddy_common::event::Timestamp;
@@ -100,12 +100,7 @@ impl WindowJoin {
         metrics: Arc<OperatorMetrics>,
         max_parallelism: usize,
     ) -> Result<Self> {
-        let key_codec = RowConverter::new(
-            spec.key_types
-                .iter()
-                .map(|t| SortField::new(t.clone()))
-                .collect(),
-        )?;
+        let key_codec = crate::key_codec(&spec.key_types)?;
         Ok(WindowJoin {
             spec,
             key_codec,

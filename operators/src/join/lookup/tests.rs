@@ -4,6 +4,7 @@ use arrow::datatypes::{Field, Schema};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion_physical_expr::expressions::Column;
 use std::sync::Mutex;
+use std::time::Duration;
 
 /// A dimension table `(id, name)` in memory; counts the keys it was asked for.
 #[derive(Debug)]

@@ -209,10 +209,7 @@ impl Planner {
             processing_window: false,
         };
         let on = on_display(join);
-        let filter = match &join.filter {
-            Some(filter) => format!(", where: {filter}"),
-            None => String::new(),
-        };
+        let filter = where_display(join);
         let description = format!(
             "WindowJoin({}, {}, on: {on}{filter}; a window is joined when the watermark passes \
              its end, then dropped)",
@@ -373,6 +370,13 @@ struct WindowJoinBounds {
     kind: WindowKind,
     left: (usize, usize),
     right: (usize, usize),
+}
+
+/// The rest of a join's condition, for `EXPLAIN` (`, where: ...`, or nothing).
+pub(super) fn where_display(join: &datafusion_expr::Join) -> String {
+    join.filter
+        .as_ref()
+        .map_or(String::new(), |f| format!(", where: {f}"))
 }
 
 /// The equalities of a join condition, for `EXPLAIN`.

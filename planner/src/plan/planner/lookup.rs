@@ -9,8 +9,9 @@ use datafusion_expr::{Expr, ExprSchemable, JoinType, LogicalPlan};
 use eddy_common::Result;
 use eddy_connectors::lookup::{LookupCacheOptions, LookupKind};
 use eddy_operators::OrEddy;
-use eddy_operators::join::{LookupCache, LookupJoinSpec, TableStep};
+use eddy_operators::join::{LookupJoinSpec, TableStep};
 
+use super::join::where_display;
 use super::{OperatorKind, OperatorSpec, Planner, Stream, output_schema, unsupported};
 use crate::plan::LookupTable;
 use crate::sql::catalog::VersionedSource;
@@ -130,9 +131,7 @@ impl Planner {
                 .map(|(l, r)| format!("{l} = {r}"))
                 .collect::<Vec<_>>()
                 .join(" AND "),
-            join.filter
-                .as_ref()
-                .map_or(String::new(), |f| format!(", where: {f}")),
+            where_display(join),
             lookup_display(kind, cache)
         );
         let stream = Stream {
@@ -157,7 +156,7 @@ impl Planner {
                         filter,
                         left_outer,
                         schema: output_schema(&join.schema),
-                        cache: cache.map(cache_of),
+                        cache,
                     },
                     table: name.clone(),
                     connector,
@@ -230,15 +229,6 @@ fn strip(expr: &Expr) -> &Expr {
     match expr {
         Expr::Alias(alias) => strip(&alias.expr),
         other => other,
-    }
-}
-
-fn cache_of(options: LookupCacheOptions) -> LookupCache {
-    LookupCache {
-        max_rows: options.max_rows,
-        expire_after_write: options.expire_after_write,
-        expire_after_access: options.expire_after_access,
-        cache_missing_keys: options.cache_missing_keys,
     }
 }
 

@@ -9,7 +9,7 @@ use eddy_common::{EddyError, Result};
 use eddy_operators::OrEddy;
 use eddy_operators::join::TemporalJoinSpec;
 
-use super::join::on_display;
+use super::join::{on_display, where_display};
 use super::lookup::VersionedSide;
 use super::{Changelog, OperatorKind, OperatorSpec, Planner, Stream, output_schema, unsupported};
 use crate::sql::catalog::VersionedSource;
@@ -96,9 +96,7 @@ impl Planner {
              the version valid at its time once the watermark passes it)",
             join.join_type.to_string().to_ascii_lowercase(),
             on_display(join),
-            join.filter
-                .as_ref()
-                .map_or(String::new(), |f| format!(", where: {f}"))
+            where_display(join)
         );
         let stream = Stream {
             vertex: target,
