@@ -23,6 +23,8 @@ CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT, channel STRING, u
   dateTime TIMESTAMP(3), extra STRING, p_time AS PROCTIME(),
   WATERMARK FOR dateTime AS dateTime - INTERVAL '4' SECOND)
   WITH ('connector' = 'nexmark', 'nexmark.table' = 'bid', 'events.num' = '1000');
+CREATE TABLE side_input (key BIGINT, `value` STRING)
+  WITH ('connector' = 'filesystem', 'path' = '/nonexistent/side_input', 'format' = 'csv');
 ";
 
 fn root() -> PathBuf {

@@ -12,8 +12,10 @@ CREATE TABLE sink_q7 (auction BIGINT, price BIGINT, bidder BIGINT, `dateTime` TI
   WITH ('connector' = 'blackhole');
 CREATE TABLE sink_q18 (auction BIGINT, bidder BIGINT, price BIGINT, channel STRING, url STRING,
   `dateTime` TIMESTAMP(3), extra STRING) WITH ('connector' = 'blackhole');
+-- q19 selects `*`: the benchmark's `bid` has a `p_time AS PROCTIME()` (for q12).
 CREATE TABLE sink_q19 (auction BIGINT, bidder BIGINT, price BIGINT, channel STRING, url STRING,
-  `dateTime` TIMESTAMP(3), extra STRING, rank_number BIGINT) WITH ('connector' = 'blackhole');
+  `dateTime` TIMESTAMP(3), extra STRING, p_time TIMESTAMP_LTZ(3), rank_number BIGINT)
+  WITH ('connector' = 'blackhole');
 CREATE TABLE sink_q3 (name STRING, city STRING, state STRING, id BIGINT)
   WITH ('connector' = 'blackhole');
 CREATE TABLE sink_q4 (category BIGINT, avg_final BIGINT)
