@@ -1,6 +1,8 @@
-//! Joins: window joins when both inputs' rows belong to the same windows and the condition
-//! equates their bounds; interval joins when it bounds both inputs' event times against each
-//! other ([`interval`](super::interval)); otherwise regular equi-joins (inner and outer).
+//! Joins: with a table read `FOR SYSTEM_TIME AS OF`, a lookup join
+//! ([`lookup`](super::lookup)) or a temporal join ([`temporal`](super::temporal)); window
+//! joins when both inputs' rows belong to the same windows and the condition equates their
+//! bounds; interval joins when it bounds both inputs' event times against each other
+//! ([`interval`](super::interval)); otherwise regular equi-joins (inner, outer, semi, anti).
 
 use std::sync::Arc;
 
@@ -17,9 +19,10 @@ use super::{
 };
 
 impl Planner {
-    /// A join of two streams hash-partitioned by the join key into a new vertex whose first
-    /// operator joins them: a window join when both inputs' rows belong to the same windows
-    /// and the condition equates their bounds, else a regular (or interval) join.
+    /// A join: a lookup or temporal join of a table read `FOR SYSTEM_TIME AS OF`, or two
+    /// streams hash-partitioned by the join key into a new vertex whose first operator
+    /// joins them (a window join when both inputs' rows belong to the same windows and the
+    /// condition equates their bounds, else a regular or interval join).
     pub(super) fn plan_join(&mut self, join: &datafusion_expr::Join) -> Result<Stream> {
         if join.on.is_empty() {
             return Err(unsupported(
