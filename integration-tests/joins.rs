@@ -171,3 +171,40 @@ fn keyless_joins_and_null_aware_subqueries_are_refused_with_a_reason() {
         assert!(stderr.contains(reason), "{query}: {stderr}");
     }
 }
+
+/// `eddy run --metrics` reports each stateful operator's state size at its last checkpoint
+/// (the final one of a bounded job): the join's and the aggregate's, none for stateless ones.
+#[test]
+fn metrics_report_the_state_size_of_stateful_operators() {
+    let scratch = Scratch::new("state-size");
+    let file = scratch.write(
+        "job.sql",
+        "SET 'execution.checkpointing.interval' = '200ms';
+         CREATE TABLE bid (auction BIGINT, price BIGINT) WITH ('connector' = 'nexmark',
+           'nexmark.table' = 'bid', 'events.num' = '20000');
+         CREATE TABLE auction (id BIGINT, category BIGINT) WITH ('connector' = 'nexmark',
+           'nexmark.table' = 'auction', 'events.num' = '20000');
+         CREATE TABLE o (category BIGINT, c BIGINT) WITH ('connector' = 'blackhole');
+         INSERT INTO o SELECT a.category, COUNT(*) FROM bid AS b JOIN auction AS a
+           ON b.auction = a.id GROUP BY a.category;",
+    );
+    let output = crate::support::eddy()
+        .current_dir(scratch.path())
+        .args(["run", "--metrics", "-p", "1"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let state = |operator: &str| -> u64 {
+        stderr
+            .lines()
+            .filter(|l| l.contains(operator))
+            .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
+            .sum()
+    };
+    // 1,200 auctions and 18,400 bids held by the join; 10 categories' counts.
+    assert!(state(":Join") > 18_400 * 8, "{stderr}");
+    assert!(state(":GroupAggregate") > 0, "{stderr}");
+    assert_eq!(state(":Calc"), 0, "{stderr}");
+}

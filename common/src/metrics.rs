@@ -1,5 +1,6 @@
-//! Per-operator counters: records in and out, late rows dropped, bad records skipped, and
-//! time spent blocked on a full output channel (backpressure).
+//! Per-operator counters: records in and out, late rows dropped, bad records skipped, time
+//! spent blocked on a full output channel (backpressure), and the size of the operator's
+//! state at its last checkpoint.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,6 +19,9 @@ pub struct OperatorMetrics {
     pub parse_errors_skipped: AtomicU64,
     /// Nanoseconds spent waiting for room in a full output channel.
     pub backpressure_nanos: AtomicU64,
+    /// Bytes of the operator's state at its last checkpoint: its full snapshot's size, or
+    /// the operator's estimate of it when it wrote only its changes (0 before one).
+    pub state_bytes: AtomicU64,
 }
 
 impl OperatorMetrics {
@@ -44,6 +48,8 @@ pub struct OperatorTotals {
     pub parse_errors_skipped: u64,
     /// Milliseconds blocked by backpressure.
     pub backpressure_millis: u64,
+    /// Bytes of state at the last checkpoint.
+    pub state_bytes: u64,
 }
 
 /// All counters of one job.
@@ -84,6 +90,7 @@ impl JobMetrics {
             t.late_records_dropped += m.late_records_dropped.load(Ordering::Relaxed);
             t.parse_errors_skipped += m.parse_errors_skipped.load(Ordering::Relaxed);
             t.backpressure_millis += m.backpressure_nanos.load(Ordering::Relaxed) / 1_000_000;
+            t.state_bytes += m.state_bytes.load(Ordering::Relaxed);
         }
         totals
     }
@@ -93,19 +100,20 @@ impl JobMetrics {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "{:<48} {:>12} {:>12} {:>8} {:>8} {:>10}",
-            "operator", "records in", "records out", "late", "skipped", "backpr. ms"
+            "{:<48} {:>12} {:>12} {:>8} {:>8} {:>10} {:>12}",
+            "operator", "records in", "records out", "late", "skipped", "backpr. ms", "state bytes"
         );
         for t in self.totals() {
             let _ = writeln!(
                 out,
-                "{:<48} {:>12} {:>12} {:>8} {:>8} {:>10}",
+                "{:<48} {:>12} {:>12} {:>8} {:>8} {:>10} {:>12}",
                 t.name,
                 t.records_in,
                 t.records_out,
                 t.late_records_dropped,
                 t.parse_errors_skipped,
-                t.backpressure_millis
+                t.backpressure_millis,
+                t.state_bytes
             );
         }
         out

@@ -67,10 +67,19 @@ impl OperatorChain {
 
     /// Every operator's state for the checkpoint `request` describes, in chain order.
     pub fn snapshot(&mut self, request: &SnapshotRequest) -> Result<Vec<OperatorState>> {
-        self.operators
+        let states = self
+            .operators
             .iter_mut()
             .map(|(op, _)| op.snapshot(request))
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        // Each operator's state size, for its metrics.
+        for ((operator, metrics), state) in self.operators.iter().zip(&states) {
+            let size = full_size(operator.as_ref(), state);
+            metrics
+                .state_bytes
+                .store(size, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(states)
     }
 
     /// Roughly the bytes of a full snapshot of every operator now, given the snapshot
@@ -79,10 +88,7 @@ impl OperatorChain {
         self.operators
             .iter()
             .zip(states)
-            .map(|((operator, _), state)| match state.kind {
-                StateKind::Full => state.bytes.len() as u64,
-                StateKind::Changes => operator.full_snapshot_estimate(),
-            })
+            .map(|((operator, _), state)| full_size(operator.as_ref(), state))
             .sum()
     }
 
@@ -168,4 +174,13 @@ impl OperatorChain {
 /// The operator's name without its arguments, for metric names.
 fn short(description: &str) -> &str {
     description.split('(').next().unwrap_or(description)
+}
+
+/// Roughly the bytes of a full snapshot of `operator`, given the snapshot `state` it just
+/// took: a full state's own size, or the operator's estimate.
+fn full_size(operator: &dyn Operator, state: &OperatorState) -> u64 {
+    match state.kind {
+        StateKind::Full => state.bytes.len() as u64,
+        StateKind::Changes => operator.full_snapshot_estimate(),
+    }
 }
