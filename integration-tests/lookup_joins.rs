@@ -28,13 +28,7 @@ fn job(pg: &Postgres, id: &str, join: &str, cache: &str) -> String {
 
 /// Per stream row id, the (key, name, tier) it was joined with, in the order printed.
 fn joined(cluster: &Cluster, id: &str) -> Vec<(i64, i64, String, String)> {
-    let printed: String = cluster
-        .printed()
-        .lines()
-        .filter(|l| l.starts_with(&format!("{id}>")) || l.starts_with(&format!("{id}:")))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    parse_changes(&printed)
+    parse_changes(&cluster.printed_by(id))
         .into_iter()
         .map(|c| {
             assert_eq!(c.op, "+I");

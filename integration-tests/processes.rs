@@ -287,6 +287,15 @@ impl Cluster {
             .collect::<Vec<_>>()
             .join("\n")
     }
+
+    /// What the print sinks with `'print-identifier' = 'id'` printed, a line each.
+    pub fn printed_by(&self, id: &str) -> String {
+        self.printed()
+            .lines()
+            .filter(|l| l.starts_with(&format!("{id}>")) || l.starts_with(&format!("{id}:")))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    }
 }
 
 /// Runs an `eddy` client command against the JobManager at `address`.

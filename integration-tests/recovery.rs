@@ -942,15 +942,7 @@ fn a_state_ttl_keeps_its_clock_through_a_savepoint() {
             &script(ttl, &resumed),
         );
     }
-    let changes = |id: &str| {
-        let printed: String = cluster
-            .printed()
-            .lines()
-            .filter(|l| l.starts_with(&format!("{id}>")) || l.starts_with(&format!("{id}:")))
-            .map(|l| format!("{l}\n"))
-            .collect();
-        parse_changes(&printed)
-    };
+    let changes = |id: &str| parse_changes(&cluster.printed_by(id));
     // Kept: the resumed job counts on from the savepoint to 300 rows a key.
     let kept = largest_counts_of(&changes("keptresumed"));
     assert_eq!(kept.len(), 10);

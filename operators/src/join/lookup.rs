@@ -12,7 +12,7 @@ use arrow::buffer::NullBuffer;
 use arrow::compute::{concat_batches, filter_record_batch, take_record_batch};
 use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
-use arrow::row::{OwnedRow, RowConverter};
+use arrow::row::RowConverter;
 use datafusion_physical_expr::PhysicalExpr;
 use eddy_common::chunk::{Chunk, Op};
 use eddy_common::event::Timestamp;
@@ -76,10 +76,10 @@ pub struct LookupJoin {
 #[derive(Debug)]
 struct Cache {
     config: LookupCache,
-    entries: HashMap<OwnedRow, Cached>,
+    entries: HashMap<Box<[u8]>, Cached>,
     /// Keys in the order they were read (a key read again is listed again; the older
     /// listing is skipped by its read time).
-    order: VecDeque<(OwnedRow, Timestamp)>,
+    order: VecDeque<(Box<[u8]>, Timestamp)>,
 }
 
 #[derive(Debug)]
@@ -91,7 +91,7 @@ struct Cached {
 
 impl Cache {
     /// The rows of `key`, if kept and not expired at `now`.
-    fn get(&mut self, key: &OwnedRow, now: Timestamp) -> Option<RecordBatch> {
+    fn get(&mut self, key: &[u8], now: Timestamp) -> Option<RecordBatch> {
         let config = self.config;
         let entry = self.entries.get_mut(key)?;
         let millis = |d: std::time::Duration| d.as_millis() as i64;
@@ -109,13 +109,13 @@ impl Cache {
         Some(entry.rows.clone())
     }
 
-    fn put(&mut self, key: OwnedRow, rows: RecordBatch, now: Timestamp) {
+    fn put(&mut self, key: &[u8], rows: RecordBatch, now: Timestamp) {
         if rows.num_rows() == 0 && !self.config.cache_missing_keys {
             return;
         }
-        self.order.push_back((key.clone(), now));
+        self.order.push_back((key.into(), now));
         self.entries.insert(
-            key,
+            key.into(),
             Cached {
                 rows,
                 read_at: now,
@@ -169,7 +169,7 @@ impl LookupJoin {
             .iter()
             .map(|&i| {
                 let cache = self.cache.as_mut()?;
-                cache.get(&keys.row(i).owned(), now)
+                cache.get(keys.row(i).data(), now)
             })
             .collect();
         let missing: Vec<usize> = (0..distinct.len())
@@ -191,7 +191,7 @@ impl LookupJoin {
             for (m, rows) in missing.iter().zip(per_key) {
                 let rows = take_record_batch(&table_rows, &UInt32Array::from(rows))?;
                 if let Some(cache) = &mut self.cache {
-                    cache.put(keys.row(distinct[*m]).owned(), rows.clone(), now);
+                    cache.put(keys.row(distinct[*m]).data(), rows.clone(), now);
                 }
                 found[*m] = Some(rows);
             }

@@ -59,8 +59,9 @@ pub struct TemporalJoin {
     spec: TemporalJoinSpec,
     key_codec: RowConverter,
     right_codec: RowConverter,
-    /// Left rows waiting for the watermark to pass their time.
-    pending: Vec<RecordBatch>,
+    /// Left rows waiting for the watermark to pass their time, each batch with its
+    /// earliest time (a batch with none due is not looked at).
+    pending: Vec<(RecordBatch, Timestamp)>,
     /// Each key's versions, in time order.
     versions: HashMap<Box<[u8]>, Vec<Version>>,
     /// Keys holding more than one version (the only ones a watermark can prune).
@@ -132,9 +133,27 @@ impl TemporalJoin {
             let list = self.versions.entry_ref(key).or_default();
             let at = list.partition_point(|v| v.time <= version.time);
             list.insert(at, version);
-            if list.len() > 1 {
+            if list.len() > 1 && !self.prunable.contains(key) {
                 self.prunable.insert(key.into());
             }
+        }
+        Ok(())
+    }
+
+    /// The earliest time of left rows (a row without one is due at once).
+    fn earliest(&self, rows: &RecordBatch) -> Result<Timestamp> {
+        let times = self.times(0, rows)?;
+        Ok(match times.null_count() {
+            0 => arrow::compute::min(&times).unwrap_or(Timestamp::MAX),
+            _ => Timestamp::MIN,
+        })
+    }
+
+    /// Queues left rows until the watermark passes their time.
+    fn wait(&mut self, rows: RecordBatch) -> Result<()> {
+        if rows.num_rows() > 0 {
+            let earliest = self.earliest(&rows)?;
+            self.pending.push((rows, earliest));
         }
         Ok(())
     }
@@ -143,7 +162,11 @@ impl TemporalJoin {
     fn emit_through(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
         let mut still_pending = Vec::new();
         let mut ready = Vec::new();
-        for batch in std::mem::take(&mut self.pending) {
+        for (batch, earliest) in std::mem::take(&mut self.pending) {
+            if earliest > watermark {
+                still_pending.push((batch, earliest));
+                continue;
+            }
             let times = self.times(0, &batch)?;
             let due: BooleanArray = times
                 .iter()
@@ -153,7 +176,8 @@ impl TemporalJoin {
             let later = arrow::compute::not(&due)?;
             let rest = filter_record_batch(&batch, &later)?;
             if rest.num_rows() > 0 {
-                still_pending.push(rest);
+                let earliest = self.earliest(&rest)?;
+                still_pending.push((rest, earliest));
             }
         }
         self.pending = still_pending;
@@ -281,7 +305,7 @@ impl TemporalJoin {
     #[cfg(test)]
     fn held(&self) -> (usize, usize) {
         (
-            self.pending.iter().map(RecordBatch::num_rows).sum(),
+            self.pending.iter().map(|(b, _)| b.num_rows()).sum(),
             self.versions.values().map(Vec::len).sum(),
         )
     }
@@ -294,10 +318,7 @@ impl Operator for TemporalJoin {
 
     fn process_input(&mut self, input: usize, chunk: Chunk, _out: &mut Vec<Chunk>) -> Result<()> {
         match input {
-            0 if chunk.is_append_only() => {
-                self.pending.push(chunk.rows().clone());
-                Ok(())
-            }
+            0 if chunk.is_append_only() => self.wait(chunk.rows().clone()),
             0 => Err(EddyError::Internal(
                 "a temporal join's left input must be append-only".into(),
             )),
@@ -323,7 +344,10 @@ impl Operator for TemporalJoin {
         let mut out = versioned_snapshot(SNAPSHOT_VERSION);
         out.i64(self.watermark);
         let left_codec = row_codec(&self.spec.schemas[0])?;
-        let pending = concat_batches(&self.spec.schemas[0], &self.pending)?;
+        let pending = concat_batches(
+            &self.spec.schemas[0],
+            self.pending.iter().map(|(batch, _)| batch),
+        )?;
         let keys = self.spec.keys[0]
             .iter()
             .map(|k| evaluate(k, &pending))
@@ -378,8 +402,7 @@ impl Operator for TemporalJoin {
             }
             if !rows.is_empty() {
                 let columns = left_codec.convert_rows(rows)?;
-                self.pending
-                    .push(RecordBatch::try_new(self.spec.schemas[0].clone(), columns)?);
+                self.wait(RecordBatch::try_new(self.spec.schemas[0].clone(), columns)?)?;
             }
             for _ in 0..input.count(3)? {
                 let key = input.bytes()?;

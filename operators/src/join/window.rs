@@ -346,12 +346,16 @@ impl Operator for WindowJoin {
 
     fn snapshot(&mut self, _request: &SnapshotRequest) -> Result<OperatorState> {
         // Windows are short-lived: their rows are written whole every time.
+        let codecs = [
+            row_codec(&self.spec.schemas[0])?,
+            row_codec(&self.spec.schemas[1])?,
+        ];
         let mut out = versioned_snapshot(SNAPSHOT_VERSION);
         out.i64(self.watermark).u64(self.windows.len() as u64);
         for (&(end, start), rows) in &self.windows {
             out.i64(end).i64(start);
             for (input, batches) in rows.iter().enumerate() {
-                let codec = row_codec(&self.spec.schemas[input])?;
+                let codec = &codecs[input];
                 let held: usize = batches.iter().map(|b| b.num_rows()).sum();
                 out.u64(held as u64);
                 for batch in batches {

@@ -109,6 +109,24 @@ struct Stream {
     processing_window: bool,
 }
 
+impl Stream {
+    /// The stream of `vertex`, with no unique key, window or time attribute.
+    fn new(vertex: usize, schema: DFSchemaRef, changelog: Changelog) -> Stream {
+        Stream {
+            vertex,
+            schema,
+            changelog,
+            unique_key: None,
+            window: None,
+            window_end: None,
+            window_start: None,
+            rowtime: None,
+            proctime: None,
+            processing_window: false,
+        }
+    }
+}
+
 /// The vertex a keyed operator runs in, and its `PARTITION BY` keys.
 struct PartitionedBy {
     target: usize,
@@ -411,18 +429,7 @@ impl Planner {
                     self.vertices[target].inputs.push(input.vertex);
                     changelog = changelog.max(input.changelog);
                 }
-                Ok(Stream {
-                    vertex: target,
-                    schema: union.schema.clone(),
-                    changelog,
-                    unique_key: None,
-                    window: None,
-                    window_end: None,
-                    window_start: None,
-                    rowtime: None,
-                    proctime: None,
-                    processing_window: false,
-                })
+                Ok(Stream::new(target, union.schema.clone(), changelog))
             }
             LogicalPlan::Extension(extension) => {
                 let node = extension.node.as_any();
@@ -595,18 +602,7 @@ impl Planner {
         );
         let full = DFSchema::try_from_qualified_schema(scan.table_name.clone(), &source.schema)
             .or_eddy()?;
-        let stream = Stream {
-            vertex,
-            schema: Arc::new(full),
-            changelog: Changelog::AppendOnly,
-            unique_key: None,
-            window: None,
-            window_end: None,
-            window_start: None,
-            rowtime: None,
-            proctime: None,
-            processing_window: false,
-        };
+        let stream = Stream::new(vertex, Arc::new(full), Changelog::AppendOnly);
         let Some(projection) = &scan.projection else {
             return Ok(stream);
         };

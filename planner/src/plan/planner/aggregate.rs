@@ -94,18 +94,8 @@ impl Planner {
             display: key_display,
         } = self.partitioned_exchange(&input, &key_exprs)?;
         let schema = output_schema(&aggregate.schema);
-        let stream_at = |vertex| Stream {
-            vertex,
-            schema: aggregate.schema.clone(),
-            changelog: Changelog::AppendOnly,
-            unique_key: None,
-            window: None,
-            window_end: None,
-            window_start: None,
-            rowtime: None,
-            proctime: None,
-            processing_window: false,
-        };
+        let stream_at =
+            |vertex| Stream::new(vertex, aggregate.schema.clone(), Changelog::AppendOnly);
         match window_bounds {
             Some(window) => {
                 if input.changelog != Changelog::AppendOnly {

@@ -136,17 +136,9 @@ impl Planner {
             (None, _) => format!("Join({kind}, on: {on}{ttl})"),
         };
         let stream = Stream {
-            vertex: target,
-            schema: join.schema.clone(),
-            changelog,
-            unique_key: None,
-            window: None,
-            window_end: None,
-            window_start: None,
             // An interval join's output keeps the left input's time attribute.
             rowtime: interval.and_then(|b| left.rowtime.filter(|t| *t == b.left_time)),
-            proctime: None,
-            processing_window: false,
+            ..Stream::new(target, join.schema.clone(), changelog)
         };
         let JoinKeys {
             left_keys,
@@ -200,16 +192,9 @@ impl Planner {
         let target = self.exchange_to_join(left, right, &keys, join);
         let left_kept = !matches!(kind, JoinKind::Right | JoinKind::Full);
         let stream = Stream {
-            vertex: target,
-            schema: join.schema.clone(),
-            changelog: Changelog::AppendOnly,
-            unique_key: None,
-            window: None,
             window_end: Some(windows.left.1).filter(|_| left_kept),
             window_start: Some((windows.kind, windows.left.0)).filter(|_| left_kept),
-            rowtime: None,
-            proctime: None,
-            processing_window: false,
+            ..Stream::new(target, join.schema.clone(), Changelog::AppendOnly)
         };
         let on = on_display(join);
         let filter = where_display(join);
@@ -277,7 +262,7 @@ impl Planner {
     }
 
     /// The rest of the join condition, over the joined rows.
-    fn join_filter(
+    pub(super) fn join_filter(
         &self,
         join: &datafusion_expr::Join,
     ) -> Result<Option<Arc<dyn datafusion_physical_expr::PhysicalExpr>>> {

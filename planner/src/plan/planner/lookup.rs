@@ -117,10 +117,7 @@ impl Planner {
             key_columns.push(index);
         }
         let table_side = self.table_steps(&table)?;
-        let filter = match &join.filter {
-            Some(filter) => Some(self.physical(filter, &join.schema)?),
-            None => None,
-        };
+        let filter = self.join_filter(join)?;
         let cache = connector.lookup_cache();
         let description = format!(
             "LookupJoin({}, table: {name} [{}], on: {}{}; {})",

@@ -59,16 +59,12 @@ impl Planner {
         }
         let partitioned = self.partitioned_exchange(&input, &first.partition_by)?;
         let stream = Stream {
-            vertex: partitioned.target,
-            schema: window.schema.clone(),
-            changelog: Changelog::AppendOnly,
-            unique_key: None,
-            window: None,
-            window_end: None,
-            window_start: None,
             rowtime: input.rowtime,
-            proctime: None,
-            processing_window: false,
+            ..Stream::new(
+                partitioned.target,
+                window.schema.clone(),
+                Changelog::AppendOnly,
+            )
         };
         self.push(
             &stream,

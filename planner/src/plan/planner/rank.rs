@@ -298,16 +298,10 @@ impl Planner {
             ttl_display(state_ttl)
         );
         let stream = Stream {
-            vertex: partitioned.target,
-            schema: window.schema.clone(),
-            changelog,
-            unique_key: None,
-            window: None,
             window_end: windowed,
             window_start: input.window_start.filter(|_| windowed.is_some()),
             rowtime: input.rowtime.filter(|_| windowed.is_some()),
-            proctime: None,
-            processing_window: false,
+            ..Stream::new(partitioned.target, window.schema.clone(), changelog)
         };
         self.push(
             &stream,

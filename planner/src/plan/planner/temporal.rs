@@ -87,10 +87,7 @@ impl Planner {
         }
         let keys = self.join_keys(join, &left, &right)?;
         let target = self.exchange_to_join(&left, &right, &keys, join);
-        let filter = match &join.filter {
-            Some(filter) => Some(self.physical(filter, &join.schema)?),
-            None => None,
-        };
+        let filter = self.join_filter(join)?;
         let description = format!(
             "TemporalJoin({}, table: {name} AS OF {as_of}, on: {}{}; a row is joined with \
              the version valid at its time once the watermark passes it)",
@@ -99,16 +96,8 @@ impl Planner {
             where_display(join)
         );
         let stream = Stream {
-            vertex: target,
-            schema: join.schema.clone(),
-            changelog: Changelog::AppendOnly,
-            unique_key: None,
-            window: None,
-            window_end: None,
-            window_start: None,
             rowtime: Some(left_time),
-            proctime: None,
-            processing_window: false,
+            ..Stream::new(target, join.schema.clone(), Changelog::AppendOnly)
         };
         self.push(
             &stream,
