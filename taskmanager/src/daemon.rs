@@ -29,20 +29,24 @@ pub struct TaskManagerConfig {
     pub jobmanager: String,
     /// Slots offered.
     pub slots: usize,
+    /// Where its HTTP port (`/metrics`, `/health`) listens, if anywhere.
+    pub http_bind: Option<SocketAddr>,
+}
+
+/// `http://IP:PORT` of a bound address, 127.0.0.1 standing for an unspecified IP.
+fn url_of(local: SocketAddr) -> String {
+    let ip = match local.ip().is_unspecified() {
+        true => "127.0.0.1".to_string(),
+        false => local.ip().to_string(),
+    };
+    format!("http://{ip}:{}", local.port())
 }
 
 /// Runs a TaskManager until `shutdown` resolves; then cancels its tasks and stops.
 pub async fn run(config: TaskManagerConfig, shutdown: impl Future<Output = ()>) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(config.bind).await?;
     let local = listener.local_addr()?;
-    let address = config.advertise.clone().unwrap_or_else(|| {
-        let ip = if local.ip().is_unspecified() {
-            "127.0.0.1".to_string()
-        } else {
-            local.ip().to_string()
-        };
-        format!("http://{ip}:{}", local.port())
-    });
+    let address = config.advertise.clone().unwrap_or_else(|| url_of(local));
     let jobmanager = GrpcResourceManager::new(&config.jobmanager)
         .map_err(|e| EddyError::Config(e.to_string()))?;
     let node = TaskManager::new(
@@ -54,6 +58,25 @@ pub async fn run(config: TaskManagerConfig, shutdown: impl Future<Output = ()>) 
         None,
     );
     tracing::info!(id = %config.id, %address, slots = config.slots, jobmanager = %config.jobmanager, "taskmanager starting");
+    let (http_stop, http_stopped) = tokio::sync::oneshot::channel::<()>();
+    if let Some(bind) = config.http_bind {
+        let listener = tokio::net::TcpListener::bind(bind).await?;
+        let http_address = url_of(listener.local_addr()?);
+        tracing::info!(address = %http_address, "taskmanager http listening (/metrics)");
+        node.set_http_address(http_address);
+        let router = crate::http::router(node.clone());
+        tokio::spawn(async move {
+            let stopped = async {
+                let _ = http_stopped.await;
+            };
+            if let Err(error) = axum::serve(listener, router)
+                .with_graceful_shutdown(stopped)
+                .await
+            {
+                tracing::warn!(%error, "taskmanager http port failed");
+            }
+        });
+    }
     let membership = tokio::spawn(stay_registered(node.clone()));
     let server = Server::builder()
         .add_service(TaskExecutorServer::new(TaskExecutorService::new(
@@ -65,6 +88,7 @@ pub async fn run(config: TaskManagerConfig, shutdown: impl Future<Output = ()>) 
         .serve_with_incoming_shutdown(eddy_proto::incoming(listener), shutdown);
     let result = server.await;
     membership.abort();
+    let _ = http_stop.send(());
     node.cancel_all().await;
     tracing::info!(id = %config.id, "taskmanager stopped");
     result.map_err(|e| EddyError::Server {

@@ -119,6 +119,18 @@ pub struct InputGate {
 }
 
 impl InputGate {
+    /// How full the queue of the channel served last is: (events queued, capacity).
+    pub fn last_queue_fill(&self) -> (usize, usize) {
+        let n = self.channels.len();
+        match n {
+            0 => (0, 0),
+            _ => {
+                let channel = &self.channels[(self.next + n - 1) % n];
+                (channel.receiver.len(), channel.receiver.max_capacity())
+            }
+        }
+    }
+
     /// A gate over `inputs`, aligning barriers as `mode` says.
     pub fn new(inputs: Vec<InputChannel>, mode: CheckpointingMode) -> Self {
         InputGate {

@@ -8,8 +8,10 @@ pub mod deployment;
 pub mod exchange;
 pub mod gateway;
 pub mod grpc;
+pub mod http;
 pub mod input;
 pub mod membership;
+pub mod metrics;
 pub mod network;
 pub mod node;
 pub mod operator_chain;
@@ -21,6 +23,6 @@ pub mod task;
 pub use gateway::ResourceManagerGateway;
 pub use node::TaskManager;
 pub use task::{
-    StopRequest, StopSignal, TaskAck, TaskCheckpointing, TaskCounters, TaskDeployment, TaskEnd,
-    TaskRestore, VertexRestore,
+    StopRequest, StopSignal, TaskAck, TaskCheckpointing, TaskDeployment, TaskEnd, TaskRestore,
+    VertexRestore,
 };

@@ -25,6 +25,7 @@ pub async fn register(node: &TaskManager) -> Duration {
             taskmanager_id: node.id().to_string(),
             address: node.address().to_string(),
             slots: node.slots() as u32,
+            http_address: node.http_address().to_string(),
         };
         match node.jobmanager().register(request).await {
             Ok(interval) => {

@@ -3,7 +3,7 @@
 //! embedded cluster of `eddy run` (called in-process).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use eddy_common::EddyError;
@@ -13,7 +13,7 @@ use eddy_common::checkpoint::{CompletedCheckpoint, StateFile};
 use eddy_common::error::CallError;
 use eddy_common::event::{Barrier, StopRequest};
 use eddy_common::ids::{ExecutionId, TaskKey};
-use eddy_common::metrics::JobMetrics;
+use eddy_common::metrics::{JobMetrics, TaskMetrics};
 use eddy_planner::plan::JobGraph;
 use eddy_proto::v1 as pb;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
@@ -22,9 +22,10 @@ use tokio::task::AbortHandle;
 
 use crate::deployment::{DeploymentPlan, TaskWiring};
 use crate::gateway::ResourceManagerGateway;
+use crate::metrics::{RunningTask, task_counters};
 use crate::network::Channels;
 use crate::snapshot_chain::SnapshotChains;
-use crate::task::{TaskAck, TaskCheckpointing, TaskCounters, TaskDeployment, TaskEnd, run_task};
+use crate::task::{TaskAck, TaskCheckpointing, TaskDeployment, TaskEnd, run_task};
 
 /// Events a channel's queue holds before its sender waits.
 pub const CHANNEL_CAPACITY: usize = 8;
@@ -38,7 +39,7 @@ struct DeployedJob {
     stop: watch::Sender<Option<StopRequest>>,
     /// How many of its tasks have not ended yet.
     running: watch::Receiver<usize>,
-    tasks: Vec<(TaskKey, Arc<TaskCounters>, AbortHandle)>,
+    tasks: Vec<(TaskKey, Arc<TaskMetrics>, AbortHandle)>,
     /// Checkpoint triggers of the source tasks here.
     triggers: Vec<UnboundedSender<Barrier>>,
     /// The newest completed checkpoint, for sources and sinks.
@@ -56,6 +57,8 @@ pub struct TaskManager {
     /// Where every deployment counts its operators' rows, when one place collects them
     /// (the embedded cluster's `--metrics`); otherwise each deployment counts its own.
     metrics: Option<Arc<JobMetrics>>,
+    /// Where its HTTP port (`/metrics`) listens, once it does.
+    http_address: OnceLock<String>,
 }
 
 impl TaskManager {
@@ -79,6 +82,7 @@ impl TaskManager {
             jobs: Mutex::new(HashMap::new()),
             jobmanager,
             metrics,
+            http_address: OnceLock::new(),
         })
     }
 
@@ -107,20 +111,35 @@ impl TaskManager {
         &self.jobmanager
     }
 
-    /// Counters of every running task, for heartbeats.
-    pub fn counters(&self) -> Vec<pb::TaskCounters> {
+    /// Where its HTTP port listens (empty without one).
+    pub fn http_address(&self) -> &str {
+        self.http_address.get().map_or("", String::as_str)
+    }
+
+    /// Says where its HTTP port listens (told to the JobManager when it registers).
+    pub fn set_http_address(&self, address: String) {
+        let _ = self.http_address.set(address);
+    }
+
+    /// Its running tasks' metrics.
+    pub fn running_tasks(&self) -> Vec<RunningTask> {
         let jobs = self.jobs.lock().expect("jobs lock");
         jobs.iter()
             .flat_map(|(execution, job)| {
-                job.tasks.iter().map(move |(key, counters, _)| {
-                    let (records_in, records_out) = counters.get();
-                    pb::TaskCounters {
-                        task: Some(task_id(execution, *key)),
-                        records_in,
-                        records_out,
-                    }
+                job.tasks.iter().map(move |(key, metrics, _)| RunningTask {
+                    execution: execution.clone(),
+                    key: *key,
+                    metrics: metrics.clone(),
                 })
             })
+            .collect()
+    }
+
+    /// The measurements of every running task, for heartbeats.
+    pub fn counters(&self) -> Vec<pb::TaskCounters> {
+        self.running_tasks()
+            .iter()
+            .map(|task| task_counters(task_id(&task.execution, task.key), &task.metrics.sample()))
             .collect()
     }
 
@@ -165,7 +184,7 @@ impl TaskManager {
         let mut triggers = Vec::new();
         let graph = &plan.graph;
         for &key in &plan.mine {
-            let counters = Arc::new(TaskCounters::default());
+            let counters = Arc::new(TaskMetrics::default());
             let checkpointing = plan.checkpointing.as_ref().map(|storage| {
                 let source = graph.vertices[key.vertex].source.is_some();
                 TaskCheckpointing {
@@ -190,7 +209,7 @@ impl TaskManager {
                 inputs,
                 outputs,
                 metrics: metrics.clone(),
-                counters: counters.clone(),
+                task_metrics: counters.clone(),
                 checkpointing,
                 restore: restores.remove(&key),
                 execution: execution.clone(),
@@ -219,7 +238,7 @@ impl TaskManager {
         remaining: Arc<watch::Sender<usize>>,
     ) -> AbortHandle {
         let node = self.clone();
-        let counters = deployment.counters.clone();
+        let counters = deployment.task_metrics.clone();
         let execution = deployment.execution.clone();
         let handle = tokio::spawn(async move {
             let name = deployment.name();
@@ -243,8 +262,7 @@ impl TaskManager {
                     (pb::TaskState::Failed, e.to_string())
                 }
             };
-            node.report(&execution, key, state, error, counters.get())
-                .await;
+            node.report(&execution, key, state, error, &counters).await;
             let mut last = false;
             remaining.send_modify(|left| {
                 *left -= 1;
@@ -379,7 +397,7 @@ impl TaskManager {
             if !handle.is_finished() {
                 handle.abort();
                 let state = pb::TaskState::Cancelled;
-                self.report(execution, *task, state, String::new(), counters.get())
+                self.report(execution, *task, state, String::new(), counters)
                     .await;
             }
         }
@@ -406,15 +424,16 @@ impl TaskManager {
         key: TaskKey,
         state: pb::TaskState,
         error: String,
-        (records_in, records_out): (u64, u64),
+        metrics: &TaskMetrics,
     ) {
+        let sample = metrics.sample();
         let report = pb::TaskStateReport {
             taskmanager_id: self.id.clone(),
             task: Some(task_id(execution, key)),
             state: state as i32,
             error,
-            records_in,
-            records_out,
+            records_in: sample.records_in,
+            records_out: sample.records_out,
             input_ended: false,
         };
         self.send_report(execution, report).await;

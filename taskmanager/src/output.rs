@@ -17,7 +17,7 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use eddy_common::chunk::Chunk;
 use eddy_common::event::{Barrier, Event, StreamEnd, Timestamp};
-use eddy_common::metrics::OperatorMetrics;
+use eddy_common::metrics::{OperatorMetrics, TaskMetrics};
 use eddy_common::{EddyError, Result};
 use eddy_connectors::SinkWriter;
 use eddy_operators::partition::HashPartitioner;
@@ -50,6 +50,8 @@ pub struct ExchangeOutput {
     written: Vec<u64>,
     router: Router,
     metrics: Arc<OperatorMetrics>,
+    /// The sending task's metrics, for the fill of its output queues.
+    task: Arc<TaskMetrics>,
 }
 
 /// What the channels share with their priority lanes, which a source uses while a send
@@ -107,6 +109,7 @@ impl ExchangeOutput {
         partitioning: &Partitioning,
         max_parallelism: usize,
         metrics: Arc<OperatorMetrics>,
+        task: Arc<TaskMetrics>,
     ) -> Self {
         let router = match partitioning {
             Partitioning::Forward | Partitioning::Single => Router::Forward,
@@ -123,6 +126,7 @@ impl ExchangeOutput {
             senders,
             router,
             metrics,
+            task,
         }
     }
 
@@ -141,8 +145,16 @@ impl ExchangeOutput {
     async fn write(&self, target: usize, event: Event) -> Result<()> {
         let sender = &self.senders[target].data;
         match sender.try_send(event) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.task.output_queue(
+                    sender.max_capacity() - sender.capacity(),
+                    sender.max_capacity(),
+                );
+                Ok(())
+            }
             Err(TrySendError::Full(event)) => {
+                self.task
+                    .output_queue(sender.max_capacity(), sender.max_capacity());
                 let blocked = Instant::now();
                 let result = sender.send(event).await;
                 OperatorMetrics::add(
@@ -376,7 +388,13 @@ mod tests {
     fn forward(capacity: usize) -> (ExchangeOutput, InputChannel) {
         let (tx, rx) = local_channel(capacity);
         let metrics = Arc::new(OperatorMetrics::default());
-        let output = ExchangeOutput::new(vec![tx], &Partitioning::Forward, 128, metrics);
+        let output = ExchangeOutput::new(
+            vec![tx],
+            &Partitioning::Forward,
+            128,
+            metrics,
+            Arc::default(),
+        );
         (output, rx)
     }
 

@@ -4,7 +4,6 @@
 //! snapshots are uploaded in the background and acknowledged.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -16,7 +15,7 @@ use eddy_common::chunk::Chunk;
 use eddy_common::config::checkpointing::CheckpointingMode;
 use eddy_common::event::{Barrier, StreamEnd, Timestamp};
 use eddy_common::ids::{ExecutionId, TaskKey};
-use eddy_common::metrics::{JobMetrics, OperatorMetrics};
+use eddy_common::metrics::{JobMetrics, OperatorMetrics, TaskMetrics};
 use eddy_common::state::{OperatorState, SnapshotRequest, StateKind};
 use eddy_connectors::{SinkContext, SourceContext, SourceEvent, SourceReader};
 use eddy_operators::partition::KeyScope;
@@ -49,8 +48,8 @@ pub struct TaskDeployment {
     pub outputs: Vec<OutputChannel>,
     /// The job's counters.
     pub metrics: Arc<JobMetrics>,
-    /// This task's own counters.
-    pub counters: Arc<TaskCounters>,
+    /// This task's own measurements.
+    pub task_metrics: Arc<TaskMetrics>,
     /// How it takes part in checkpoints (`None`: the job does not checkpoint).
     pub checkpointing: Option<TaskCheckpointing>,
     /// State to start from.
@@ -95,26 +94,6 @@ pub struct TaskAck {
     /// The task's source had read all its input (always true without a source), and its
     /// sink, if any, held no rows back.
     pub input_ended: bool,
-}
-
-/// Rows a task took in (read from its source or received) and sent on (to the next
-/// vertex or into its sink).
-#[derive(Debug, Default)]
-pub struct TaskCounters {
-    /// Rows in.
-    pub records_in: AtomicU64,
-    /// Rows out.
-    pub records_out: AtomicU64,
-}
-
-impl TaskCounters {
-    /// The current (in, out) counts.
-    pub fn get(&self) -> (u64, u64) {
-        (
-            self.records_in.load(Ordering::Relaxed),
-            self.records_out.load(Ordering::Relaxed),
-        )
-    }
 }
 
 impl TaskDeployment {
@@ -183,7 +162,7 @@ async fn run_subtask(mut deployment: TaskDeployment, mut stop: StopSignal) -> Re
     let mut chain = OperatorChain::build(
         &vertex.operators,
         &prefix,
-        &deployment.metrics,
+        (&deployment.metrics, &deployment.task_metrics),
         max_parallelism,
     )?;
     if let Some(restore) = &deployment.restore {
@@ -208,7 +187,7 @@ async fn run_subtask(mut deployment: TaskDeployment, mut stop: StopSignal) -> Re
     let mut pipeline = Pipeline {
         chain: &mut chain,
         output: &mut output,
-        counters: &deployment.counters,
+        metrics: &deployment.task_metrics,
         checkpointing: checkpointing.as_mut(),
         vertex: deployment.vertex,
         subtask: deployment.subtask,
@@ -253,9 +232,10 @@ async fn open_output(deployment: &mut TaskDeployment, prefix: &str) -> Result<Ta
                 subtask: deployment.subtask,
                 parallelism: vertex.parallelism,
                 execution: deployment.execution.clone(),
-                metrics: deployment
-                    .metrics
-                    .operator(&format!("{prefix}/Sink:{}", sink.table)),
+                metrics: deployment.task_metrics.operator(
+                    &deployment.metrics,
+                    &format!("{prefix}/Sink:{}", sink.table),
+                ),
                 completed: deployment
                     .checkpointing
                     .as_ref()
@@ -275,7 +255,10 @@ async fn open_output(deployment: &mut TaskDeployment, prefix: &str) -> Result<Ta
                 std::mem::take(&mut deployment.outputs),
                 partitioning,
                 graph.config.max_parallelism,
-                deployment.metrics.operator(&format!("{prefix}/Exchange")),
+                deployment
+                    .task_metrics
+                    .operator(&deployment.metrics, &format!("{prefix}/Exchange")),
+                deployment.task_metrics.clone(),
             )))
         }
     }
@@ -297,14 +280,15 @@ async fn read_source(
         subtask: deployment.subtask,
         parallelism: vertex.parallelism,
         batch_size: graph.config.batch_size,
-        metrics: deployment
-            .metrics
-            .operator(&format!("{prefix}/Source:{}", source.table)),
+        metrics: deployment.task_metrics.operator(
+            &deployment.metrics,
+            &format!("{prefix}/Source:{}", source.table),
+        ),
     };
     let scan = OperatorChain::build(
         &source.scan_operators,
         &format!("{prefix}/scan"),
-        &deployment.metrics,
+        (&deployment.metrics, &deployment.task_metrics),
         graph.config.max_parallelism,
     )?;
     let mut reader = source.connector.create_reader(&context)?;
@@ -339,7 +323,7 @@ async fn read_inputs(
 struct Pipeline<'a> {
     chain: &'a mut OperatorChain,
     output: &'a mut TaskOutput,
-    counters: &'a TaskCounters,
+    metrics: &'a TaskMetrics,
     checkpointing: Option<&'a mut TaskCheckpointing>,
     vertex: usize,
     subtask: usize,
@@ -352,7 +336,11 @@ struct Pipeline<'a> {
 impl Pipeline<'_> {
     async fn send(&mut self, chunks: Vec<Chunk>) -> Result<()> {
         let rows: usize = chunks.iter().map(Chunk::num_rows).sum();
-        OperatorMetrics::add(&self.counters.records_out, rows as u64);
+        let bytes: usize = chunks
+            .iter()
+            .map(|c| c.rows().get_array_memory_size())
+            .sum();
+        self.metrics.sent_on(rows, bytes);
         self.output.send(chunks).await
     }
 
@@ -370,8 +358,10 @@ impl Pipeline<'_> {
 
     /// Advances event time: what the watermark completes is sent, then the watermark.
     async fn advance(&mut self, watermark: Timestamp) -> Result<()> {
+        self.metrics.set_watermark_in(watermark);
         let (chunks, watermark) = self.chain.on_watermark(watermark)?;
         self.send(chunks).await?;
+        self.metrics.set_watermark_out(watermark);
         self.output.watermark(watermark).await
     }
 
@@ -621,17 +611,22 @@ async fn run_source(
                 .checkpoint(barrier, Some(reader.position()?), Duration::ZERO)
                 .await?;
         }
+        // Reading is work while the reader computes (a generator) or decodes, not while it
+        // waits for data or paces itself: only the time its future is polled counts.
         let event = tokio::select! {
             biased;
             changed = stop.changed() => return Ok(requested_end(stop, changed)),
-            event = reader.next() => event?,
+            event = polled(reader.next(), pipeline.metrics) => event?,
         };
+        let working = Instant::now();
         let new_watermark = match event {
             None => break,
             Some(SourceEvent::Rows { split, rows }) => {
-                let count = rows.num_rows() as u64;
-                OperatorMetrics::add(&source_metrics.records_out, count);
-                OperatorMetrics::add(&pipeline.counters.records_in, count);
+                let count = rows.num_rows();
+                OperatorMetrics::add(&source_metrics.records_out, count as u64);
+                pipeline
+                    .metrics
+                    .taken_in(count, rows.get_array_memory_size());
                 let mut watermark = None;
                 let chunks = scan.process(Chunk::inserts(rows))?;
                 let single = chunks.len() == 1;
@@ -666,6 +661,7 @@ async fn run_source(
         if let Some(watermark) = new_watermark {
             pipeline.advance(watermark).await?;
         }
+        pipeline.metrics.worked(working.elapsed());
     }
     // A bounded source has ended: event time is complete, so every window can fire.
     pipeline.advance(Timestamp::MAX).await?;
@@ -687,6 +683,18 @@ async fn run_source(
         return wait_for_final_checkpoint(&mut reader, pipeline, stop, triggers, completed).await;
     }
     Ok(TaskEnd::Finished)
+}
+
+/// Runs `future`, counting the time spent in its polls (not the time it waits) as work.
+async fn polled<F: std::future::Future>(future: F, metrics: &TaskMetrics) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    std::future::poll_fn(|cx| {
+        let started = Instant::now();
+        let result = future.as_mut().poll(cx);
+        metrics.worked(started.elapsed());
+        result
+    })
+    .await
 }
 
 /// Sends a chunk; while the send blocks (backpressure), an unaligned barrier triggered
@@ -771,9 +779,13 @@ async fn run_inputs(mut gate: InputGate, pipeline: &mut Pipeline<'_>) -> Result<
             }
         };
         let Some(input) = input else { break };
+        let (queued, capacity) = gate.last_queue_fill();
+        pipeline.metrics.input_queue(queued, capacity);
+        let working = Instant::now();
         match input {
             Input::Data { input, chunk } => {
-                OperatorMetrics::add(&pipeline.counters.records_in, chunk.num_rows() as u64);
+                let bytes = chunk.rows().get_array_memory_size();
+                pipeline.metrics.taken_in(chunk.num_rows(), bytes);
                 pipeline.emit_from(input, chunk).await?
             }
             Input::Watermark(t) => pipeline.advance(t).await?,
@@ -783,6 +795,7 @@ async fn run_inputs(mut gate: InputGate, pipeline: &mut Pipeline<'_>) -> Result<
             } => pipeline.checkpoint(barrier, None, aligned_for).await?,
             Input::InFlight { checkpoint, chunks } => pipeline.in_flight(checkpoint, chunks)?,
         }
+        pipeline.metrics.worked(working.elapsed());
     }
     Ok(gate.end())
 }

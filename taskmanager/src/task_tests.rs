@@ -51,7 +51,7 @@ struct Job {
     acks: UnboundedReceiver<TaskAck>,
     completed: watch::Sender<CompletedCheckpoint>,
     stop: watch::Sender<Option<StopRequest>>,
-    counters: Vec<Arc<TaskCounters>>,
+    counters: Vec<Arc<TaskMetrics>>,
 }
 
 impl Job {
@@ -72,7 +72,7 @@ impl Job {
                 triggers.push(tx);
                 rx
             });
-            let task_counters = Arc::new(TaskCounters::default());
+            let task_counters = Arc::new(TaskMetrics::default());
             counters.push(task_counters.clone());
             let deployment = TaskDeployment {
                 graph: graph.clone(),
@@ -81,7 +81,7 @@ impl Job {
                 inputs: channels.take_inputs(TaskKey::new(vertex.id, 0)),
                 outputs: channels.take_outputs(TaskKey::new(vertex.id, 0)),
                 metrics: metrics.clone(),
-                counters: task_counters,
+                task_metrics: task_counters,
                 checkpointing: Some(TaskCheckpointing {
                     storage: storage.clone(),
                     mode: graph.config.checkpoints.mode,
@@ -126,7 +126,7 @@ impl Job {
 
     /// Rows the sink task has taken in.
     fn sink_rows(&self) -> u64 {
-        self.counters.last().unwrap().get().0
+        self.counters.last().unwrap().sample().records_in
     }
 
     async fn ends(self) -> Vec<TaskEnd> {

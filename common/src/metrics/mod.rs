@@ -1,6 +1,16 @@
-//! Per-operator counters: records in and out, late rows dropped, bad records skipped, time
-//! spent blocked on a full output channel (backpressure), and the size of the operator's
-//! state at its last checkpoint.
+//! Metrics measured by the tasks themselves.
+//!
+//! - [`OperatorMetrics`]: per operator of a subtask, records in and out, late rows
+//!   dropped, bad records skipped, time blocked on a full output channel (backpressure),
+//!   and the size of the operator's state at its last checkpoint;
+//! - [`TaskMetrics`]: per subtask, records and bytes in and out, busy time, watermarks and
+//!   queue fill, with the sums of its operators' counters, sampled as a [`TaskSample`];
+//! - [`exposition`]: writing them in the Prometheus text format.
+
+pub mod exposition;
+mod task;
+
+pub use task::{TaskMetrics, TaskSample};
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,0 +1,27 @@
+//! A TaskManager's HTTP port: `GET /metrics` (Prometheus text format) and `GET /health`.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use eddy_common::metrics::exposition;
+
+use crate::node::TaskManager;
+
+/// The routes of a TaskManager's HTTP port.
+pub fn router(node: Arc<TaskManager>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/health", get(|| async { "ok\n" }))
+        .with_state(node)
+}
+
+async fn metrics(State(node): State<Arc<TaskManager>>) -> impl IntoResponse {
+    (
+        [(CONTENT_TYPE, exposition::CONTENT_TYPE)],
+        crate::metrics::render(&node),
+    )
+}
