@@ -11,6 +11,8 @@ pub struct JobManagerConfig {
     pub heartbeat_timeout: Duration,
     /// Where checkpoints go unless a job says otherwise.
     pub checkpoint_root: String,
+    /// Where the HTTP port (REST API, dashboard, `/metrics`) listens, if anywhere.
+    pub http_bind: Option<std::net::SocketAddr>,
 }
 
 impl Default for JobManagerConfig {
@@ -19,6 +21,7 @@ impl Default for JobManagerConfig {
             heartbeat_interval: Duration::from_millis(500),
             heartbeat_timeout: Duration::from_secs(3),
             checkpoint_root: "./eddy-data/checkpoints".into(),
+            http_bind: None,
         }
     }
 }

@@ -12,7 +12,7 @@ use eddy_common::ids::TaskKey;
 use eddy_proto::v1 as pb;
 
 /// Checkpoints kept in the job's history for `eddy status --checkpoints`.
-const HISTORY: usize = 32;
+pub const HISTORY: usize = 32;
 
 /// What a task reported for a checkpoint.
 #[derive(Debug, Clone)]
@@ -64,6 +64,8 @@ pub struct CheckpointCoordinator {
     consecutive_failures: u32,
     any_task_finished: bool,
     history: VecDeque<pb::CheckpointInfo>,
+    /// Checkpoints completed and failed.
+    counts: (u64, u64),
     /// A savepoint was asked for: trigger at once, whatever the interval.
     requested: bool,
 }
@@ -90,6 +92,7 @@ impl CheckpointCoordinator {
             consecutive_failures: 0,
             any_task_finished: false,
             history: VecDeque::new(),
+            counts: (0, 0),
             requested: false,
         })
     }
@@ -279,10 +282,20 @@ impl CheckpointCoordinator {
     }
 
     fn remember(&mut self, info: pb::CheckpointInfo) {
+        match pb::CheckpointState::try_from(info.state) {
+            Ok(pb::CheckpointState::Completed) => self.counts.0 += 1,
+            Ok(pb::CheckpointState::Failed) => self.counts.1 += 1,
+            _ => {}
+        }
         self.history.push_back(info);
         while self.history.len() > HISTORY {
             self.history.pop_front();
         }
+    }
+
+    /// Checkpoints of this run that completed and that failed.
+    pub fn counts(&self) -> (u64, u64) {
+        self.counts
     }
 
     /// Recent checkpoints, the one in flight last.

@@ -43,12 +43,27 @@ pub async fn serve(
     jobmanager.recover().await?;
     let timers = tokio::spawn(jobmanager.clone().run_timers());
     tracing::info!(address = %local, "jobmanager listening");
+    let (http_stop, http_stopped) = tokio::sync::oneshot::channel::<()>();
+    if let Some(bind) = config.http_bind {
+        let listener = tokio::net::TcpListener::bind(bind).await?;
+        tracing::info!(address = %listener.local_addr()?, "jobmanager http listening (dashboard, /v1, /metrics)");
+        let stopped = async {
+            let _ = http_stopped.await;
+        };
+        let jm = jobmanager.clone();
+        tokio::spawn(async move {
+            if let Err(error) = crate::http::serve(listener, jm, stopped).await {
+                tracing::warn!(%error, "jobmanager http port failed");
+            }
+        });
+    }
     let result = Server::builder()
         .add_service(JobServiceServer::new(JobServiceImpl(jobmanager.clone())))
         .add_service(ResourceManagerServer::new(ResourceManagerImpl(jobmanager)))
         .serve_with_incoming_shutdown(eddy_proto::incoming(listener), shutdown)
         .await;
     timers.abort();
+    let _ = http_stop.send(());
     tracing::info!("jobmanager stopped");
     result.map_err(|e| EddyError::Server {
         component: "jobmanager",

@@ -66,6 +66,15 @@ impl pb::job_service_server::JobService for JobServiceImpl {
         }))
     }
 
+    async fn list_task_managers(
+        &self,
+        _: Request<pb::ListTaskManagersRequest>,
+    ) -> Result<Response<pb::ListTaskManagersResponse>, Status> {
+        Ok(Response::new(pb::ListTaskManagersResponse {
+            taskmanagers: self.0.taskmanagers(),
+        }))
+    }
+
     async fn get_job(
         &self,
         request: Request<pb::GetJobRequest>,

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use eddy_common::checkpoint::CheckpointStorage;
 use eddy_common::ids::{ExecutionId, TaskKey};
-use eddy_planner::plan::JobGraph;
+use eddy_planner::plan::explain::operators;
+use eddy_planner::plan::{JobGraph, VertexOutput};
 use eddy_proto::v1 as pb;
 use tokio::sync::{oneshot, watch};
 
@@ -14,6 +15,7 @@ use crate::coordinator::CheckpointCoordinator;
 use crate::error::JobManagerError;
 use crate::job_store::StoredJob;
 use crate::lifecycle::{JobState, Transition};
+use crate::meter::{SubtaskMeter, vertex_metrics};
 
 /// One task of the current run.
 pub struct TaskRecord {
@@ -27,6 +29,8 @@ pub struct TaskRecord {
     pub records_out: u64,
     /// A source task that has read all its input.
     pub input_ended: bool,
+    /// Its measurements as heartbeats brought them, for rates.
+    pub meter: SubtaskMeter,
 }
 
 /// A savepoint asked for: the checkpoint that serves it once triggered, whether to stop the
@@ -75,6 +79,8 @@ pub struct JobRecord {
     pub coordinator: Option<CheckpointCoordinator>,
     /// Checkpoints of earlier runs, for the history.
     pub history: Vec<pb::CheckpointInfo>,
+    /// Checkpoints of earlier runs that completed and that failed.
+    pub checkpoint_counts: (u64, u64),
     /// The id the next checkpoint takes.
     pub next_checkpoint: u64,
     /// The checkpoint the current run restored (0: none).
@@ -88,6 +94,10 @@ pub struct JobRecord {
     pub stopping: bool,
     /// Its sources were told to stop: tasks ending stopped end the job, not fail it.
     pub draining: bool,
+    /// Every state it entered, and when.
+    pub timeline: Vec<pb::StateChange>,
+    /// Its restarts and their causes.
+    pub restart_history: Vec<pb::RestartInfo>,
 }
 
 impl JobRecord {
@@ -116,12 +126,19 @@ impl JobRecord {
             storage,
             coordinator: None,
             history: Vec::new(),
+            checkpoint_counts: (0, 0),
             next_checkpoint: 1,
             restore_from: 0,
             restore_path,
             savepoint: None,
             stopping: false,
             draining: false,
+            timeline: vec![pb::StateChange {
+                state: JobState::Created.to_proto() as i32,
+                at_ms: submitted_at_ms,
+                reason: String::new(),
+            }],
+            restart_history: Vec::new(),
         }
     }
 
@@ -138,6 +155,13 @@ impl JobRecord {
             Ok(next) => {
                 tracing::debug!(job = %job_id, %from, to = %next, ?transition, "job state");
                 self.state.send_replace(next);
+                if next != from {
+                    self.timeline.push(pb::StateChange {
+                        state: next.to_proto() as i32,
+                        at_ms: eddy_common::event::wall_clock(),
+                        reason: String::new(),
+                    });
+                }
                 true
             }
             Err(stale) => {
@@ -214,32 +238,76 @@ impl JobRecord {
         }
     }
 
+    /// A vertex as `eddy status` shows it: its operators, subtasks and their metrics.
+    fn vertex_info(&self, vertex: &eddy_planner::plan::Vertex) -> pb::VertexInfo {
+        let subtasks: Vec<pb::SubtaskInfo> = (0..vertex.parallelism)
+            .map(|subtask| {
+                let record = self.tasks.get(&TaskKey::new(vertex.id, subtask));
+                pb::SubtaskInfo {
+                    index: subtask as u32,
+                    taskmanager_id: record.map(|r| r.taskmanager.clone()).unwrap_or_default(),
+                    state: record.map_or(pb::TaskState::Unspecified, |r| r.state) as i32,
+                    records_in: record.map_or(0, |r| r.records_in),
+                    records_out: record.map_or(0, |r| r.records_out),
+                    metrics: record.map(|r| r.meter.metrics()),
+                }
+            })
+            .collect();
+        let metrics: Vec<pb::SubtaskMetrics> = subtasks
+            .iter()
+            .map(|s| s.metrics.clone().unwrap_or_default())
+            .collect();
+        pb::VertexInfo {
+            id: vertex.id as u32,
+            name: vertex.name(),
+            parallelism: vertex.parallelism as u32,
+            subtasks,
+            operators: operators(vertex)
+                .into_iter()
+                .map(|op| pb::OperatorInfo {
+                    description: op.description,
+                    changelog: op.changelog,
+                })
+                .collect(),
+            metrics: Some(vertex_metrics(&metrics)),
+        }
+    }
+
+    /// The job graph's edges.
+    fn edges(&self) -> Vec<pb::EdgeInfo> {
+        let vertices = &self.graph.vertices;
+        vertices
+            .iter()
+            .flat_map(|vertex| {
+                vertex.inputs.iter().map(move |&input| pb::EdgeInfo {
+                    from_vertex: input as u32,
+                    to_vertex: vertex.id as u32,
+                    partitioning: match &vertices[input].output {
+                        VertexOutput::Exchange { partitioning, .. } => partitioning.to_string(),
+                        VertexOutput::Sink(_) => String::new(),
+                    },
+                })
+            })
+            .collect()
+    }
+
     /// As `eddy status` shows it.
     pub fn info(&self, job_id: &str) -> pb::JobInfo {
         let vertices = self
             .graph
             .vertices
             .iter()
-            .map(|vertex| pb::VertexInfo {
-                id: vertex.id as u32,
-                name: vertex.name(),
-                parallelism: vertex.parallelism as u32,
-                subtasks: (0..vertex.parallelism)
-                    .map(|subtask| {
-                        let record = self.tasks.get(&TaskKey::new(vertex.id, subtask));
-                        pb::SubtaskInfo {
-                            index: subtask as u32,
-                            taskmanager_id: record
-                                .map(|r| r.taskmanager.clone())
-                                .unwrap_or_default(),
-                            state: record.map_or(pb::TaskState::Unspecified, |r| r.state) as i32,
-                            records_in: record.map_or(0, |r| r.records_in),
-                            records_out: record.map_or(0, |r| r.records_out),
-                        }
-                    })
-                    .collect(),
-            })
+            .map(|vertex| self.vertex_info(vertex))
             .collect();
+        let (mut completed, mut failed) = self.checkpoint_counts;
+        if let Some(c) = &self.coordinator {
+            completed += c.counts().0;
+            failed += c.counts().1;
+        }
+        let mut timeline = self.timeline.clone();
+        if let Some(now) = timeline.last_mut() {
+            now.reason = self.reason.clone();
+        }
         pb::JobInfo {
             job_id: job_id.to_string(),
             name: self.name.clone(),
@@ -252,6 +320,11 @@ impl JobRecord {
             plan: self.graph.explain(),
             restored_from: self.restore_from,
             checkpoints: self.history_all(),
+            edges: self.edges(),
+            restart_history: self.restart_history.clone(),
+            timeline,
+            checkpoints_completed: completed,
+            checkpoints_failed: failed,
         }
     }
 }

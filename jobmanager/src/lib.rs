@@ -8,6 +8,8 @@
 //! - [`coordinator`]: one run's checkpoints;
 //! - [`job_store`]: jobs persisted for a restarted JobManager;
 //! - [`gateway`]: TaskManagers as the JobManager calls them; [`grpc`]: the gRPC adapters;
+//! - [`http`]: the REST API, dashboard and Prometheus metrics;
+//! - [`meter`]: rates of the tasks' counters;
 //! - [`daemon`]: `eddy jobmanager`.
 
 pub mod config;
@@ -16,10 +18,12 @@ pub mod daemon;
 pub mod error;
 pub mod gateway;
 pub mod grpc;
+pub mod http;
 pub mod job;
 pub mod job_store;
 pub mod lifecycle;
 pub mod manager;
+pub mod meter;
 pub mod resources;
 
 pub use config::JobManagerConfig;

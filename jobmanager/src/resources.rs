@@ -14,6 +14,10 @@ use crate::gateway::TaskExecutorGateway;
 pub struct RegisteredTaskManager {
     /// Where its data exchange is reached.
     pub address: String,
+    /// Where its HTTP port (`/metrics`) listens (empty: none).
+    pub http_address: String,
+    /// When it registered, in milliseconds since the epoch.
+    pub registered_at_ms: i64,
     /// Slots it offers.
     pub slots: usize,
     /// Slots in use.
@@ -65,6 +69,8 @@ impl ResourceManager {
     ) -> bool {
         let record = RegisteredTaskManager {
             address,
+            http_address: String::new(),
+            registered_at_ms: eddy_common::event::wall_clock(),
             slots,
             used: 0,
             last_seen: Instant::now(),
@@ -81,6 +87,29 @@ impl ResourceManager {
                 true
             }
             None => false,
+        }
+    }
+
+    /// Every TaskManager as `GET /v1/taskmanagers` shows it.
+    pub fn infos(&self) -> Vec<eddy_proto::v1::TaskManagerInfo> {
+        self.taskmanagers
+            .iter()
+            .map(|(id, tm)| eddy_proto::v1::TaskManagerInfo {
+                taskmanager_id: id.clone(),
+                address: tm.address.clone(),
+                slots: tm.slots as u32,
+                free_slots: (tm.slots - tm.used) as u32,
+                last_heartbeat_ms_ago: tm.last_seen.elapsed().as_millis() as u64,
+                registered_at_ms: tm.registered_at_ms,
+                http_address: tm.http_address.clone(),
+            })
+            .collect()
+    }
+
+    /// Says where a TaskManager's HTTP port listens.
+    pub fn set_http_address(&mut self, id: &str, http_address: String) {
+        if let Some(tm) = self.taskmanagers.get_mut(id) {
+            tm.http_address = http_address;
         }
     }
 

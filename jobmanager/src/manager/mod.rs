@@ -337,6 +337,16 @@ impl JobManager {
             .collect()
     }
 
+    /// Whether a job takes checkpoints.
+    pub fn takes_checkpoints(&self, job_id: &str) -> Result<bool, JobManagerError> {
+        Ok(self.lock().job(job_id)?.storage.is_some())
+    }
+
+    /// The registered TaskManagers and their slots.
+    pub fn taskmanagers(&self) -> Vec<pb::TaskManagerInfo> {
+        self.lock().resources.infos()
+    }
+
     /// One job in detail.
     pub fn job(&self, job_id: &str) -> Result<pb::JobInfo, JobManagerError> {
         Ok(self.lock().job(job_id)?.info(job_id))

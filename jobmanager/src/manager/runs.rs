@@ -31,6 +31,14 @@ pub(super) fn end_run(state: &mut State, job_id: &str, stop: Option<StopRequest>
     if let Some(coordinator) = job.coordinator.take() {
         job.next_checkpoint = coordinator.next_id();
         job.history.extend(coordinator.history());
+        let overflow = job
+            .history
+            .len()
+            .saturating_sub(crate::coordinator::HISTORY);
+        job.history.drain(..overflow);
+        let (completed, failed) = coordinator.counts();
+        job.checkpoint_counts.0 += completed;
+        job.checkpoint_counts.1 += failed;
     }
     state.resources.release(&std::mem::take(&mut job.slots));
     let Some(how) = stop else {
@@ -98,6 +106,11 @@ impl JobManager {
             job.transition(job_id, Transition::Failed { restart });
             if restart {
                 job.restarts += 1;
+                job.restart_history.push(pb::RestartInfo {
+                    at_ms: eddy_common::event::wall_clock(),
+                    cause: reason.clone(),
+                    restored_from: 0,
+                });
                 let backoff = strategy.backoff(job.restarts);
                 job.reason = format!("{reason}; restart {} in {backoff:?}", job.restarts);
                 tracing::warn!(job = %job_id, %reason, restart = job.restarts, "job failed, restarting");
@@ -204,6 +217,9 @@ impl JobManager {
             .max(job.restore_from + 1)
             .max(point.newest_id + 1);
         job.reason = format!("restarting from checkpoint {}", job.restore_from);
+        if let Some(restart) = job.restart_history.last_mut() {
+            restart.restored_from = job.restore_from;
+        }
         tracing::info!(job = %execution.job, attempt = job.attempt, checkpoint = job.restore_from, "restarting");
     }
 }
@@ -235,6 +251,7 @@ fn deployments(state: &mut State, job_id: &str, slots: &[String]) -> Vec<Action>
                 records_in: 0,
                 records_out: 0,
                 input_ended: false,
+                meter: Default::default(),
             };
             job.tasks.insert(TaskKey::new(vertex.id, subtask), record);
         }

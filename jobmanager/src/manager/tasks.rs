@@ -73,6 +73,9 @@ impl JobManager {
             let again = state
                 .resources
                 .register(&id, request.address.clone(), slots, gateway);
+            state
+                .resources
+                .set_http_address(&id, request.http_address.clone());
             // A TaskManager registering again has lost whatever it ran.
             match again {
                 true => jobs_on(&state, &id),
@@ -108,6 +111,9 @@ impl JobManager {
                 }
                 record.records_in = counters.records_in;
                 record.records_out = counters.records_out;
+                record
+                    .meter
+                    .record(counters.clone(), std::time::Instant::now());
             }
         }
         Ok(())

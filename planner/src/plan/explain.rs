@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::{JobGraph, VertexOutput};
+use super::{JobGraph, Vertex, VertexOutput};
 
 /// One line per operator: what it is, the changes it emits, its parallelism and the
 /// exchange feeding it.
@@ -31,59 +31,66 @@ pub fn render(graph: &JobGraph) -> String {
                 format!(" <- {}", feeding.join(", "))
             }
         );
-        let mut input = if feeding.is_empty() {
-            "none".to_string()
-        } else {
-            feeding.join(", ")
-        };
         let p = vertex.parallelism;
-        if let Some(source) = &vertex.source {
-            let _ = writeln!(
-                out,
-                "  Source: {} [{}]  changelog=append-only  parallelism={p}  input=none",
-                source.table,
-                source.connector.name()
-            );
-            for op in &source.scan_operators {
-                let _ = writeln!(
-                    out,
-                    "  {}  changelog={}  parallelism={p}  input=forward (chained)",
-                    op.description, op.changelog
-                );
-            }
-            if source.watermark.is_some() {
-                let _ = writeln!(
-                    out,
-                    "  WatermarkAssigner  changelog=append-only  parallelism={p}  input=forward (chained)"
-                );
-            }
-            input = "forward (chained)".into();
-        }
-        for op in &vertex.operators {
+        for (i, op) in operators(vertex).iter().enumerate() {
+            let input = match (i, feeding.is_empty()) {
+                (0, true) => "none".to_string(),
+                (0, false) => feeding.join(", "),
+                _ => "forward (chained)".to_string(),
+            };
             let _ = writeln!(
                 out,
                 "  {}  changelog={}  parallelism={p}  input={input}",
                 op.description, op.changelog
             );
-            input = "forward (chained)".into();
         }
-        match &vertex.output {
-            VertexOutput::Sink(sink) => {
-                let _ = writeln!(
-                    out,
-                    "  Sink: {} [{}]  changelog={}  parallelism={p}  input={input}",
-                    sink.table,
-                    sink.connector.name(),
-                    sink.changelog
-                );
-            }
-            VertexOutput::Exchange {
-                target,
-                partitioning,
-            } => {
-                let _ = writeln!(out, "  -> {partitioning} to v{target}");
-            }
+        if let VertexOutput::Exchange {
+            target,
+            partitioning,
+        } = &vertex.output
+        {
+            let _ = writeln!(out, "  -> {partitioning} to v{target}");
         }
+    }
+    out
+}
+
+/// An operator of a vertex as `EXPLAIN` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExplainedOperator {
+    /// What it does, e.g. `Source: bid [nexmark]` or `GroupAggregate: ...`.
+    pub description: String,
+    /// The changes it emits (`append-only`, `retract`, `upsert`).
+    pub changelog: String,
+}
+
+/// The operators of a vertex in order, its source and sink included.
+pub fn operators(vertex: &Vertex) -> Vec<ExplainedOperator> {
+    let explained = |description: String, changelog: String| ExplainedOperator {
+        description,
+        changelog,
+    };
+    let mut out = Vec::new();
+    if let Some(source) = &vertex.source {
+        out.push(explained(
+            format!("Source: {} [{}]", source.table, source.connector.name()),
+            "append-only".into(),
+        ));
+        for op in &source.scan_operators {
+            out.push(explained(op.description.clone(), op.changelog.to_string()));
+        }
+        if source.watermark.is_some() {
+            out.push(explained("WatermarkAssigner".into(), "append-only".into()));
+        }
+    }
+    for op in &vertex.operators {
+        out.push(explained(op.description.clone(), op.changelog.to_string()));
+    }
+    if let VertexOutput::Sink(sink) = &vertex.output {
+        out.push(explained(
+            format!("Sink: {} [{}]", sink.table, sink.connector.name()),
+            sink.changelog.to_string(),
+        ));
     }
     out
 }

@@ -1,7 +1,7 @@
 //! The job graph: vertices (chains of operators run by one task per subtask), the
 //! exchanges between them, and the changelog kind every operator produces.
 
-mod explain;
+pub mod explain;
 mod lookup;
 mod planner;
 
