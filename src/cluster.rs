@@ -29,6 +29,10 @@ pub struct JobManagerArgs {
     /// file:///... or s3://bucket/prefix [default: ./eddy-data/checkpoints].
     #[arg(long, env = "EDDY_CHECKPOINT_DIR")]
     checkpoint_dir: Option<String>,
+    /// Address of the HTTP port: the web dashboard at /, the REST API under /v1, Prometheus
+    /// metrics at /metrics (e.g. 0.0.0.0:8081) [default: none].
+    #[arg(long, env = "EDDY_HTTP_BIND")]
+    http_bind: Option<SocketAddr>,
     /// A TOML file with the same options (flags and environment variables win).
     #[arg(long, env = "EDDY_CONFIG")]
     config: Option<PathBuf>,
@@ -57,6 +61,10 @@ pub struct TaskManagerArgs {
     /// Unique id [default: tm-<host>-<pid>].
     #[arg(long, env = "EDDY_TASKMANAGER_ID")]
     id: Option<String>,
+    /// Address of the HTTP port serving Prometheus metrics at /metrics (e.g. 0.0.0.0:9249)
+    /// [default: none].
+    #[arg(long, env = "EDDY_HTTP_BIND")]
+    http_bind: Option<SocketAddr>,
     /// A TOML file with the same options (flags and environment variables win).
     #[arg(long, env = "EDDY_CONFIG")]
     config: Option<PathBuf>,
@@ -74,6 +82,7 @@ struct FileConfig {
     slots: Option<usize>,
     advertise: Option<String>,
     id: Option<String>,
+    http_bind: Option<SocketAddr>,
 }
 
 fn read_config(path: Option<&Path>) -> Result<FileConfig> {
@@ -119,6 +128,7 @@ pub async fn jobmanager(args: JobManagerArgs) -> Result<()> {
             .checkpoint_dir
             .or(file.checkpoint_dir)
             .unwrap_or(defaults.checkpoint_root),
+        http_bind: args.http_bind.or(file.http_bind),
     };
     if config.heartbeat_timeout <= config.heartbeat_interval {
         bail!("the heartbeat timeout must exceed the heartbeat interval");
@@ -159,6 +169,7 @@ pub async fn taskmanager(args: TaskManagerArgs) -> Result<()> {
             .or(file.jobmanager)
             .unwrap_or_else(|| "http://127.0.0.1:6123".into()),
         slots,
+        http_bind: args.http_bind.or(file.http_bind),
     };
     eddy_taskmanager::daemon::run(config, termination())
         .await
@@ -280,6 +291,45 @@ fn task_state(state: i32) -> &'static str {
     }
 }
 
+/// `eddy top`: the job's vertex table, redrawn every `interval_ms` until the job ends.
+pub async fn top(target: &Target, job_id: String, interval_ms: u64) -> Result<()> {
+    let mut client = target.connect().await?;
+    loop {
+        let job = client
+            .get_job(pb::GetJobRequest {
+                job_id: job_id.clone(),
+            })
+            .await
+            .map_err(status_error)?
+            .into_inner();
+        // Clear the screen and home the cursor, then draw.
+        print!("\x1b[2J\x1b[H");
+        println!(
+            "job {} ({}): {}  restarts: {}",
+            job.job_id,
+            job.name,
+            job_state(job.state),
+            job.restarts
+        );
+        if !job.reason.is_empty() {
+            println!("  {}", job.reason);
+        }
+        println!("  {}\n", crate::watch::progress_line(&job));
+        print!("{}", crate::watch::vertex_table(&job));
+        let ended = matches!(
+            pb::JobState::try_from(job.state),
+            Ok(pb::JobState::Finished | pb::JobState::Cancelled | pb::JobState::Failed)
+        );
+        if ended {
+            return Ok(());
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(interval_ms.max(100))) => {}
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        }
+    }
+}
+
 /// `eddy status`.
 pub async fn status(
     target: &Target,
@@ -309,7 +359,14 @@ pub async fn status(
                             })
                         })
                         .collect();
-                    serde_json::json!({"id": v.id, "name": v.name, "parallelism": v.parallelism, "subtasks": subtasks})
+                    let m = v.metrics.clone().unwrap_or_default();
+                    let metrics = serde_json::json!({
+                        "records_in_per_second": m.records_in_per_second,
+                        "records_out_per_second": m.records_out_per_second,
+                        "busy_ratio": m.busy_ratio, "backpressured_ratio": m.backpressured_ratio,
+                        "watermark_out_ms": m.totals.and_then(|t| t.watermark_out),
+                    });
+                    serde_json::json!({"id": v.id, "name": v.name, "parallelism": v.parallelism, "metrics": metrics, "subtasks": subtasks})
                 })
                 .collect();
             let checkpoint_list: Vec<serde_json::Value> =
@@ -336,6 +393,8 @@ pub async fn status(
             if job.restored_from > 0 {
                 println!("  restored from checkpoint {}", job.restored_from);
             }
+            print!("{}", crate::watch::vertex_table(&job));
+            println!();
             println!(
                 "  {:<24} {:>7}  {:<28} {:<10} {:>12} {:>12}",
                 "VERTEX", "SUBTASK", "TASKMANAGER", "STATE", "RECORDS IN", "RECORDS OUT"

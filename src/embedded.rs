@@ -80,7 +80,10 @@ pub async fn run(
     let cluster = Cluster::start(&jobmanager, taskmanagers, slots, &metrics, &deployed).await;
     // Registered before the job starts, so that no Ctrl-C finds the default handler.
     let interrupts = signal(SignalKind::interrupt()).context("cannot handle Ctrl-C")?;
+    let show_progress = progress_wanted(&graph);
     let job_id = jobmanager.submit_planned(sql, options, Arc::new(graph), None)?;
+    let progress =
+        show_progress.then(|| tokio::spawn(show_progress_line(jobmanager.clone(), job_id.clone())));
     tracing::info!(job = %job_id, checkpoints, "job submitted to the embedded cluster");
     let state = jobmanager.watch(&job_id)?;
     tokio::spawn(stop_on_interrupt(
@@ -90,6 +93,12 @@ pub async fn run(
         checkpoints,
     ));
     let ended = follow(&jobmanager, &job_id, state).await;
+    if let Some(progress) = progress {
+        progress.abort();
+        if let Ok(job) = jobmanager.job(&job_id) {
+            eprintln!("\r\x1b[2K{}", crate::watch::progress_line(&job));
+        }
+    }
     timers.abort();
     cluster.shut_down().await;
     Ok(Outcome {
@@ -98,6 +107,30 @@ pub async fn run(
         time_to_running: deployed.first(started),
         duration: started.elapsed(),
     })
+}
+
+/// A live progress line goes to standard error when it is a terminal, unless the job's
+/// print sink writes to the same terminal (the line would be torn by its rows).
+fn progress_wanted(graph: &JobGraph) -> bool {
+    use std::io::IsTerminal;
+    let prints = graph.vertices.iter().any(|v| {
+        matches!(&v.output, eddy_planner::plan::VertexOutput::Sink(sink) if sink.connector.name() == "print")
+    });
+    std::io::stderr().is_terminal() && !(prints && std::io::stdout().is_terminal())
+}
+
+/// Redraws the progress line (events read, events/s, watermark, last checkpoint) twice a
+/// second until aborted.
+async fn show_progress_line(jobmanager: Arc<JobManager>, job_id: String) {
+    use std::io::Write;
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        tick.tick().await;
+        if let Ok(job) = jobmanager.job(&job_id) {
+            eprint!("\r\x1b[2K{}", crate::watch::progress_line(&job));
+            let _ = std::io::stderr().flush();
+        }
+    }
 }
 
 /// The job store under `root`, checked.

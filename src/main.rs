@@ -2,6 +2,7 @@
 
 mod cluster;
 mod embedded;
+mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -121,6 +122,17 @@ enum Command {
         #[arg(long)]
         checkpoints: bool,
     },
+    /// Follow a job: its per-vertex rates, busy time, backpressure and watermarks,
+    /// refreshed every second until Ctrl-C or the job's end (like `top`).
+    Top {
+        /// The job's id.
+        job_id: String,
+        #[command(flatten)]
+        target: cluster::Target,
+        /// Milliseconds between refreshes.
+        #[arg(long, default_value_t = 1000)]
+        interval_ms: u64,
+    },
     /// Cancel a job.
     Cancel {
         /// The job's id.
@@ -238,6 +250,11 @@ fn execute(command: Command) -> Result<()> {
             output,
             checkpoints,
         } => runtime()?.block_on(cluster::status(&target, job_id, output, checkpoints)),
+        Command::Top {
+            job_id,
+            target,
+            interval_ms,
+        } => runtime()?.block_on(cluster::top(&target, job_id, interval_ms)),
         Command::Cancel { job_id, target } => runtime()?.block_on(cluster::cancel(&target, job_id)),
         Command::Explain { job } => {
             let (sql, overrides) = job.read()?;
