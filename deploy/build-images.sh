@@ -4,9 +4,28 @@
 #   eddy-postgres:latest  this machine's PostgreSQL server, the shared libraries it needs and
 #                         an initialized data directory (a root filesystem, `docker import`)
 #   eddy-kafka:latest     the noida-db broker binary and the shared libraries it needs
+#   eddy-prometheus:latest  this machine's Prometheus server (Debian's package)
 # Usage: deploy/build-images.sh            (prints each image's size)
+# What it packs is installed when missing: PostgreSQL and Prometheus (apt), noida-db (pip).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+need_apt() {
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "deploy/build-images.sh: $1 is missing and this is not a Debian system; install $2" >&2
+    exit 1
+  fi
+  echo "== installing $2 (apt)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$2"
+}
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt "PostgreSQL's server" postgresql
+command -v prometheus >/dev/null 2>&1 || need_apt "Prometheus" prometheus
+if ! python3 -c 'import noida_db' >/dev/null 2>&1; then
+  echo "== installing noida-db 0.2.3 (the Kafka-protocol broker, from PyPI)"
+  python3 -m pip install --quiet 'noida-db==0.2.3' \
+    || python3 -m pip install --quiet --break-system-packages 'noida-db==0.2.3' \
+    || { echo "deploy/build-images.sh: cannot install noida-db: pip install noida-db==0.2.3" >&2; exit 1; }
+fi
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/eddy-target}"
 target=x86_64-unknown-linux-gnu
 work="$(mktemp -d)"
@@ -84,4 +103,14 @@ tar --numeric-owner -C "$root" -c . | docker import \
   --change 'ENTRYPOINT ["/noida-db", "start", "--only", "kafka", "--host", "0.0.0.0", "--kafka-port", "9092", "--data-dir", "/data"]' \
   - eddy-kafka:latest >/dev/null
 
-docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep -E '^eddy(-postgres|-kafka)?:latest '
+# --- Prometheus: Debian's server; its configuration is mounted by the compose file.
+root="$work/prometheus"
+copy_with_libraries "$root" "$(command -v prometheus)"
+mv "$root$(command -v prometheus)" "$root/prometheus"
+mkdir -p "$root/etc/prometheus" "$root/prometheus-data" "$root/tmp" && chmod 1777 "$root/tmp" "$root/prometheus-data"
+tar --numeric-owner -C "$root" -c . | docker import \
+  --change "EXPOSE 9090" \
+  --change 'ENTRYPOINT ["/prometheus", "--config.file=/etc/prometheus/prometheus.yml", "--storage.tsdb.path=/prometheus-data", "--web.listen-address=0.0.0.0:9090"]' \
+  - eddy-prometheus:latest >/dev/null
+
+docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep -E '^eddy(-postgres|-kafka|-prometheus)?:latest '

@@ -67,6 +67,9 @@ fn exclusive_docker() -> MutexGuard<'static, ()> {
 struct Compose {
     project: String,
     jobmanager: String,
+    /// The published ports of the dashboard and of Prometheus, `127.0.0.1:PORT`.
+    http: String,
+    prometheus: String,
     postgres_port: u16,
     env: Vec<(String, String)>,
     scratch: Scratch,
@@ -77,7 +80,13 @@ impl Compose {
         let project = format!("eddytest{name}{}", std::process::id());
         let jobmanager_port = free_port();
         let postgres_port = free_port();
+        let (http_port, prometheus_port) = (free_port(), free_port());
         let env = vec![
+            ("EDDY_HTTP_PORT".to_string(), http_port.to_string()),
+            (
+                "EDDY_PROMETHEUS_PORT".to_string(),
+                prometheus_port.to_string(),
+            ),
             (
                 "EDDY_JOBMANAGER_PORT".to_string(),
                 jobmanager_port.to_string(),
@@ -88,6 +97,8 @@ impl Compose {
         let compose = Compose {
             project,
             jobmanager: format!("http://127.0.0.1:{jobmanager_port}"),
+            http: format!("127.0.0.1:{http_port}"),
+            prometheus: format!("127.0.0.1:{prometheus_port}"),
             postgres_port,
             env,
             scratch: Scratch::new(&format!("compose-{name}")),
@@ -439,6 +450,35 @@ fn scale_out_and_resume_from_a_savepoint_at_higher_parallelism() {
     let _docker = exclusive_docker();
     let compose = Compose::up("scale", 5);
     let (script, job) = compose.running_job("rescaled", 8_000);
+    // The published dashboard answers, and Prometheus finds every Eddy container by name,
+    // the five scaled TaskManagers included.
+    let page = crate::http::request(&compose.http, "GET", "/", None);
+    assert!(
+        page.status == 200 && page.text().contains("dashboard.js"),
+        "{}",
+        page.text()
+    );
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let answer = crate::http::get_json(&compose.prometheus, "/api/v1/query?query=up");
+        let up = answer["data"]["result"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let healthy = |job: &str| {
+            up.iter()
+                .filter(|r| r["metric"]["job"] == job && r["value"][1] == "1")
+                .count()
+        };
+        if healthy("eddy-jobmanager") == 1 && healthy("eddy-taskmanager") == 5 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus does not see every container: {up:?}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
     let output = client_at(&compose.jobmanager, &["stop", "--savepoint", &job]);
     assert!(
         output.status.success(),

@@ -17,7 +17,8 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    fn spawn(mut command: Command) -> Daemon {
+    /// Starts `command`, collecting what it prints.
+    pub fn spawn(mut command: Command) -> Daemon {
         let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -97,6 +98,8 @@ pub fn free_port() -> u16 {
 pub struct Cluster {
     /// `http://127.0.0.1:PORT`.
     pub address: String,
+    /// The JobManager's HTTP port (REST API, dashboard, `/metrics`): `127.0.0.1:PORT`.
+    pub http: String,
     /// The JobManager.
     pub jobmanager: Daemon,
     /// The TaskManagers, in start order.
@@ -111,7 +114,7 @@ pub struct Cluster {
 /// The command that starts a JobManager on `port`, keeping checkpoints and the job store in
 /// the scratch directory unless the arguments say otherwise.
 fn jobmanager_command(
-    port: u16,
+    (port, http): (u16, &str),
     scratch: &Scratch,
     args: &[&str],
     env: &[(&str, &str)],
@@ -122,6 +125,8 @@ fn jobmanager_command(
         "jobmanager",
         "--bind",
         &format!("127.0.0.1:{port}"),
+        "--http-bind",
+        http,
         "--heartbeat-interval-ms",
         "200",
         "--heartbeat-timeout-ms",
@@ -151,11 +156,18 @@ impl Cluster {
         env: &[(&str, &str)],
     ) -> Cluster {
         let port = free_port();
+        let http = format!("127.0.0.1:{}", free_port());
         let scratch = Scratch::new(name);
         let address = format!("http://127.0.0.1:{port}");
-        let jobmanager = Daemon::spawn(jobmanager_command(port, &scratch, jobmanager_args, env));
+        let jobmanager = Daemon::spawn(jobmanager_command(
+            (port, &http),
+            &scratch,
+            jobmanager_args,
+            env,
+        ));
         let mut cluster = Cluster {
             address,
+            http,
             jobmanager,
             taskmanagers: Vec::new(),
             scratch,
@@ -195,7 +207,12 @@ impl Cluster {
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
         env.extend_from_slice(extra);
-        self.jobmanager = Daemon::spawn(jobmanager_command(port, &self.scratch, &args, &env));
+        self.jobmanager = Daemon::spawn(jobmanager_command(
+            (port, &self.http),
+            &self.scratch,
+            &args,
+            &env,
+        ));
     }
 
     /// Starts one more TaskManager (without waiting for it to register).
@@ -217,6 +234,8 @@ impl Cluster {
             "--slots",
             &slots.to_string(),
             "--bind",
+            "127.0.0.1:0",
+            "--http-bind",
             "127.0.0.1:0",
             "--id",
             &id,
