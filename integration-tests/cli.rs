@@ -160,3 +160,33 @@ fn interrupt_stops_an_unbounded_job_cleanly() {
         .collect();
     assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "{ids:?}");
 }
+
+#[test]
+fn run_shows_a_progress_line_on_a_terminal_and_nothing_elsewhere() {
+    let scratch = Scratch::new("progress");
+    let script = "CREATE TABLE bid (auction BIGINT, price BIGINT) WITH ('connector' = 'nexmark',
+           'nexmark.table' = 'bid', 'events.num' = '200000', 'events.rate' = '100000');
+         CREATE TABLE o (auction BIGINT, bids BIGINT) WITH ('connector' = 'blackhole');
+         INSERT INTO o SELECT auction, COUNT(*) FROM bid GROUP BY auction;";
+    let file = scratch.write("job.sql", script);
+    // Not a terminal: nothing but what the job writes.
+    let plain = eddy().arg("run").arg(&file).output().unwrap();
+    assert!(plain.status.success());
+    let stderr = String::from_utf8_lossy(&plain.stderr);
+    assert!(!stderr.contains("events/s"), "{stderr}");
+    // On a terminal (util-linux `script` gives it one): the live line, ending with the
+    // final count.
+    let command = format!("{} run {}", env!("CARGO_BIN_EXE_eddy"), file.display());
+    let tty = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env("EDDY_LOG", "warn")
+        .output()
+        .expect("util-linux `script` (apt-get install bsdutils)");
+    assert!(tty.status.success(), "{}", String::from_utf8_lossy(&tty.stderr));
+    let shown = String::from_utf8_lossy(&tty.stdout);
+    let redraws = shown.matches("\x1b[2K").count();
+    assert!(redraws >= 2, "the line is redrawn while the job runs: {shown:?}");
+    // 46 of every 50 Nexmark events are bids.
+    let last = shown.trim_end().rsplit("\x1b[2K").next().unwrap();
+    assert!(last.starts_with("read 184.0k events"), "{shown:?}");
+}

@@ -33,6 +33,17 @@ pub struct TaskRecord {
     pub meter: SubtaskMeter,
 }
 
+impl TaskRecord {
+    /// Its metrics; the counts of its final report outlive its last heartbeat.
+    fn metrics(&self) -> pb::SubtaskMetrics {
+        let mut metrics = self.meter.metrics();
+        let totals = metrics.totals.get_or_insert_with(Default::default);
+        totals.records_in = totals.records_in.max(self.records_in);
+        totals.records_out = totals.records_out.max(self.records_out);
+        metrics
+    }
+}
+
 /// A savepoint asked for: the checkpoint that serves it once triggered, whether to stop the
 /// job after, and who waits for its path.
 pub struct SavepointRequest {
@@ -249,7 +260,7 @@ impl JobRecord {
                     state: record.map_or(pb::TaskState::Unspecified, |r| r.state) as i32,
                     records_in: record.map_or(0, |r| r.records_in),
                     records_out: record.map_or(0, |r| r.records_out),
-                    metrics: record.map(|r| r.meter.metrics()),
+                    metrics: record.map(TaskRecord::metrics),
                 }
             })
             .collect();
