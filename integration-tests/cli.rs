@@ -182,10 +182,17 @@ fn run_shows_a_progress_line_on_a_terminal_and_nothing_elsewhere() {
         .env("EDDY_LOG", "warn")
         .output()
         .expect("util-linux `script` (apt-get install bsdutils)");
-    assert!(tty.status.success(), "{}", String::from_utf8_lossy(&tty.stderr));
+    assert!(
+        tty.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tty.stderr)
+    );
     let shown = String::from_utf8_lossy(&tty.stdout);
     let redraws = shown.matches("\x1b[2K").count();
-    assert!(redraws >= 2, "the line is redrawn while the job runs: {shown:?}");
+    assert!(
+        redraws >= 2,
+        "the line is redrawn while the job runs: {shown:?}"
+    );
     // 46 of every 50 Nexmark events are bids.
     let last = shown.trim_end().rsplit("\x1b[2K").next().unwrap();
     assert!(last.starts_with("read 184.0k events"), "{shown:?}");

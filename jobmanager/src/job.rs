@@ -17,6 +17,15 @@ use crate::job_store::StoredJob;
 use crate::lifecycle::{JobState, Transition};
 use crate::meter::{SubtaskMeter, vertex_metrics};
 
+/// State changes and restarts kept for `eddy status` and the REST API (the newest).
+pub const HISTORY_ENTRIES: usize = 100;
+
+/// Drops the oldest entries beyond `keep`.
+pub fn keep_newest<T>(entries: &mut Vec<T>, keep: usize) {
+    let excess = entries.len().saturating_sub(keep);
+    entries.drain(..excess);
+}
+
 /// One task of the current run.
 pub struct TaskRecord {
     /// The TaskManager running it.
@@ -172,6 +181,7 @@ impl JobRecord {
                         at_ms: eddy_common::event::wall_clock(),
                         reason: String::new(),
                     });
+                    keep_newest(&mut self.timeline, HISTORY_ENTRIES);
                 }
                 true
             }

@@ -155,30 +155,31 @@ fn operator_families(families: &mut Families, task: &RunningTask) {
         let operator_name = name.split_once('/').map_or(name.as_str(), |(_, o)| o);
         labels.push(label("operator", operator_name));
         let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed) as f64;
-        families.counter(
-            "eddy_operator_records_in",
-            "Rows the operator took in.",
-            labels.clone(),
-            load(&operator.records_in),
-        );
-        families.counter(
-            "eddy_operator_records_out",
-            "Rows the operator emitted.",
-            labels.clone(),
-            load(&operator.records_out),
-        );
-        families.counter(
-            "eddy_operator_late_records_dropped",
-            "Rows dropped because their window or interval had closed.",
-            labels.clone(),
-            load(&operator.late_records_dropped),
-        );
-        families.counter(
-            "eddy_operator_parse_errors_skipped",
-            "Malformed records skipped by the source.",
-            labels.clone(),
-            load(&operator.parse_errors_skipped),
-        );
+        let counters: [(&'static str, &'static str, f64); 4] = [
+            (
+                "eddy_operator_records_in",
+                "Rows the operator took in.",
+                load(&operator.records_in),
+            ),
+            (
+                "eddy_operator_records_out",
+                "Rows the operator emitted.",
+                load(&operator.records_out),
+            ),
+            (
+                "eddy_operator_late_records_dropped",
+                "Rows dropped because their window or interval had closed.",
+                load(&operator.late_records_dropped),
+            ),
+            (
+                "eddy_operator_parse_errors_skipped",
+                "Malformed records skipped by the source.",
+                load(&operator.parse_errors_skipped),
+            ),
+        ];
+        for (name, help, value) in counters {
+            families.counter(name, help, labels.clone(), value);
+        }
         families.gauge(
             "eddy_operator_state_bytes",
             "Bytes of the operator's state at its last checkpoint.",

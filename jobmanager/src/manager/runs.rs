@@ -111,6 +111,7 @@ impl JobManager {
                     cause: reason.clone(),
                     restored_from: 0,
                 });
+                crate::job::keep_newest(&mut job.restart_history, crate::job::HISTORY_ENTRIES);
                 let backoff = strategy.backoff(job.restarts);
                 job.reason = format!("{reason}; restart {} in {backoff:?}", job.restarts);
                 tracing::warn!(job = %job_id, %reason, restart = job.restarts, "job failed, restarting");

@@ -126,6 +126,12 @@ function layout(job) {
   return columns;
 }
 
+// The changes a vertex emits: its last operator's changelog.
+function outputChangelog(vertex) {
+  const last = vertex.operators[vertex.operators.length - 1];
+  return last ? last.changelog : "";
+}
+
 function jobGraph(job) {
   const W = 300, GAP_X = 150, PAD = 16, LINE = 16;
   const height = (v) => 64 + v.operators.length * LINE;
@@ -158,7 +164,8 @@ function jobGraph(job) {
     const statsY = p.y + 40 + vertex.operators.length * LINE + 6;
     return svg("g", { class: "vertex", "data-vertex": vertex.id },
       svg("rect", { class: "box", x: p.x, y: p.y, width: W, height: p.h, rx: 8, fill: loadColour(m) }),
-      svg("text", { class: "title", x: p.x + 12, y: p.y + 20 }, `${vertex.name}  ×${vertex.parallelism}`),
+      svg("text", { class: "title", x: p.x + 12, y: p.y + 20 },
+        `${vertex.name}  ×${vertex.parallelism}  · ${outputChangelog(vertex)}`),
       ops,
       svg("text", { class: "stats", x: p.x + 12, y: statsY },
         `in ${count(m.records_in_per_second)}/s · out ${count(m.records_out_per_second)}/s · busy ${percent(m.busy_ratio)} · bp ${percent(m.backpressured_ratio)}`));
