@@ -74,6 +74,8 @@ pub struct JobRecord {
     pub options: HashMap<String, String>,
     /// Its plan.
     pub graph: Arc<JobGraph>,
+    /// The plan as `eddy explain` prints it (rendered once: every status call shows it).
+    explained: String,
     /// Where it is in its lifecycle, and its watchers (change it with
     /// [`JobRecord::transition`]).
     state: watch::Sender<JobState>,
@@ -132,6 +134,7 @@ impl JobRecord {
     ) -> Self {
         JobRecord {
             name: graph.config.name.clone(),
+            explained: graph.explain(),
             sql,
             options,
             graph,
@@ -338,7 +341,7 @@ impl JobRecord {
             started_at_ms: self.started_at_ms,
             restarts: self.restarts,
             vertices,
-            plan: self.graph.explain(),
+            plan: self.explained.clone(),
             restored_from: self.restore_from,
             checkpoints: self.history_all(),
             edges: self.edges(),

@@ -184,7 +184,7 @@ impl TaskManager {
         let mut triggers = Vec::new();
         let graph = &plan.graph;
         for &key in &plan.mine {
-            let counters = Arc::new(TaskMetrics::default());
+            let task_metrics = Arc::new(TaskMetrics::new(metrics.clone()));
             let checkpointing = plan.checkpointing.as_ref().map(|storage| {
                 let source = graph.vertices[key.vertex].source.is_some();
                 TaskCheckpointing {
@@ -208,14 +208,13 @@ impl TaskManager {
                 subtask: key.subtask,
                 inputs,
                 outputs,
-                metrics: metrics.clone(),
-                task_metrics: counters.clone(),
+                metrics: task_metrics.clone(),
                 checkpointing,
                 restore: restores.remove(&key),
                 execution: execution.clone(),
             };
             let handle = self.start_task(deployment, key, stop_rx.clone(), remaining.clone());
-            tasks.push((key, counters, handle));
+            tasks.push((key, task_metrics, handle));
         }
         tracing::info!(job = %execution, tasks = tasks.len(), "deployed");
         let job = DeployedJob {
@@ -238,7 +237,7 @@ impl TaskManager {
         remaining: Arc<watch::Sender<usize>>,
     ) -> AbortHandle {
         let node = self.clone();
-        let counters = deployment.task_metrics.clone();
+        let task_metrics = deployment.metrics.clone();
         let execution = deployment.execution.clone();
         let handle = tokio::spawn(async move {
             let name = deployment.name();
@@ -262,7 +261,8 @@ impl TaskManager {
                     (pb::TaskState::Failed, e.to_string())
                 }
             };
-            node.report(&execution, key, state, error, &counters).await;
+            node.report(&execution, key, state, error, &task_metrics)
+                .await;
             let mut last = false;
             remaining.send_modify(|left| {
                 *left -= 1;
@@ -393,11 +393,11 @@ impl TaskManager {
         if tokio::time::timeout(CANCEL_TIMEOUT, ended).await.is_err() {
             tracing::warn!(job = %execution, timeout = ?CANCEL_TIMEOUT, "tasks did not end when cancelled; aborting them");
         }
-        for (task, counters, handle) in &job.tasks {
+        for (task, task_metrics, handle) in &job.tasks {
             if !handle.is_finished() {
                 handle.abort();
                 let state = pb::TaskState::Cancelled;
-                self.report(execution, *task, state, String::new(), counters)
+                self.report(execution, *task, state, String::new(), task_metrics)
                     .await;
             }
         }

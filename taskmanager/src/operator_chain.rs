@@ -6,7 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use eddy_common::chunk::Chunk;
 use eddy_common::event::Timestamp;
-use eddy_common::metrics::{JobMetrics, OperatorMetrics, TaskMetrics};
+use eddy_common::metrics::{OperatorMetrics, TaskMetrics};
 use eddy_common::state::{OperatorState, SnapshotRequest, StateKind};
 use eddy_common::{EddyError, Result};
 use eddy_operators::Operator;
@@ -24,15 +24,14 @@ impl OperatorChain {
     pub fn build(
         specs: &[OperatorSpec],
         prefix: &str,
-        metrics: (&JobMetrics, &TaskMetrics),
+        metrics: &TaskMetrics,
         max_parallelism: usize,
     ) -> Result<Self> {
-        let (job, task) = metrics;
         let operators = specs
             .iter()
             .enumerate()
             .map(|(i, spec)| {
-                let m = task.operator(job, &format!("{prefix}/{i}:{}", short(&spec.description)));
+                let m = metrics.operator(&format!("{prefix}/{i}:{}", short(&spec.description)));
                 Ok((spec.instantiate(m.clone(), max_parallelism)?, m))
             })
             .collect::<Result<_>>()?;

@@ -15,7 +15,7 @@ use eddy_common::chunk::Chunk;
 use eddy_common::config::checkpointing::CheckpointingMode;
 use eddy_common::event::{Barrier, StreamEnd, Timestamp};
 use eddy_common::ids::{ExecutionId, TaskKey};
-use eddy_common::metrics::{JobMetrics, OperatorMetrics, TaskMetrics};
+use eddy_common::metrics::{OperatorMetrics, TaskMetrics};
 use eddy_common::state::{OperatorState, SnapshotRequest, StateKind};
 use eddy_connectors::{SinkContext, SourceContext, SourceEvent, SourceReader};
 use eddy_operators::partition::KeyScope;
@@ -46,10 +46,8 @@ pub struct TaskDeployment {
     pub inputs: Vec<InputChannel>,
     /// Its output channels (none for a sink).
     pub outputs: Vec<OutputChannel>,
-    /// The job's counters.
-    pub metrics: Arc<JobMetrics>,
-    /// This task's own measurements.
-    pub task_metrics: Arc<TaskMetrics>,
+    /// This task's measurements (its operators' counters registered in the job's too).
+    pub metrics: Arc<TaskMetrics>,
     /// How it takes part in checkpoints (`None`: the job does not checkpoint).
     pub checkpointing: Option<TaskCheckpointing>,
     /// State to start from.
@@ -162,7 +160,7 @@ async fn run_subtask(mut deployment: TaskDeployment, mut stop: StopSignal) -> Re
     let mut chain = OperatorChain::build(
         &vertex.operators,
         &prefix,
-        (&deployment.metrics, &deployment.task_metrics),
+        &deployment.metrics,
         max_parallelism,
     )?;
     if let Some(restore) = &deployment.restore {
@@ -187,7 +185,7 @@ async fn run_subtask(mut deployment: TaskDeployment, mut stop: StopSignal) -> Re
     let mut pipeline = Pipeline {
         chain: &mut chain,
         output: &mut output,
-        metrics: &deployment.task_metrics,
+        metrics: &deployment.metrics,
         checkpointing: checkpointing.as_mut(),
         vertex: deployment.vertex,
         subtask: deployment.subtask,
@@ -232,10 +230,9 @@ async fn open_output(deployment: &mut TaskDeployment, prefix: &str) -> Result<Ta
                 subtask: deployment.subtask,
                 parallelism: vertex.parallelism,
                 execution: deployment.execution.clone(),
-                metrics: deployment.task_metrics.operator(
-                    &deployment.metrics,
-                    &format!("{prefix}/Sink:{}", sink.table),
-                ),
+                metrics: deployment
+                    .metrics
+                    .operator(&format!("{prefix}/Sink:{}", sink.table)),
                 completed: deployment
                     .checkpointing
                     .as_ref()
@@ -255,10 +252,8 @@ async fn open_output(deployment: &mut TaskDeployment, prefix: &str) -> Result<Ta
                 std::mem::take(&mut deployment.outputs),
                 partitioning,
                 graph.config.max_parallelism,
-                deployment
-                    .task_metrics
-                    .operator(&deployment.metrics, &format!("{prefix}/Exchange")),
-                deployment.task_metrics.clone(),
+                deployment.metrics.operator(&format!("{prefix}/Exchange")),
+                deployment.metrics.clone(),
             )))
         }
     }
@@ -280,15 +275,14 @@ async fn read_source(
         subtask: deployment.subtask,
         parallelism: vertex.parallelism,
         batch_size: graph.config.batch_size,
-        metrics: deployment.task_metrics.operator(
-            &deployment.metrics,
-            &format!("{prefix}/Source:{}", source.table),
-        ),
+        metrics: deployment
+            .metrics
+            .operator(&format!("{prefix}/Source:{}", source.table)),
     };
     let scan = OperatorChain::build(
         &source.scan_operators,
         &format!("{prefix}/scan"),
-        (&deployment.metrics, &deployment.task_metrics),
+        &deployment.metrics,
         graph.config.max_parallelism,
     )?;
     let mut reader = source.connector.create_reader(&context)?;

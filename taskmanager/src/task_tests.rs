@@ -72,7 +72,7 @@ impl Job {
                 triggers.push(tx);
                 rx
             });
-            let task_counters = Arc::new(TaskMetrics::default());
+            let task_counters = Arc::new(TaskMetrics::new(metrics.clone()));
             counters.push(task_counters.clone());
             let deployment = TaskDeployment {
                 graph: graph.clone(),
@@ -80,8 +80,7 @@ impl Job {
                 subtask: 0,
                 inputs: channels.take_inputs(TaskKey::new(vertex.id, 0)),
                 outputs: channels.take_outputs(TaskKey::new(vertex.id, 0)),
-                metrics: metrics.clone(),
-                task_metrics: task_counters,
+                metrics: task_counters,
                 checkpointing: Some(TaskCheckpointing {
                     storage: storage.clone(),
                     mode: graph.config.checkpoints.mode,

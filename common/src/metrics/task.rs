@@ -34,10 +34,19 @@ pub struct TaskMetrics {
     output_queue_permille: AtomicU32,
     /// Its operators' counters (its exchange output's and sink's included).
     operators: Mutex<Vec<(String, Arc<OperatorMetrics>)>>,
+    /// The job's counters, where its operators' are registered too.
+    job: Arc<JobMetrics>,
 }
 
 impl Default for TaskMetrics {
     fn default() -> Self {
+        TaskMetrics::new(Arc::default())
+    }
+}
+
+impl TaskMetrics {
+    /// A task's metrics, its operators' registered in `job` too.
+    pub fn new(job: Arc<JobMetrics>) -> Self {
         TaskMetrics {
             records_in: AtomicU64::new(0),
             records_out: AtomicU64::new(0),
@@ -49,6 +58,7 @@ impl Default for TaskMetrics {
             input_queue_permille: AtomicU32::new(0),
             output_queue_permille: AtomicU32::new(0),
             operators: Mutex::new(Vec::new()),
+            job,
         }
     }
 }
@@ -63,8 +73,8 @@ fn permille(len: usize, capacity: usize) -> u32 {
 
 impl TaskMetrics {
     /// Registers the counters of the task's operator `name`, in the job's metrics too.
-    pub fn operator(&self, job: &JobMetrics, name: &str) -> Arc<OperatorMetrics> {
-        let metrics = job.operator(name);
+    pub fn operator(&self, name: &str) -> Arc<OperatorMetrics> {
+        let metrics = self.job.operator(name);
         self.operators
             .lock()
             .expect("task metrics lock")
@@ -188,10 +198,10 @@ mod tests {
 
     #[test]
     fn a_sample_sums_the_operators_and_keeps_missing_watermarks_missing() {
-        let job = JobMetrics::default();
-        let task = TaskMetrics::default();
-        let a = task.operator(&job, "v0/0:Filter");
-        let b = task.operator(&job, "v0/Exchange");
+        let job = Arc::new(JobMetrics::default());
+        let task = TaskMetrics::new(job.clone());
+        let a = task.operator("v0/0:Filter");
+        let b = task.operator("v0/Exchange");
         OperatorMetrics::add(&a.late_records_dropped, 3);
         OperatorMetrics::add(&b.backpressure_nanos, 2_000);
         OperatorMetrics::add(&b.late_records_dropped, 1);
