@@ -8,6 +8,10 @@ pub mod v1 {
     tonic::include_proto!("eddy.v1");
 }
 
+pub mod auth;
+pub mod http_listener;
+pub mod tls;
+
 /// The connections an Eddy gRPC server accepts, without Nagle's algorithm (which
 /// `TcpIncoming::from` leaves on): with it, small replies waited for the peer's delayed
 /// acknowledgement, up to 40 ms.
