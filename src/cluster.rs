@@ -8,15 +8,20 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
+use eddy_proto::auth::BearerToken;
 use eddy_proto::v1 as pb;
 use eddy_proto::v1::job_service_client::JobServiceClient;
 use serde::Deserialize;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
+
+use crate::security::{self, Exposure, LimitArgs, TlsArgs};
 
 /// Options of `eddy jobmanager`.
 #[derive(Debug, Args)]
 pub struct JobManagerArgs {
-    /// Address to listen on [default: 0.0.0.0:6123].
+    /// Address to listen on [default: 0.0.0.0:6123 with TLS and tokens, 127.0.0.1:6123
+    /// otherwise].
     #[arg(long, env = "EDDY_BIND")]
     bind: Option<SocketAddr>,
     /// Milliseconds between TaskManager heartbeats [default: 500].
@@ -33,6 +38,18 @@ pub struct JobManagerArgs {
     /// metrics at /metrics (e.g. 0.0.0.0:8081) [default: none].
     #[arg(long, env = "EDDY_HTTP_BIND")]
     http_bind: Option<SocketAddr>,
+    #[command(flatten)]
+    tls: TlsArgs,
+    /// Users' tokens: a file of `name = sha256:HEX [read-only]` lines (`eddy token`
+    /// makes them). Without it, anyone who can connect may do anything, so the
+    /// JobManager listens on loopback only unless --insecure.
+    #[arg(long, env = "EDDY_TOKEN_FILE", value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Allow listening beyond loopback without TLS or tokens.
+    #[arg(long, env = "EDDY_INSECURE")]
+    insecure: bool,
+    #[command(flatten)]
+    limits: LimitArgs,
     /// A TOML file with the same options (flags and environment variables win).
     #[arg(long, env = "EDDY_CONFIG")]
     config: Option<PathBuf>,
@@ -47,7 +64,8 @@ pub struct TaskManagerArgs {
     /// Slots offered [default: 1].
     #[arg(long, env = "EDDY_SLOTS")]
     slots: Option<usize>,
-    /// Address to listen on [default: 0.0.0.0:0, any free port].
+    /// Address to listen on [default: any free port, on 0.0.0.0 with TLS and on
+    /// 127.0.0.1 without].
     #[arg(long, env = "EDDY_BIND")]
     bind: Option<SocketAddr>,
     /// Address other processes reach this TaskManager at, e.g. http://tm-1:6124
@@ -65,6 +83,14 @@ pub struct TaskManagerArgs {
     /// [default: none].
     #[arg(long, env = "EDDY_HTTP_BIND")]
     http_bind: Option<SocketAddr>,
+    #[command(flatten)]
+    tls: TlsArgs,
+    /// Tokens that may read /metrics (the JobManager's token file will do).
+    #[arg(long, env = "EDDY_TOKEN_FILE", value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Allow listening beyond loopback without TLS.
+    #[arg(long, env = "EDDY_INSECURE")]
+    insecure: bool,
     /// A TOML file with the same options (flags and environment variables win).
     #[arg(long, env = "EDDY_CONFIG")]
     config: Option<PathBuf>,
@@ -83,6 +109,41 @@ struct FileConfig {
     advertise: Option<String>,
     id: Option<String>,
     http_bind: Option<SocketAddr>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    tls_ca: Option<PathBuf>,
+    tls_server_name: Option<String>,
+    token_file: Option<PathBuf>,
+    #[serde(default)]
+    insecure: bool,
+    #[serde(default)]
+    allowed_locations: Vec<String>,
+    #[serde(default)]
+    forbidden_connectors: Vec<String>,
+    max_sql_bytes: Option<usize>,
+    max_parallelism: Option<usize>,
+    max_jobs_per_user: Option<usize>,
+}
+
+impl FileConfig {
+    fn limits(&self) -> LimitArgs {
+        LimitArgs {
+            allowed_locations: self.allowed_locations.clone(),
+            forbidden_connectors: self.forbidden_connectors.clone(),
+            max_sql_bytes: self.max_sql_bytes,
+            max_parallelism: self.max_parallelism,
+            max_jobs_per_user: self.max_jobs_per_user,
+        }
+    }
+
+    fn tls(&self) -> TlsArgs {
+        TlsArgs {
+            tls_cert: self.tls_cert.clone(),
+            tls_key: self.tls_key.clone(),
+            tls_ca: self.tls_ca.clone(),
+            tls_server_name: self.tls_server_name.clone(),
+        }
+    }
 }
 
 fn read_config(path: Option<&Path>) -> Result<FileConfig> {
@@ -110,10 +171,19 @@ async fn termination() {
 /// `eddy jobmanager`.
 pub async fn jobmanager(args: JobManagerArgs) -> Result<()> {
     let file = read_config(args.config.as_deref())?;
-    let bind = args
-        .bind
-        .or(file.bind)
-        .unwrap_or_else(|| "0.0.0.0:6123".parse().expect("address"));
+    let tls = args.tls.or(file.tls()).server()?;
+    let guard = security::guard(args.token_file.as_deref().or(file.token_file.as_deref()))?;
+    let exposure = Exposure {
+        tls: tls.is_some(),
+        tokens: guard.enabled(),
+        insecure: args.insecure || file.insecure,
+    };
+    let bind = exposure.bind("jobmanager", args.bind.or(file.bind), 6123)?;
+    let http_bind = args.http_bind.or(file.http_bind);
+    if let Some(http) = http_bind {
+        exposure.check("jobmanager --http-bind", http)?;
+    }
+    let policy = args.limits.or(file.limits()).policy()?;
     let defaults = eddy_jobmanager::JobManagerConfig::default();
     let config = eddy_jobmanager::JobManagerConfig {
         heartbeat_interval: args
@@ -128,7 +198,10 @@ pub async fn jobmanager(args: JobManagerArgs) -> Result<()> {
             .checkpoint_dir
             .or(file.checkpoint_dir)
             .unwrap_or(defaults.checkpoint_root),
-        http_bind: args.http_bind.or(file.http_bind),
+        http_bind,
+        tls,
+        guard,
+        policy,
     };
     if config.heartbeat_timeout <= config.heartbeat_interval {
         bail!("the heartbeat timeout must exceed the heartbeat interval");
@@ -147,14 +220,23 @@ pub async fn taskmanager(args: TaskManagerArgs) -> Result<()> {
     }
     let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
     let host = host.trim();
-    let bind = args
-        .bind
-        .or(file.bind)
-        .unwrap_or_else(|| "0.0.0.0:0".parse().expect("address"));
+    let tls = args.tls.or(file.tls()).server()?;
+    let guard = security::guard(args.token_file.as_deref().or(file.token_file.as_deref()))?;
+    let exposure = Exposure {
+        tls: tls.is_some(),
+        tokens: true,
+        insecure: args.insecure || file.insecure,
+    };
+    let bind = exposure.bind("taskmanager", args.bind.or(file.bind), 0)?;
+    let http_bind = args.http_bind.or(file.http_bind);
+    if let Some(http) = http_bind {
+        exposure.check("taskmanager --http-bind", http)?;
+    }
+    let scheme = eddy_proto::tls::scheme(tls.as_ref());
     let advertise = match args.advertise_hostname {
         true if bind.port() == 0 => bail!("--advertise-hostname needs a fixed port in --bind"),
         true if host.is_empty() => bail!("--advertise-hostname: /etc/hostname names no host"),
-        true => Some(format!("http://{host}:{}", bind.port())),
+        true => Some(format!("{scheme}://{host}:{}", bind.port())),
         false => args.advertise.or(file.advertise),
     };
     let config = eddy_taskmanager::daemon::TaskManagerConfig {
@@ -169,31 +251,54 @@ pub async fn taskmanager(args: TaskManagerArgs) -> Result<()> {
             .or(file.jobmanager)
             .unwrap_or_else(|| "http://127.0.0.1:6123".into()),
         slots,
-        http_bind: args.http_bind.or(file.http_bind),
+        http_bind,
+        tls,
+        guard,
     };
     eddy_taskmanager::daemon::run(config, termination())
         .await
         .context("taskmanager")
 }
 
-/// The JobManager a client command talks to.
+/// The JobManager a client command talks to, and how.
 #[derive(Debug, Args)]
 pub struct Target {
-    /// The JobManager's address.
+    /// The JobManager's address (`https://…` or any address with --tls-ca for TLS).
     #[arg(long, env = "EDDY_JOBMANAGER", default_value = "http://127.0.0.1:6123")]
     jobmanager: String,
+    /// The token to present (when the JobManager demands one).
+    #[arg(long, env = "EDDY_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
+/// A job service client sending the caller's token.
+type Client = JobServiceClient<InterceptedService<Channel, BearerToken>>;
+
 impl Target {
-    async fn connect(&self) -> Result<JobServiceClient<Channel>> {
-        let endpoint = Channel::from_shared(self.jobmanager.clone())
+    async fn connect(&self) -> Result<Client> {
+        let tls = self.tls.client()?;
+        let wants_tls = self.jobmanager.starts_with("https://");
+        if wants_tls && tls.is_none() {
+            bail!(
+                "{} is a TLS address: pass --tls-ca (or EDDY_TLS_CA), the CA that signed the JobManager's certificate",
+                self.jobmanager
+            );
+        }
+        let endpoint = eddy_proto::tls::endpoint(&self.jobmanager, tls.as_ref())
             .with_context(|| format!("bad JobManager address '{}'", self.jobmanager))?
             .connect_timeout(Duration::from_secs(5));
-        let channel = endpoint
-            .connect()
-            .await
-            .with_context(|| format!("cannot reach the JobManager at {}", self.jobmanager))?;
-        Ok(JobServiceClient::new(channel))
+        let channel = endpoint.connect().await.with_context(|| {
+            let hint = match tls {
+                Some(_) => "",
+                None => " (if it serves TLS, pass --tls-ca)",
+            };
+            format!("cannot reach the JobManager at {}{hint}", self.jobmanager)
+        })?;
+        let token =
+            BearerToken::new(self.token.as_deref()).context("--token: a token is visible ASCII")?;
+        Ok(JobServiceClient::with_interceptor(channel, token))
     }
 }
 
@@ -207,7 +312,24 @@ pub enum OutputFormat {
 }
 
 fn status_error(status: tonic::Status) -> anyhow::Error {
-    anyhow::anyhow!("{}", status.message())
+    let message = status.message();
+    // A plain-text client of a TLS JobManager sees its connection dropped mid-call.
+    let transport = matches!(
+        status.code(),
+        tonic::Code::Cancelled
+            | tonic::Code::Unknown
+            | tonic::Code::Unavailable
+            | tonic::Code::Internal
+    ) && ["canceled", "h2 protocol", "connection", "transport"]
+        .iter()
+        .any(|s| message.contains(s));
+    match transport {
+        true => anyhow::anyhow!(
+            "{message} (the connection broke: if the JobManager serves TLS, use an https:// \
+             address with --tls-ca)"
+        ),
+        false => anyhow::anyhow!("{message}"),
+    }
 }
 
 /// `eddy submit`.

@@ -2,6 +2,7 @@
 
 mod cluster;
 mod embedded;
+mod security;
 mod watch;
 
 use std::path::PathBuf;
@@ -133,6 +134,12 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         interval_ms: u64,
     },
+    /// Make a cluster CA (kept and reused in --out) and certificates signed by it for
+    /// the named nodes, for a test or small cluster's TLS.
+    Cert(security::CertArgs),
+    /// Make a random token for users: the token on standard output, its token-file
+    /// entry (a hash, never the token) appended to --append or shown on standard error.
+    Token(security::TokenArgs),
     /// Cancel a job.
     Cancel {
         /// The job's id.
@@ -256,6 +263,8 @@ fn execute(command: Command) -> Result<()> {
             interval_ms,
         } => runtime()?.block_on(cluster::top(&target, job_id, interval_ms)),
         Command::Cancel { job_id, target } => runtime()?.block_on(cluster::cancel(&target, job_id)),
+        Command::Cert(args) => security::cert(args),
+        Command::Token(args) => security::token(args),
         Command::Explain { job } => {
             let (sql, overrides) = job.read()?;
             let graph = eddy_planner::plan(&sql, &overrides)
@@ -274,6 +283,8 @@ fn execute(command: Command) -> Result<()> {
 /// `eddy run`: the job on the embedded cluster, planned once.
 fn run(job: &JobArgs, taskmanagers: usize, metrics: bool) -> Result<()> {
     let (sql, overrides) = job.read()?;
+    // The embedded TaskManagers open the connections: secrets are read in this process.
+    eddy_common::secrets::resolve_references();
     let graph = eddy_planner::plan(&sql, &overrides)
         .with_context(|| format!("in {}", job.file.display()))?;
     let name = graph.config.name.clone();

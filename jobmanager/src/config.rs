@@ -2,6 +2,11 @@
 
 use std::time::Duration;
 
+use eddy_proto::auth::Guard;
+use eddy_proto::tls::Tls;
+
+use crate::policy::SubmitPolicy;
+
 /// How a JobManager runs.
 #[derive(Debug, Clone)]
 pub struct JobManagerConfig {
@@ -13,6 +18,12 @@ pub struct JobManagerConfig {
     pub checkpoint_root: String,
     /// Where the HTTP port (REST API, dashboard, `/metrics`) listens, if anywhere.
     pub http_bind: Option<std::net::SocketAddr>,
+    /// TLS on both ports, mutual towards TaskManagers, if set.
+    pub tls: Option<Tls>,
+    /// Who may use the job service and the HTTP port.
+    pub guard: Guard,
+    /// What submitted jobs may do.
+    pub policy: SubmitPolicy,
 }
 
 impl Default for JobManagerConfig {
@@ -22,6 +33,9 @@ impl Default for JobManagerConfig {
             heartbeat_timeout: Duration::from_secs(3),
             checkpoint_root: "./eddy-data/checkpoints".into(),
             http_bind: None,
+            tls: None,
+            guard: Guard::default(),
+            policy: SubmitPolicy::default(),
         }
     }
 }

@@ -6,6 +6,8 @@ use std::net::SocketAddr;
 
 use eddy_common::object_storage::resolve;
 use eddy_common::{EddyError, Result};
+use eddy_proto::http_listener::HttpListener;
+use eddy_proto::tls::{ClientAuth, Tls};
 use eddy_proto::v1::job_service_server::JobServiceServer;
 use eddy_proto::v1::resource_manager_server::ResourceManagerServer;
 use tonic::transport::Server;
@@ -26,6 +28,10 @@ pub async fn run(
     serve(listener, config, shutdown).await
 }
 
+fn config_error(error: impl std::fmt::Display) -> EddyError {
+    EddyError::Config(format!("TLS: {error}"))
+}
+
 /// Runs a JobManager on a bound listener until `shutdown` resolves; it first resumes the
 /// unfinished jobs of its job store.
 pub async fn serve(
@@ -42,11 +48,14 @@ pub async fn serve(
     let jobmanager = JobManager::new(config.clone(), Some(store));
     jobmanager.recover().await?;
     let timers = tokio::spawn(jobmanager.clone().run_timers());
-    tracing::info!(address = %local, "jobmanager listening");
+    let tls = config.tls.as_ref();
+    tracing::info!(address = %local, tls = tls.is_some(), tokens = config.guard.enabled(), "jobmanager listening");
     let (http_stop, http_stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some(bind) = config.http_bind {
         let listener = tokio::net::TcpListener::bind(bind).await?;
-        tracing::info!(address = %listener.local_addr()?, "jobmanager http listening (dashboard, /v1, /metrics)");
+        tracing::info!(address = %listener.local_addr()?, tls = tls.is_some(), "jobmanager http listening (dashboard, /v1, /metrics)");
+        let acceptor = tls.map(Tls::acceptor).transpose().map_err(config_error)?;
+        let listener = HttpListener::new(listener, acceptor)?;
         let stopped = async {
             let _ = http_stopped.await;
         };
@@ -57,8 +66,20 @@ pub async fn serve(
             }
         });
     }
-    let result = Server::builder()
-        .add_service(JobServiceServer::new(JobServiceImpl(jobmanager.clone())))
+    let mut server = Server::builder();
+    if let Some(tls) = tls {
+        // Users' clients may come without a certificate (they present tokens); the
+        // ResourceManager serves only peers whose certificate the handshake verified.
+        server = server
+            .tls_config(tls.grpc_server(ClientAuth::Optional))
+            .map_err(config_error)?;
+    }
+    let jobs = JobServiceServer::with_interceptor(
+        JobServiceImpl(jobmanager.clone()),
+        config.guard.clone(),
+    );
+    let result = server
+        .add_service(jobs)
         .add_service(ResourceManagerServer::new(ResourceManagerImpl(jobmanager)))
         .serve_with_incoming_shutdown(eddy_proto::incoming(listener), shutdown)
         .await;

@@ -10,7 +10,9 @@ use eddy_common::checkpoint::CompletedCheckpoint;
 use eddy_common::error::CallError;
 use eddy_common::event::{Barrier, StopRequest};
 use eddy_common::ids::ExecutionId;
+use eddy_proto::auth::require_write;
 use eddy_proto::call_error;
+use eddy_proto::tls::{Tls, peer_is_member};
 use eddy_proto::v1 as pb;
 use eddy_proto::v1::task_executor_client::TaskExecutorClient;
 use tonic::transport::Channel;
@@ -33,6 +35,7 @@ fn status(error: JobManagerError) -> Status {
         JobManagerError::InvalidJob(_) | JobManagerError::BadMessage(_) => {
             Status::invalid_argument(message)
         }
+        JobManagerError::Refused(_) => Status::permission_denied(message),
         JobManagerError::SavepointFailed(_) => Status::internal(message),
         JobManagerError::SavepointAborted => Status::aborted(message),
         JobManagerError::SavepointTimedOut => Status::deadline_exceeded(message),
@@ -48,11 +51,12 @@ impl pb::job_service_server::JobService for JobServiceImpl {
         &self,
         request: Request<pb::SubmitJobRequest>,
     ) -> Result<Response<pb::SubmitJobResponse>, Status> {
+        let principal = require_write(&request)?;
         let request = request.into_inner();
         let restore_path = (!request.restore_path.is_empty()).then_some(request.restore_path);
         let job_id = self
             .0
-            .submit(request.sql, request.options, restore_path)
+            .submit(request.sql, request.options, restore_path, &principal.name)
             .map_err(status)?;
         Ok(Response::new(pb::SubmitJobResponse { job_id }))
     }
@@ -87,6 +91,7 @@ impl pb::job_service_server::JobService for JobServiceImpl {
         &self,
         request: Request<pb::CancelJobRequest>,
     ) -> Result<Response<pb::CancelJobResponse>, Status> {
+        require_write(&request)?;
         self.0
             .cancel(&request.into_inner().job_id)
             .map_err(status)?;
@@ -97,6 +102,7 @@ impl pb::job_service_server::JobService for JobServiceImpl {
         &self,
         request: Request<pb::TriggerSavepointRequest>,
     ) -> Result<Response<pb::TriggerSavepointResponse>, Status> {
+        require_write(&request)?;
         let request = request.into_inner();
         let path = self
             .0
@@ -108,8 +114,21 @@ impl pb::job_service_server::JobService for JobServiceImpl {
 }
 
 /// The `ResourceManager` service over a JobManager: TaskManagers that register here are
-/// called back over gRPC at the address they give.
+/// called back over gRPC at the address they give. With TLS, only peers presenting a
+/// certificate of the cluster CA are served.
 pub struct ResourceManagerImpl(pub Arc<JobManager>);
+
+impl ResourceManagerImpl {
+    fn check_member<T>(&self, request: &Request<T>) -> Result<(), Status> {
+        if peer_is_member(request, self.0.config().tls.is_some()) {
+            return Ok(());
+        }
+        tracing::warn!(peer = ?request.remote_addr(), "a peer without a cluster certificate called the resource manager; refused");
+        Err(Status::unauthenticated(
+            "only cluster members (a certificate signed by the cluster CA) may call the resource manager",
+        ))
+    }
+}
 
 #[tonic::async_trait]
 impl pb::resource_manager_server::ResourceManager for ResourceManagerImpl {
@@ -117,8 +136,9 @@ impl pb::resource_manager_server::ResourceManager for ResourceManagerImpl {
         &self,
         request: Request<pb::RegisterTaskManagerRequest>,
     ) -> Result<Response<pb::RegisterTaskManagerResponse>, Status> {
+        self.check_member(&request)?;
         let request = request.into_inner();
-        let gateway = GrpcTaskExecutor::new(&request.address)
+        let gateway = GrpcTaskExecutor::new(&request.address, self.0.config().tls.as_ref())
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         self.0
             .register(request, Arc::new(gateway))
@@ -132,6 +152,7 @@ impl pb::resource_manager_server::ResourceManager for ResourceManagerImpl {
         &self,
         request: Request<pb::HeartbeatRequest>,
     ) -> Result<Response<pb::HeartbeatResponse>, Status> {
+        self.check_member(&request)?;
         self.0.heartbeat(request.into_inner()).map_err(status)?;
         Ok(Response::new(pb::HeartbeatResponse {}))
     }
@@ -140,6 +161,7 @@ impl pb::resource_manager_server::ResourceManager for ResourceManagerImpl {
         &self,
         request: Request<pb::TaskStateReport>,
     ) -> Result<Response<pb::TaskStateAck>, Status> {
+        self.check_member(&request)?;
         self.0.report(request.into_inner()).map_err(status)?;
         Ok(Response::new(pb::TaskStateAck {}))
     }
@@ -148,6 +170,7 @@ impl pb::resource_manager_server::ResourceManager for ResourceManagerImpl {
         &self,
         request: Request<pb::CheckpointAck>,
     ) -> Result<Response<pb::CheckpointAckResponse>, Status> {
+        self.check_member(&request)?;
         self.0.acknowledge(request.into_inner()).map_err(status)?;
         Ok(Response::new(pb::CheckpointAckResponse {}))
     }
@@ -159,9 +182,9 @@ pub struct GrpcTaskExecutor {
 }
 
 impl GrpcTaskExecutor {
-    /// The task executor at `address` (connected on first use).
-    pub fn new(address: &str) -> Result<Self, CallError> {
-        let endpoint = Channel::from_shared(address.to_string())
+    /// The task executor at `address` (connected on first use), over mutual TLS with `tls`.
+    pub fn new(address: &str, tls: Option<&Tls>) -> Result<Self, CallError> {
+        let endpoint = eddy_proto::tls::endpoint(address, tls)
             .map_err(|e| CallError::Refused(format!("bad address '{address}': {e}")))?
             .connect_timeout(Duration::from_secs(3));
         Ok(GrpcTaskExecutor {

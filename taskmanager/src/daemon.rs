@@ -6,6 +6,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use eddy_common::{EddyError, Result};
+use eddy_proto::auth::Guard;
+use eddy_proto::http_listener::HttpListener;
+use eddy_proto::tls::{ClientAuth, Tls};
 use eddy_proto::v1::data_exchange_server::DataExchangeServer;
 use eddy_proto::v1::task_executor_server::TaskExecutorServer;
 use tonic::transport::Server;
@@ -31,40 +34,57 @@ pub struct TaskManagerConfig {
     pub slots: usize,
     /// Where its HTTP port (`/metrics`, `/health`) listens, if anywhere.
     pub http_bind: Option<SocketAddr>,
+    /// Mutual TLS on every connection (gRPC in and out, the data exchange) and TLS on
+    /// the HTTP port, if set.
+    pub tls: Option<Tls>,
+    /// Who may read `/metrics`.
+    pub guard: Guard,
 }
 
-/// `http://IP:PORT` of a bound address, 127.0.0.1 standing for an unspecified IP.
-fn url_of(local: SocketAddr) -> String {
+/// `SCHEME://IP:PORT` of a bound address, 127.0.0.1 standing for an unspecified IP.
+fn url_of(local: SocketAddr, tls: Option<&Tls>) -> String {
     let ip = match local.ip().is_unspecified() {
         true => "127.0.0.1".to_string(),
         false => local.ip().to_string(),
     };
-    format!("http://{ip}:{}", local.port())
+    format!("{}://{ip}:{}", eddy_proto::tls::scheme(tls), local.port())
+}
+
+fn config_error(error: impl std::fmt::Display) -> EddyError {
+    EddyError::Config(format!("TLS: {error}"))
 }
 
 /// Runs a TaskManager until `shutdown` resolves; then cancels its tasks and stops.
 pub async fn run(config: TaskManagerConfig, shutdown: impl Future<Output = ()>) -> Result<()> {
+    // Connections are opened here: secrets named by reference are read here.
+    eddy_common::secrets::resolve_references();
     let listener = tokio::net::TcpListener::bind(config.bind).await?;
     let local = listener.local_addr()?;
-    let address = config.advertise.clone().unwrap_or_else(|| url_of(local));
-    let jobmanager = GrpcResourceManager::new(&config.jobmanager)
+    let tls = config.tls.as_ref();
+    let address = config
+        .advertise
+        .clone()
+        .unwrap_or_else(|| url_of(local, tls));
+    let jobmanager = GrpcResourceManager::new(&config.jobmanager, tls)
         .map_err(|e| EddyError::Config(e.to_string()))?;
     let node = TaskManager::new(
         config.id.clone(),
         address.clone(),
         config.slots,
         Arc::new(jobmanager),
-        Arc::new(Channels::new(CHANNEL_CAPACITY)),
+        Arc::new(Channels::new(CHANNEL_CAPACITY).with_tls(config.tls.clone())),
         None,
     );
-    tracing::info!(id = %config.id, %address, slots = config.slots, jobmanager = %config.jobmanager, "taskmanager starting");
+    tracing::info!(id = %config.id, %address, slots = config.slots, jobmanager = %config.jobmanager, tls = tls.is_some(), "taskmanager starting");
     let (http_stop, http_stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some(bind) = config.http_bind {
         let listener = tokio::net::TcpListener::bind(bind).await?;
-        let http_address = url_of(listener.local_addr()?);
+        let http_address = url_of(listener.local_addr()?, tls);
         tracing::info!(address = %http_address, "taskmanager http listening (/metrics)");
         node.set_http_address(http_address);
-        let router = crate::http::router(node.clone());
+        let acceptor = tls.map(Tls::acceptor).transpose().map_err(config_error)?;
+        let listener = HttpListener::new(listener, acceptor)?;
+        let router = crate::http::router(node.clone(), config.guard.clone());
         tokio::spawn(async move {
             let stopped = async {
                 let _ = http_stopped.await;
@@ -78,7 +98,14 @@ pub async fn run(config: TaskManagerConfig, shutdown: impl Future<Output = ()>) 
         });
     }
     let membership = tokio::spawn(stay_registered(node.clone()));
-    let server = Server::builder()
+    let mut server = Server::builder();
+    if let Some(tls) = tls {
+        // Only cluster members (the JobManager, other TaskManagers) call a TaskManager.
+        server = server
+            .tls_config(tls.grpc_server(ClientAuth::Required))
+            .map_err(config_error)?;
+    }
+    let server = server
         .add_service(TaskExecutorServer::new(TaskExecutorService::new(
             node.clone(),
         )))

@@ -185,7 +185,7 @@ impl TaskWiring {
                 let sender = if target == address {
                     queues.take_sender(&key).ok_or_else(taken_twice)?
                 } else {
-                    remote_sender(target.clone(), key, CHANNEL_CAPACITY)
+                    remote_sender(target.clone(), key, CHANNEL_CAPACITY, queues.tls().cloned())
                 };
                 wiring.outputs.entry(from).or_default().push(sender);
             }

@@ -10,6 +10,7 @@ use eddy_common::checkpoint::CompletedCheckpoint;
 use eddy_common::error::CallError;
 use eddy_common::event::{Barrier, StopRequest};
 use eddy_common::ids::ExecutionId;
+use eddy_proto::tls::Tls;
 use eddy_proto::v1 as pb;
 use eddy_proto::v1::resource_manager_client::ResourceManagerClient;
 use eddy_proto::{call_error, status};
@@ -102,9 +103,10 @@ pub struct GrpcResourceManager {
 }
 
 impl GrpcResourceManager {
-    /// The resource manager at `address`, e.g. `http://jobmanager:6123`.
-    pub fn new(address: &str) -> Result<Self, CallError> {
-        let endpoint = Channel::from_shared(address.to_string())
+    /// The resource manager at `address`, e.g. `http://jobmanager:6123`, reached over
+    /// mutual TLS with `tls`.
+    pub fn new(address: &str, tls: Option<&Tls>) -> Result<Self, CallError> {
+        let endpoint = eddy_proto::tls::endpoint(address, tls)
             .map_err(|e| CallError::Refused(format!("bad JobManager address '{address}': {e}")))?
             .connect_timeout(Duration::from_secs(2));
         Ok(GrpcResourceManager { endpoint })

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use eddy_common::event::{Barrier, Event, StreamEnd};
 use eddy_common::wire::{decode_chunk, encode_chunk};
+use eddy_proto::tls::Tls;
 use eddy_proto::v1 as pb;
 use eddy_proto::v1::data_exchange_client::DataExchangeClient;
 use tokio::sync::mpsc::{
@@ -74,6 +75,8 @@ pub struct Channels {
     /// The executions deployed here, each with the number of deployments of it that have
     /// not ended (in-process TaskManagers share the queues).
     jobs: watch::Sender<HashMap<String, usize>>,
+    /// How streams to other TaskManagers are secured (mutual TLS), if at all.
+    tls: Option<Tls>,
 }
 
 impl Channels {
@@ -83,7 +86,18 @@ impl Channels {
             capacity,
             slots: Mutex::new(HashMap::new()),
             jobs: watch::Sender::new(HashMap::new()),
+            tls: None,
         }
+    }
+
+    /// The same, streaming to other TaskManagers over mutual TLS with `tls`.
+    pub fn with_tls(self, tls: Option<Tls>) -> Self {
+        Channels { tls, ..self }
+    }
+
+    /// How streams to other TaskManagers are secured.
+    pub fn tls(&self) -> Option<&Tls> {
+        self.tls.as_ref()
     }
 
     fn with_slot<T>(&self, key: &ChannelKey, take: impl FnOnce(&mut Slot) -> T) -> T {
@@ -331,13 +345,18 @@ impl pb::data_exchange_server::DataExchange for DataExchangeService {
 
 /// A channel whose events are streamed to the TaskManager at `address`; its unaligned
 /// barriers go by separate calls, overtaking the stream.
-pub fn remote_sender(address: String, key: ChannelKey, capacity: usize) -> OutputChannel {
+pub fn remote_sender(
+    address: String,
+    key: ChannelKey,
+    capacity: usize,
+    tls: Option<Tls>,
+) -> OutputChannel {
     let (tx, rx) = channel(capacity);
     let (priority_tx, mut priority_rx) = unbounded_channel::<PriorityBarrier>();
     {
-        let (address, key) = (address.clone(), key.clone());
+        let (address, key, tls) = (address.clone(), key.clone(), tls.clone());
         tokio::spawn(async move {
-            if let Err(error) = forward(&address, &key, rx).await {
+            if let Err(error) = forward(&address, &key, rx, tls.as_ref()).await {
                 tracing::warn!(%address, channel = ?key.ends, %error, "data transfer failed");
             }
         });
@@ -355,7 +374,7 @@ pub fn remote_sender(address: String, key: ChannelKey, capacity: usize) -> Outpu
                 sent: priority.sent,
             };
             if client.is_none() {
-                client = DataExchangeClient::connect(address.clone()).await.ok();
+                client = dial(&address, tls.as_ref()).await.ok();
             }
             let sent = match client.as_mut() {
                 Some(c) => c.priority_barrier(request).await.map(|_| ()),
@@ -373,10 +392,27 @@ pub fn remote_sender(address: String, key: ChannelKey, capacity: usize) -> Outpu
     }
 }
 
-async fn forward(address: &str, key: &ChannelKey, events: Receiver<Event>) -> Result<(), String> {
+/// A data exchange client connected to the TaskManager at `address`.
+async fn dial(
+    address: &str,
+    tls: Option<&Tls>,
+) -> Result<DataExchangeClient<tonic::transport::Channel>, tonic::transport::Error> {
+    let channel = eddy_proto::tls::endpoint(address, tls)?
+        .connect_timeout(Duration::from_secs(3))
+        .connect()
+        .await?;
+    Ok(DataExchangeClient::new(channel))
+}
+
+async fn forward(
+    address: &str,
+    key: &ChannelKey,
+    events: Receiver<Event>,
+    tls: Option<&Tls>,
+) -> Result<(), String> {
     let mut attempt = 0;
     let mut client = loop {
-        match DataExchangeClient::connect(address.to_string()).await {
+        match dial(address, tls).await {
             Ok(client) => break client,
             Err(e) if attempt < 20 => {
                 attempt += 1;
@@ -477,6 +513,40 @@ mod tests {
                 error.message().contains("without a known reason"),
                 "{error}"
             );
+        }
+    }
+
+    mod hostile {
+        use proptest::collection::vec;
+        use proptest::prelude::*;
+        use prost::Message;
+
+        use super::*;
+
+        proptest! {
+            #![proptest_config(eddy_common::fuzz::config("network::hostile_frames"))]
+
+            /// Whatever bytes arrive as a DataExchange frame: protobuf decoding, then the
+            /// frame's event, fail with a status or give an event, never panic.
+            #[test]
+            fn hostile_frames_never_panic(bytes in vec(any::<u8>(), 0..2048)) {
+                if let Ok(frame) = pb::Frame::decode(bytes.as_slice()) {
+                    let _ = decode_frame(frame);
+                }
+            }
+
+            /// A frame whose chunk holds arbitrary bytes (a well-formed protobuf envelope
+            /// around a hostile Arrow IPC message).
+            #[test]
+            fn hostile_chunks_never_panic(chunk in vec(any::<u8>(), 0..2048)) {
+                let frame = pb::Frame {
+                    channel: None,
+                    event: Some(pb::frame::Event::Chunk(chunk)),
+                };
+                let bytes = frame.encode_to_vec();
+                let frame = pb::Frame::decode(bytes.as_slice()).unwrap();
+                let _ = decode_frame(frame);
+            }
         }
     }
 }

@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{FromRequest, Path, Request, State};
+use axum::extract::{Extension, FromRequest, Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use eddy_proto::auth::Principal;
 use utoipa::OpenApi;
 
 use super::model::{
@@ -46,6 +47,7 @@ impl From<JobManagerError> for ApiError {
             JobManagerError::InvalidJob(_) | JobManagerError::BadMessage(_) => {
                 StatusCode::BAD_REQUEST
             }
+            JobManagerError::Refused(_) => StatusCode::FORBIDDEN,
             JobManagerError::SavepointFailed(_) => StatusCode::INTERNAL_SERVER_ERROR,
             JobManagerError::SavepointTimedOut => StatusCode::GATEWAY_TIMEOUT,
         };
@@ -100,17 +102,22 @@ pub async fn list_jobs(State(jm): Jm) -> Json<Vec<JobSummary>> {
     responses(
         (status = 201, body = Submitted),
         (status = 400, description = "invalid SQL (with line:column) or options", body = ApiErrorBody),
+        (status = 401, description = "no valid token", body = ApiErrorBody),
+        (status = 403, description = "a read-only token, or a job the cluster's policy refuses", body = ApiErrorBody),
         (status = 413, description = "the body is too large", body = ApiErrorBody)))]
 pub async fn submit_job(
     State(jm): Jm,
+    Extension(principal): Extension<Principal>,
     JsonBody(job): JsonBody<SubmitJob>,
 ) -> Result<(StatusCode, Json<Submitted>), ApiError> {
     let restore = job.restore_path.filter(|p| !p.is_empty());
     let jm2 = jm.clone();
     // Planning is CPU work: off the server's threads.
-    let id = tokio::task::spawn_blocking(move || jm2.submit(job.sql, job.options, restore))
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    let id = tokio::task::spawn_blocking(move || {
+        jm2.submit(job.sql, job.options, restore, &principal.name)
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
     Ok((StatusCode::CREATED, Json(Submitted { id })))
 }
 

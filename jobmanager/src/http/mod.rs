@@ -15,6 +15,8 @@ use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use eddy_common::metrics::exposition;
+use eddy_proto::auth::http_guard;
+use eddy_proto::http_listener::HttpListener;
 use utoipa::OpenApi;
 
 pub use api::ApiDoc;
@@ -24,8 +26,11 @@ use crate::manager::JobManager;
 /// The largest request body taken (a SQL script and its options): larger ones get 413.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
 
-/// The routes of the JobManager's HTTP port.
+/// The routes of the JobManager's HTTP port: the API and `/metrics` for holders of a token
+/// when the JobManager demands tokens (a read-only one for `GET`); the dashboard's files
+/// and `/health` for everyone (the dashboard asks for a token when the API wants one).
 pub fn router(jm: Arc<JobManager>) -> Router {
+    let guard = jm.config().guard.clone();
     let v1 = Router::new()
         .route("/jobs", get(api::list_jobs).post(api::submit_job))
         .route("/jobs/{id}", get(api::get_job).delete(api::cancel))
@@ -35,9 +40,12 @@ pub fn router(jm: Arc<JobManager>) -> Router {
         .route("/taskmanagers", get(api::taskmanagers))
         .route("/openapi.json", get(openapi))
         .fallback(api::not_found);
-    Router::new()
+    let guarded = Router::new()
         .nest("/v1", v1)
         .route("/metrics", get(prometheus))
+        .layer(axum::middleware::from_fn_with_state(guard, http_guard));
+    Router::new()
+        .merge(guarded)
         .route("/health", get(|| async { "ok\n" }))
         .merge(dashboard::routes())
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -46,7 +54,7 @@ pub fn router(jm: Arc<JobManager>) -> Router {
 
 /// Serves the HTTP port on `listener` until `shutdown` resolves.
 pub async fn serve(
-    listener: tokio::net::TcpListener,
+    listener: HttpListener,
     jm: Arc<JobManager>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {

@@ -64,13 +64,32 @@ function loadColour(metrics) {
   return `hsl(214, 80%, ${light}%)`;
 }
 
-async function api(method, path, body) {
+// A JobManager with tokens answers 401 without one: the dashboard asks once, keeps the
+// token for this tab only (sessionStorage), and sends it as a bearer token.
+const TOKEN_KEY = "eddy-token";
+let tokenDeclined = false;
+
+function askForToken(message) {
+  if (tokenDeclined) return false;
+  const token = window.prompt(message + "\nToken (kept for this tab only):");
+  if (!token) { tokenDeclined = true; return false; }
+  sessionStorage.setItem(TOKEN_KEY, token.trim());
+  return true;
+}
+
+async function api(method, path, body, retried) {
   const options = { method, headers: {} };
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) options.headers["authorization"] = "Bearer " + token;
   if (body !== undefined) {
     options.headers["content-type"] = "application/json";
     options.body = JSON.stringify(body);
   }
   const response = await fetch(path, options);
+  if (response.status === 401 && !retried) {
+    sessionStorage.removeItem(TOKEN_KEY);
+    if (askForToken("This JobManager needs a token.")) return api(method, path, body, true);
+  }
   const text = await response.text();
   const value = text ? JSON.parse(text) : null;
   if (!response.ok) throw new Error(value && value.error ? value.error : response.statusText);

@@ -1,0 +1,384 @@
+//! The command line's security options and commands: TLS files, tokens, the rule that only
+//! a secured daemon listens beyond loopback, `eddy cert` and `eddy token`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use eddy_jobmanager::policy::SubmitPolicy;
+use eddy_proto::auth::{Guard, Tokens};
+use eddy_proto::tls::{Tls, TlsFiles};
+
+/// TLS options, shared by the daemons and the client commands.
+#[derive(Debug, Clone, Default, Args)]
+pub struct TlsArgs {
+    /// This node's certificate chain (PEM). Daemons: turns TLS on (with --tls-key and
+    /// --tls-ca). Clients: optional, to present a certificate.
+    #[arg(long, env = "EDDY_TLS_CERT", value_name = "PEM")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, env = "EDDY_TLS_KEY", value_name = "PEM")]
+    pub tls_key: Option<PathBuf>,
+    /// The cluster CA (PEM): peers must present certificates it signed, and servers are
+    /// verified against it.
+    #[arg(long, env = "EDDY_TLS_CA", value_name = "PEM")]
+    pub tls_ca: Option<PathBuf>,
+    /// The name servers' certificates must carry, instead of the host dialled (for nodes
+    /// reached by names their certificates lack, e.g. containers' hostnames).
+    #[arg(long, env = "EDDY_TLS_SERVER_NAME", value_name = "NAME")]
+    pub tls_server_name: Option<String>,
+}
+
+impl TlsArgs {
+    /// These options, falling back to `file`'s for each one not given.
+    pub fn or(self, file: TlsArgs) -> TlsArgs {
+        TlsArgs {
+            tls_cert: self.tls_cert.or(file.tls_cert),
+            tls_key: self.tls_key.or(file.tls_key),
+            tls_ca: self.tls_ca.or(file.tls_ca),
+            tls_server_name: self.tls_server_name.or(file.tls_server_name),
+        }
+    }
+
+    fn files(&self) -> TlsFiles {
+        TlsFiles {
+            cert: self.tls_cert.clone(),
+            key: self.tls_key.clone(),
+            ca: self.tls_ca.clone(),
+            server_name: self.tls_server_name.clone(),
+        }
+    }
+
+    /// A daemon's TLS: certificate, key and CA, or none of them.
+    pub fn server(&self) -> Result<Option<Tls>> {
+        Ok(self.files().load_server()?)
+    }
+
+    /// A client's TLS: a CA, and optionally a certificate and key.
+    pub fn client(&self) -> Result<Option<Tls>> {
+        Ok(self.files().load_client()?)
+    }
+}
+
+/// What a JobManager lets submitted jobs do.
+#[derive(Debug, Clone, Default, Args)]
+pub struct LimitArgs {
+    /// Where jobs may read and write (table paths, checkpoint and savepoint directories,
+    /// `${file:}` secrets), as comma-separated path or s3://bucket/prefix prefixes
+    /// [default: anywhere].
+    #[arg(
+        long,
+        env = "EDDY_ALLOWED_LOCATIONS",
+        value_delimiter = ',',
+        value_name = "PREFIX"
+    )]
+    pub allowed_locations: Vec<String>,
+    /// Connectors jobs may not use, comma-separated (e.g. filesystem,postgres).
+    #[arg(
+        long,
+        env = "EDDY_FORBIDDEN_CONNECTORS",
+        value_delimiter = ',',
+        value_name = "NAME"
+    )]
+    pub forbidden_connectors: Vec<String>,
+    /// The largest SQL script taken, in bytes [default: 1048576].
+    #[arg(long, env = "EDDY_MAX_SQL_BYTES")]
+    pub max_sql_bytes: Option<usize>,
+    /// The largest parallelism of any operator [default: 1024].
+    #[arg(long, env = "EDDY_MAX_PARALLELISM")]
+    pub max_parallelism: Option<usize>,
+    /// Unfinished jobs one user (token) may have [default: unlimited].
+    #[arg(long, env = "EDDY_MAX_JOBS_PER_USER")]
+    pub max_jobs_per_user: Option<usize>,
+}
+
+impl LimitArgs {
+    /// These limits, falling back to `file`'s for each one not given.
+    pub fn or(self, file: LimitArgs) -> LimitArgs {
+        let pick = |a: Vec<String>, b: Vec<String>| if a.is_empty() { b } else { a };
+        LimitArgs {
+            allowed_locations: pick(self.allowed_locations, file.allowed_locations),
+            forbidden_connectors: pick(self.forbidden_connectors, file.forbidden_connectors),
+            max_sql_bytes: self.max_sql_bytes.or(file.max_sql_bytes),
+            max_parallelism: self.max_parallelism.or(file.max_parallelism),
+            max_jobs_per_user: self.max_jobs_per_user.or(file.max_jobs_per_user),
+        }
+    }
+
+    /// The policy they make.
+    pub fn policy(self) -> Result<SubmitPolicy> {
+        let defaults = SubmitPolicy::default();
+        if self.allowed_locations.iter().any(|l| l.trim().is_empty()) {
+            bail!("--allowed-locations: an empty prefix would allow everything");
+        }
+        Ok(SubmitPolicy {
+            max_sql_bytes: self.max_sql_bytes.unwrap_or(defaults.max_sql_bytes),
+            max_parallelism: self.max_parallelism.unwrap_or(defaults.max_parallelism),
+            max_jobs_per_user: self.max_jobs_per_user,
+            allowed_locations: (!self.allowed_locations.is_empty())
+                .then_some(self.allowed_locations),
+            forbidden_connectors: self.forbidden_connectors,
+            allow_literal_secrets: false,
+        })
+    }
+}
+
+/// The guard of a daemon given `token_file`.
+pub fn guard(token_file: Option<&Path>) -> Result<Guard> {
+    let Some(path) = token_file else {
+        return Ok(Guard::new(None));
+    };
+    let tokens = Tokens::load(path)?;
+    if tokens.is_empty() {
+        bail!(
+            "token file '{}' has no entries: add one with `eddy token NAME --append {0}`",
+            path.display()
+        );
+    }
+    Ok(Guard::new(Some(tokens)))
+}
+
+/// What a daemon's listening addresses may be, given how it is secured.
+pub struct Exposure {
+    /// TLS is on.
+    pub tls: bool,
+    /// Users must present tokens (a JobManager; a TaskManager has no users' API, so this is
+    /// true for it).
+    pub tokens: bool,
+    /// `--insecure`: plain text or token-less on other interfaces, knowingly.
+    pub insecure: bool,
+}
+
+impl Exposure {
+    /// Whether the daemon may listen beyond loopback.
+    fn secured(&self) -> bool {
+        (self.tls && self.tokens) || self.insecure
+    }
+
+    /// The address to listen on: `given`, or `port` on every interface when secured and on
+    /// loopback otherwise (saying so). An address beyond loopback is refused unless
+    /// secured.
+    pub fn bind(&self, what: &str, given: Option<SocketAddr>, port: u16) -> Result<SocketAddr> {
+        let address = match given {
+            Some(address) => address,
+            None if self.secured() => SocketAddr::from(([0, 0, 0, 0], port)),
+            None => {
+                let address = SocketAddr::from(([127, 0, 0, 1], port));
+                tracing::warn!(
+                    %address,
+                    "{what}: listening on loopback only, since {}; other hosts cannot connect (pass --bind with --insecure to allow them anyway)",
+                    self.missing()
+                );
+                address
+            }
+        };
+        self.check(what, address)?;
+        Ok(address)
+    }
+
+    /// Refuses `address` beyond loopback unless secured.
+    pub fn check(&self, what: &str, address: SocketAddr) -> Result<()> {
+        if address.ip().is_loopback() || (self.tls && self.tokens) {
+            return Ok(());
+        }
+        if self.insecure {
+            tracing::warn!(%address, "{what}: --insecure: serving other hosts although {}", self.missing());
+            return Ok(());
+        }
+        bail!(
+            "{what}: refusing to listen on {address}, beyond loopback, since {}: configure TLS \
+             (--tls-cert, --tls-key, --tls-ca) and tokens (--token-file), or pass --insecure",
+            self.missing()
+        )
+    }
+
+    fn missing(&self) -> &'static str {
+        match (self.tls, self.tokens) {
+            (false, false) => "neither TLS nor tokens are configured",
+            (false, true) => "TLS is not configured",
+            (true, false) => "no tokens are configured",
+            (true, true) => "nothing is missing",
+        }
+    }
+}
+
+/// Options of `eddy cert`.
+#[derive(Debug, Args)]
+pub struct CertArgs {
+    /// Where to write ca.pem, ca-key.pem and, per node, NAME.pem and NAME-key.pem.
+    #[arg(long, default_value = "eddy-certs")]
+    out: PathBuf,
+    /// Nodes to make certificates for, as NAME or NAME=HOST,HOST,... (the hosts their
+    /// certificate is valid for; `localhost` and 127.0.0.1 are always added).
+    #[arg(required = true, value_name = "NODE")]
+    nodes: Vec<String>,
+    /// Valid for this many days.
+    #[arg(long, default_value_t = 365)]
+    days: u32,
+}
+
+/// `eddy cert`: a CA (made once, reused when `out` holds one) and node certificates signed
+/// by it, for a test or small cluster.
+pub fn cert(args: CertArgs) -> Result<()> {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+        KeyPair, KeyUsagePurpose,
+    };
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    let now = time_now();
+    let until = now + std::time::Duration::from_secs(u64::from(args.days) * 86_400);
+    let ca_key_path = args.out.join("ca-key.pem");
+    let ca_key = match std::fs::read_to_string(&ca_key_path) {
+        Ok(pem) => KeyPair::from_pem(&pem).context("ca-key.pem")?,
+        Err(_) => KeyPair::generate()?,
+    };
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "Eddy cluster CA");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    ca_params.not_before = now.into();
+    ca_params.not_after = until.into();
+    let ca_path = args.out.join("ca.pem");
+    if !ca_path.exists() {
+        let ca_cert = ca_params.self_signed(&ca_key)?;
+        write_private(&ca_key_path, &ca_key.serialize_pem())?;
+        std::fs::write(&ca_path, ca_cert.pem())?;
+    }
+    let issuer = Issuer::new(ca_params, ca_key);
+    for node in &args.nodes {
+        let (name, hosts) = node.split_once('=').unwrap_or((node, ""));
+        let mut sans: Vec<String> = hosts
+            .split(',')
+            .filter(|h| !h.is_empty())
+            .map(str::to_string)
+            .collect();
+        for default in [name, "localhost", "127.0.0.1"] {
+            if !sans.iter().any(|s| s == default) {
+                sans.push(default.to_string());
+            }
+        }
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(sans.clone())?;
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        params.not_before = now.into();
+        params.not_after = until.into();
+        let cert = params.signed_by(&key, &issuer)?;
+        std::fs::write(args.out.join(format!("{name}.pem")), cert.pem())?;
+        write_private(
+            &args.out.join(format!("{name}-key.pem")),
+            &key.serialize_pem(),
+        )?;
+        eprintln!("{name}: valid for {}", sans.join(", "));
+    }
+    eprintln!("wrote {}", args.out.display());
+    Ok(())
+}
+
+fn time_now() -> std::time::SystemTime {
+    // A minute back, for clocks of other machines slightly behind.
+    std::time::SystemTime::now() - std::time::Duration::from_secs(60)
+}
+
+/// Writes a private key readable by its owner only.
+fn write_private(path: &Path, contents: &str) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    file.write_all(contents.as_bytes())?;
+    Ok(())
+}
+
+/// Options of `eddy token`.
+#[derive(Debug, Args)]
+pub struct TokenArgs {
+    /// The token's name (shown in logs; limits count per name).
+    name: String,
+    /// The token may only read jobs, checkpoints and metrics.
+    #[arg(long)]
+    read_only: bool,
+    /// Append the entry (the token's hash, not the token) to this token file.
+    #[arg(long, value_name = "FILE")]
+    append: Option<PathBuf>,
+}
+
+/// `eddy token`: a new random token on standard output; its token-file entry appended to
+/// `--append` or printed on standard error.
+pub fn token(args: TokenArgs) -> Result<()> {
+    let (token, hash) = eddy_proto::auth::generate();
+    let flag = if args.read_only { " read-only" } else { "" };
+    let entry = format!("{} = {hash}{flag}\n", args.name);
+    // The entry must parse (a bad name is caught here, not when a daemon starts).
+    Tokens::parse(&entry, "the new entry")?;
+    match &args.append {
+        Some(path) => {
+            use std::io::Write;
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("cannot open {}", path.display()))?;
+            file.write_all(entry.as_bytes())?;
+        }
+        None => eprint!("{entry}"),
+    }
+    println!("{token}");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exposure(tls: bool, tokens: bool, insecure: bool) -> Exposure {
+        Exposure {
+            tls,
+            tokens,
+            insecure,
+        }
+    }
+
+    #[test]
+    fn only_a_secured_daemon_listens_beyond_loopback() {
+        let any: SocketAddr = "0.0.0.0:6123".parse().unwrap();
+        let loopback: SocketAddr = "127.0.0.1:6123".parse().unwrap();
+        assert_eq!(
+            exposure(false, false, false)
+                .bind("jm", None, 6123)
+                .unwrap(),
+            loopback
+        );
+        assert_eq!(
+            exposure(true, false, false).bind("jm", None, 6123).unwrap(),
+            loopback
+        );
+        assert_eq!(
+            exposure(true, true, false).bind("jm", None, 6123).unwrap(),
+            any
+        );
+        assert_eq!(
+            exposure(false, false, true).bind("jm", None, 6123).unwrap(),
+            any
+        );
+        let error = exposure(false, true, false).check("jm", any).unwrap_err();
+        assert!(
+            error.to_string().contains("TLS is not configured"),
+            "{error}"
+        );
+        assert!(exposure(false, false, false).check("jm", loopback).is_ok());
+        assert!(exposure(false, false, true).check("jm", any).is_ok());
+    }
+}
