@@ -17,6 +17,7 @@ use eddy_common::ids::ExecutionId;
 use eddy_common::metrics::JobMetrics;
 use eddy_common::object_storage::resolve;
 use eddy_jobmanager::job_store::JobStore;
+use eddy_jobmanager::policy::SubmitPolicy;
 use eddy_jobmanager::{
     Deployment, JobManager, JobManagerConfig, JobManagerError, JobState, TaskExecutorGateway,
 };
@@ -65,6 +66,12 @@ pub async fn run(
         // TaskManagers in this process are not lost on a network: only a busy runtime
         // could delay their heartbeats, and that must not fail the job.
         heartbeat_timeout: Duration::from_secs(60),
+        // The script is not kept: secrets may be written in it (they are still redacted
+        // out of the job record beside its checkpoints).
+        policy: SubmitPolicy {
+            allow_literal_secrets: true,
+            ..SubmitPolicy::default()
+        },
         ..JobManagerConfig::default()
     };
     // A job that checkpoints keeps its record beside its checkpoints, as on a cluster.
@@ -81,7 +88,7 @@ pub async fn run(
     // Registered before the job starts, so that no Ctrl-C finds the default handler.
     let interrupts = signal(SignalKind::interrupt()).context("cannot handle Ctrl-C")?;
     let show_progress = progress_wanted(&graph);
-    let job_id = jobmanager.submit_planned(sql, options, Arc::new(graph), None)?;
+    let job_id = jobmanager.submit_planned(sql, options, Arc::new(graph), None, "local")?;
     let progress =
         show_progress.then(|| tokio::spawn(show_progress_line(jobmanager.clone(), job_id.clone())));
     tracing::info!(job = %job_id, checkpoints, "job submitted to the embedded cluster");

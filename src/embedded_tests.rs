@@ -114,7 +114,7 @@ async fn a_job_cancelled_while_its_running_record_is_written_stays_cancelled() {
 
     let graph = Arc::new(eddy_planner::plan(UNBOUNDED, &[]).unwrap());
     let job = jobmanager
-        .submit_planned(UNBOUNDED.into(), HashMap::new(), graph, None)
+        .submit_planned(UNBOUNDED.into(), HashMap::new(), graph, None, "local")
         .unwrap();
     let mut state = jobmanager.watch(&job).unwrap();
     state.wait_for(|s| *s == JobState::Running).await.unwrap();

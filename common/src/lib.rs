@@ -8,10 +8,13 @@ pub mod config;
 pub mod error;
 pub mod event;
 pub mod failpoint;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzz;
 pub mod ids;
 pub mod metrics;
 pub mod object_storage;
 pub mod schema;
+pub mod secrets;
 pub mod state;
 pub mod wire;
 

@@ -39,6 +39,21 @@ pub fn encode_chunk(chunk: &Chunk) -> Result<Vec<u8>> {
 /// Decodes a chunk encoded by [`encode_chunk`]. The bytes come from the network, so
 /// lengths they claim are never trusted: the push decoder only consumes bytes present.
 pub fn decode_chunk(bytes: Vec<u8>) -> Result<Chunk> {
+    // arrow-ipc panics on some malformed messages (e.g. an integer type of width 0) instead
+    // of failing: a hostile or corrupted frame must fail the call, not the process.
+    std::panic::catch_unwind(move || decode_arrow(bytes)).unwrap_or_else(|panic| {
+        let reason = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("the Arrow decoder panicked");
+        Err(EddyError::Frame(format!(
+            "malformed Arrow IPC message: {reason}"
+        )))
+    })
+}
+
+fn decode_arrow(bytes: Vec<u8>) -> Result<Chunk> {
     let mut buffer = Buffer::from(bytes);
     let mut decoder = StreamDecoder::new();
     let mut batch = None;
@@ -133,5 +148,84 @@ mod tests {
         let mut truncated = encode_chunk(&chunk).unwrap();
         truncated.truncate(truncated.len() / 2);
         assert!(decode_chunk(truncated).is_err());
+    }
+
+    fn sample() -> Chunk {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Utf8, true),
+            Field::new("v", DataType::Int64, true),
+        ]));
+        let rows = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from(vec![Some("a"), None, Some("ccc")])),
+                Arc::new(Int64Array::from(vec![1, 2, 3])),
+            ],
+        )
+        .unwrap();
+        Chunk::from_ops(rows, vec![Op::Insert, Op::UpdateBefore, Op::UpdateAfter])
+    }
+
+    /// Regression (found by `corrupted_frames_never_panic`): one byte of the schema set to
+    /// 22 made arrow-ipc panic on an integer type of width 0. Every position, a few values.
+    #[test]
+    fn single_byte_corruptions_fail_cleanly() {
+        let frame = encode_chunk(&sample()).unwrap();
+        for i in 0..frame.len() {
+            for value in [0, 1, 22, 0x7f, 0x80, 0xff] {
+                let mut bytes = frame.clone();
+                bytes[i] = value;
+                bytes.extend([0; 15]);
+                let _ = decode_chunk(bytes);
+            }
+        }
+        let mut width_zero = frame.clone();
+        let malformed = (0..frame.len()).find_map(|i| {
+            width_zero.clone_from(&frame);
+            width_zero[i] = 22;
+            match decode_chunk(width_zero.clone()) {
+                Err(EddyError::Frame(m)) if m.contains("malformed Arrow IPC") => Some(m),
+                _ => None,
+            }
+        });
+        assert!(
+            malformed.is_some(),
+            "no corruption reached the Arrow decoder's panic"
+        );
+    }
+
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(crate::fuzz::config("wire::hostile_frames"))]
+
+        /// Whatever arrives in a data frame, decoding it fails cleanly or gives a chunk.
+        #[test]
+        fn hostile_frames_never_panic(bytes in vec(any::<u8>(), 0..4096)) {
+            let _ = decode_chunk(bytes);
+        }
+
+        /// A valid frame with bytes overwritten, cut short or lengthened.
+        #[test]
+        fn corrupted_frames_never_panic(
+            edits in vec((any::<prop::sample::Index>(), any::<u8>()), 1..12),
+            keep in any::<prop::sample::Index>(),
+            tail in vec(any::<u8>(), 0..64),
+        ) {
+            let mut bytes = encode_chunk(&sample()).unwrap();
+            for (at, value) in edits {
+                let i = at.index(bytes.len());
+                bytes[i] = value;
+            }
+            bytes.truncate(keep.index(bytes.len() + 1).max(1));
+            bytes.extend(tail);
+            if let Ok(chunk) = decode_chunk(bytes) {
+                // A chunk that decodes is whole: every row has its op.
+                for row in 0..chunk.num_rows() {
+                    let _ = chunk.op(row);
+                }
+            }
+        }
     }
 }

@@ -47,6 +47,12 @@ pub trait TableConnector: Debug + Send + Sync {
     /// The connector's name (`'connector' = '...'`).
     fn name(&self) -> &'static str;
 
+    /// The storage location (a path, `file://…` or `s3://…`) the table's files are read
+    /// from and written to, if it has one: what a cluster's allowed locations confine.
+    fn storage_location(&self) -> Option<&str> {
+        None
+    }
+
     /// Whether the table can be read.
     fn is_source(&self) -> bool {
         false
@@ -223,6 +229,23 @@ pub trait SinkWriter: Send {
     fn finish(&mut self, end: StreamEnd) -> BoxFuture<'_, Result<()>>;
 }
 
+/// `options` with their secret references (`${env:…}`, `${file:…}`) resolved.
+fn resolve_secrets(
+    table: &str,
+    options: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>> {
+    options
+        .iter()
+        .map(|(key, value)| {
+            let value = eddy_common::secrets::resolve(value).map_err(|e| EddyError::Connector {
+                table: table.to_string(),
+                message: format!("option '{key}': {e}"),
+            })?;
+            Ok((key.clone(), value))
+        })
+        .collect()
+}
+
 /// Creates the connector a table's options name, validating every option; a table
 /// `PARTITIONED BY` (`partition_keys`) must be a filesystem table.
 pub fn create(
@@ -232,6 +255,14 @@ pub fn create(
     primary_key: &[String],
     partition_keys: &[String],
 ) -> Result<Arc<dyn TableConnector>> {
+    let resolved;
+    let options = match eddy_common::secrets::resolving() {
+        true => {
+            resolved = resolve_secrets(table, options)?;
+            &resolved
+        }
+        false => options,
+    };
     let Some(name) = options.get("connector") else {
         return Err(EddyError::Connector {
             table: table.to_string(),

@@ -21,6 +21,9 @@ pub enum JobManagerError {
     /// The request needs checkpoints the job does not take.
     #[error("the job does not checkpoint; savepoints need execution.checkpointing.interval")]
     NotCheckpointing,
+    /// The cluster's policy refuses the job.
+    #[error(transparent)]
+    Refused(#[from] crate::policy::PolicyViolation),
     /// The job's SQL or options are invalid.
     #[error(transparent)]
     InvalidJob(EddyError),

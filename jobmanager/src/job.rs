@@ -1,6 +1,7 @@
 //! What the JobManager keeps of one job: its plan, its lifecycle state, its current run's
 //! tasks, and its checkpointing.
 
+use eddy_common::secrets::{REDACTED, Reference, is_secret_key, redact_sql};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -72,6 +73,8 @@ pub struct JobRecord {
     pub sql: String,
     /// Options given with the submission.
     pub options: HashMap<String, String>,
+    /// Who submitted it (a token's name; `local` without tokens).
+    pub owner: String,
     /// Its plan.
     pub graph: Arc<JobGraph>,
     /// The plan as `eddy explain` prints it (rendered once: every status call shows it).
@@ -122,6 +125,22 @@ pub struct JobRecord {
     pub restart_history: Vec<pb::RestartInfo>,
 }
 
+/// `options` with the values of secret ones redacted (references kept).
+fn redact_options(options: &HashMap<String, String>) -> HashMap<String, String> {
+    options
+        .iter()
+        .map(|(k, v)| {
+            let secret = is_secret_key(k) && Reference::parse(v).is_none();
+            let value = if secret {
+                REDACTED.to_string()
+            } else {
+                v.clone()
+            };
+            (k.clone(), value)
+        })
+        .collect()
+}
+
 impl JobRecord {
     /// A new job, waiting for slots.
     pub fn new(
@@ -137,6 +156,7 @@ impl JobRecord {
             explained: graph.explain(),
             sql,
             options,
+            owner: String::new(),
             graph,
             state: watch::Sender::new(JobState::Created),
             reason: "waiting for slots".into(),
@@ -231,8 +251,11 @@ impl JobRecord {
     pub fn stored(&self, job_id: &str, revision: u64) -> StoredJob {
         StoredJob {
             job_id: job_id.to_string(),
-            sql: self.sql.clone(),
-            options: self.options.clone(),
+            // Secret options hold references, but a script run where literals are allowed
+            // (`eddy run`) keeps its secrets out of the store all the same.
+            sql: redact_sql(&self.sql),
+            options: redact_options(&self.options),
+            owner: self.owner.clone(),
             state: self.state(),
             attempt: self.attempt,
             restarts: self.restarts,

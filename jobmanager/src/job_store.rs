@@ -25,6 +25,9 @@ pub struct StoredJob {
     pub sql: String,
     /// Options given with the submission.
     pub options: HashMap<String, String>,
+    /// Who submitted it.
+    #[serde(default)]
+    pub owner: String,
     /// Its state (stored as `eddy status` shows it: `RUNNING`, `FINISHED`, ...).
     pub state: JobState,
     /// The last attempt started.
@@ -134,6 +137,7 @@ mod tests {
             job_id: "j1".into(),
             sql: "INSERT ...".into(),
             options: HashMap::new(),
+            owner: "alice".into(),
             state: JobState::Running,
             attempt: 2,
             restarts: 1,
@@ -156,6 +160,7 @@ mod tests {
             job_id: "j".into(),
             sql: String::new(),
             options: HashMap::new(),
+            owner: "alice".into(),
             state,
             attempt: 3,
             restarts: 2,

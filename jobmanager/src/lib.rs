@@ -10,6 +10,7 @@
 //! - [`gateway`]: TaskManagers as the JobManager calls them; [`grpc`]: the gRPC adapters;
 //! - [`http`]: the REST API, dashboard and Prometheus metrics;
 //! - [`meter`]: rates of the tasks' counters;
+//! - [`policy`]: what submitted jobs may do (locations, connectors, limits, secrets);
 //! - [`daemon`]: `eddy jobmanager`.
 
 pub mod config;
@@ -24,6 +25,7 @@ pub mod job_store;
 pub mod lifecycle;
 pub mod manager;
 pub mod meter;
+pub mod policy;
 pub mod resources;
 
 pub use config::JobManagerConfig;

@@ -153,4 +153,35 @@ mod tests {
         assert!(TaskSnapshot::decode(&bytes.slice(..bytes.len() - 3), "t").is_err());
         assert!(TaskSnapshot::decode(&Bytes::from_static(b"not a snapshot at all"), "t").is_err());
     }
+
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(crate::fuzz::config("snapshot::corrupt_snapshots"))]
+
+        /// A corrupt task snapshot is refused with an error, never a panic or a huge
+        /// allocation.
+        #[test]
+        fn corrupt_snapshots_never_panic(
+            edits in vec((any::<prop::sample::Index>(), any::<u8>()), 0..8),
+            keep in any::<prop::sample::Index>(),
+            garbage in vec(any::<u8>(), 0..256),
+        ) {
+            let snapshot = TaskSnapshot {
+                source: Some(vec![1, 2, 3]),
+                operators: vec![OperatorState::full(Bytes::from(vec![5; 30])), OperatorState::changes(vec![9; 20])],
+                in_flight: vec![(0, vec![4; 5])],
+                sink: Some(vec![7; 3]),
+            };
+            let mut bytes = snapshot.into_parts().concat();
+            for (at, value) in edits {
+                let i = at.index(bytes.len());
+                bytes[i] = value;
+            }
+            bytes.truncate(keep.index(bytes.len() + 1));
+            let _ = TaskSnapshot::decode(&Bytes::from(bytes), "t");
+            let _ = TaskSnapshot::decode(&Bytes::from(garbage), "t");
+        }
+    }
 }

@@ -230,6 +230,10 @@ impl TableConnector for FilesystemConnector {
         "filesystem"
     }
 
+    fn storage_location(&self) -> Option<&str> {
+        Some(&self.sink.location.display)
+    }
+
     fn commits_at_checkpoints(&self, checkpointing: bool) -> bool {
         match self.sink.guarantee {
             Some(guarantee) => guarantee == DeliveryGuarantee::ExactlyOnce,

@@ -215,4 +215,102 @@ mod tests {
             .unwrap();
         assert_eq!(read, batch);
     }
+
+    mod hostile {
+        use arrow::array::{BooleanArray, Float64Array, Int64Array, StringArray};
+        use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+        use proptest::collection::vec;
+        use proptest::prelude::*;
+
+        use super::*;
+
+        fn schema() -> SchemaRef {
+            Arc::new(Schema::new(vec![
+                Field::new("id", DataType::Int64, true),
+                Field::new("name", DataType::Utf8, true),
+                Field::new("price", DataType::Float64, true),
+                Field::new("ok", DataType::Boolean, true),
+                Field::new("ts", DataType::Timestamp(TimeUnit::Millisecond, None), true),
+            ]))
+        }
+
+        /// Valid records of [`schema`] in `format`, to mutate.
+        fn valid(format: &Format) -> Vec<u8> {
+            let batch = RecordBatch::try_new(
+                schema(),
+                vec![
+                    Arc::new(Int64Array::from(vec![Some(1), None, Some(-3)])),
+                    Arc::new(StringArray::from(vec![Some("a,\"b"), Some(""), None])),
+                    Arc::new(Float64Array::from(vec![Some(1.5), Some(-0.0), None])),
+                    Arc::new(BooleanArray::from(vec![Some(true), None, Some(false)])),
+                    Arc::new(arrow::array::TimestampMillisecondArray::from(vec![
+                        Some(1_704_153_573_004),
+                        None,
+                        Some(0),
+                    ])),
+                ],
+            )
+            .unwrap();
+            let mut out = Vec::new();
+            format.encode(&batch, &mut out).unwrap();
+            out
+        }
+
+        /// Decodes `lines` both ways (failing, and skipping bad records): never a panic; a
+        /// failure names the file and the line.
+        fn check(format: &Format, lines: &[u8]) {
+            let metrics = OperatorMetrics::default();
+            let at = LinePosition {
+                file: "hostile.txt",
+                first_line: 7,
+            };
+            let line_count = lines.split(|b| *b == b'\n').count() as u64;
+            if let Err(error) = format.decode(&schema(), lines, at, false, &metrics) {
+                let text = error.to_string();
+                let named = (7..7 + line_count)
+                    .any(|l| text.contains(&format!("hostile.txt at line {l}:")));
+                assert!(named, "the error names no line of the input: {text}");
+            }
+            let at = LinePosition {
+                file: "hostile.txt",
+                first_line: 7,
+            };
+            if let Ok(Some(batch)) = format.decode(&schema(), lines, at, true, &metrics) {
+                assert_eq!(batch.schema(), schema());
+            }
+        }
+
+        proptest! {
+            #![proptest_config(eddy_common::fuzz::config("format::hostile_records"))]
+
+            /// Arbitrary bytes as CSV and as JSON lines.
+            #[test]
+            fn arbitrary_bytes_never_panic(bytes in vec(any::<u8>(), 0..512)) {
+                check(&Format::Csv(CsvFormat::default()), &bytes);
+                check(&Format::Json(JsonFormat::default()), &bytes);
+            }
+
+            /// Valid records with bytes overwritten by characters that matter to the formats.
+            #[test]
+            fn mutated_records_never_panic(
+                edits in vec((any::<prop::sample::Index>(), prop::sample::select(
+                    b",\"\\{}[]:\n0-9.eE+tfnul \xff".to_vec())), 1..10),
+                json in any::<bool>(),
+            ) {
+                let format = match json {
+                    true => Format::Json(JsonFormat::default()),
+                    false => Format::Csv(CsvFormat::default()),
+                };
+                let mut bytes = valid(&format);
+                while bytes.last() == Some(&b'\n') {
+                    bytes.pop();
+                }
+                for (at, value) in edits {
+                    let i = at.index(bytes.len());
+                    bytes[i] = value;
+                }
+                check(&format, &bytes);
+            }
+        }
+    }
 }

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::policy::PolicyViolation;
 use eddy_common::checkpoint::CheckpointStorage;
 use eddy_common::event::StopRequest;
 use eddy_common::ids::ExecutionId;
@@ -188,9 +189,11 @@ impl JobManager {
         sql: String,
         options: HashMap<String, String>,
         restore_path: Option<String>,
+        owner: &str,
     ) -> Result<String, JobManagerError> {
+        self.config.policy.check_text(&sql)?;
         let graph = Arc::new(Self::plan(&sql, &options)?);
-        self.submit_planned(sql, options, graph, restore_path)
+        self.submit_planned(sql, options, graph, restore_path, owner)
     }
 
     /// Queues a job planned already (`graph` must be the plan of `sql` and `options`).
@@ -200,20 +203,36 @@ impl JobManager {
         options: HashMap<String, String>,
         graph: Arc<JobGraph>,
         restore_path: Option<String>,
+        owner: &str,
     ) -> Result<String, JobManagerError> {
+        let policy = &self.config.policy;
+        let refused = |error: PolicyViolation| {
+            tracing::warn!(%owner, %error, "job refused");
+            JobManagerError::from(error)
+        };
+        policy
+            .check_plan(&graph, restore_path.as_deref())
+            .map_err(refused)?;
         let job_id = format!(
             "{:08x}{:08x}",
             (eddy_common::event::wall_clock() as u64) & 0xffff_ffff,
             self.next_job.fetch_add(1, Ordering::Relaxed)
         );
-        let record = self.record(&job_id, sql, options, graph, restore_path)?;
+        let mut record = self.record(&job_id, sql, options, graph, restore_path)?;
+        record.owner = owner.to_string();
         let persist = self.persisted(&job_id, &record);
         {
             let mut state = self.lock();
+            let unfinished = state
+                .jobs
+                .values()
+                .filter(|j| j.owner == owner && !j.state().is_final())
+                .count();
+            policy.check_jobs_of(owner, unfinished).map_err(refused)?;
             state.jobs.insert(job_id.clone(), record);
             state.order.push(job_id.clone());
         }
-        tracing::info!(job = %job_id, "job submitted");
+        tracing::info!(job = %job_id, %owner, "job submitted");
         self.send(persist.into_iter().collect());
         self.schedule();
         Ok(job_id)
@@ -247,6 +266,7 @@ impl JobManager {
                     continue;
                 }
             };
+            record.owner = stored.owner.clone();
             record.attempt = stored.attempt;
             record.restarts = stored.restarts;
             record.submitted_at_ms = stored.submitted_at_ms;

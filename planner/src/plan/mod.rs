@@ -157,6 +157,9 @@ pub struct JobGraph {
     pub config: JobConfig,
     /// Its vertices; inputs always come before the vertices they feed.
     pub vertices: Vec<Vertex>,
+    /// Every table the script declares, in the order declared (used or not): what a
+    /// cluster checks against its policy.
+    pub tables: Vec<Arc<crate::sql::catalog::TableDef>>,
 }
 
 impl JobGraph {

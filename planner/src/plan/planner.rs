@@ -70,6 +70,7 @@ pub fn plan_job(script: &CompiledScript) -> Result<JobGraph> {
     Ok(JobGraph {
         config: script.config.clone(),
         vertices,
+        tables: script.catalog.tables(),
     })
 }
 

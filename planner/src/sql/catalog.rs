@@ -99,6 +99,13 @@ pub struct Catalog {
 }
 
 impl Catalog {
+    /// Every table, in the order declared.
+    pub fn tables(&self) -> Vec<Arc<TableDef>> {
+        let mut tables: Vec<Arc<TableDef>> = self.tables.values().cloned().collect();
+        tables.sort_by_key(|t| (t.location.line, t.location.column));
+        tables
+    }
+
     /// Adds a table; its name must be new.
     pub fn add_table(&mut self, table: TableDef) -> Result<(), String> {
         self.check_new(&table.name)?;
