@@ -45,6 +45,21 @@ ENTRYPOINT ["/eddy"]
 EOF
 docker build --quiet --tag eddy:latest "$work/eddy" >/dev/null
 
+# --- TLS and tokens of the compose cluster (deploy/certs/, kept across builds): the
+# cluster CA, one certificate for every daemon (name `node`, the name they expect of each
+# other, plus the service names and 127.0.0.1), the token file, an admin token for users
+# and a read-only one for Prometheus.
+certs=deploy/certs
+eddy="$CARGO_TARGET_DIR/$target/release/eddy"
+if [ ! -f "$certs/node.pem" ]; then
+  "$eddy" cert --out "$certs" node=jobmanager,taskmanager 2>/dev/null
+fi
+if [ ! -f "$certs/tokens" ]; then
+  "$eddy" token admin --append "$certs/tokens" > "$certs/admin.token"
+  "$eddy" token prometheus --read-only --append "$certs/tokens" > "$certs/prometheus.token"
+  chmod 600 "$certs/admin.token"
+fi
+
 # Copies files and every shared library they load (as ldd finds them) into a root.
 copy_with_libraries() {
   local root="$1"

@@ -13,6 +13,7 @@ use crate::postgres::Postgres;
 use crate::processes::Cluster;
 use crate::recovery::{next, seeded};
 use crate::s3::S3Server;
+use crate::security::{Credentials, secured_cluster};
 use crate::support::{exclusive, run_ok};
 
 const BUCKET: &str = "eddy";
@@ -164,8 +165,14 @@ fn failure_free(systems: &Systems, cluster: &Cluster, guarantee: &str) -> Seen {
 
 /// Runs the job on a JobManager and 3 TaskManagers while killing processes: TaskManagers by
 /// SIGKILL at random moments, the JobManager and then the TaskManagers by failpoints right
-/// after a checkpoint completes. Returns the job's final status and the kills made.
-fn run_with_chaos(name: &str, guarantee: &str, systems: &Systems) -> (Cluster, u64) {
+/// after a checkpoint completes. With `credentials`, the cluster runs with TLS on every
+/// connection and tokens. Returns the job's final status and the kills made.
+fn run_with_chaos(
+    name: &str,
+    guarantee: &str,
+    systems: &Systems,
+    credentials: Option<&Credentials>,
+) -> (Cluster, u64) {
     let mut rng = seeded();
     let jobmanager_crash = 4 + next(&mut rng) % 8;
     let taskmanager_crash = jobmanager_crash + 6 + next(&mut rng) % 8;
@@ -176,7 +183,11 @@ fn run_with_chaos(name: &str, guarantee: &str, systems: &Systems) -> (Cluster, u
         "{name}: the JobManager aborts before notifying checkpoint {jobmanager_crash}, \
          TaskManagers before committing checkpoint {taskmanager_crash}"
     );
-    let mut cluster = Cluster::start_with(name, 3, 2, &[], &[("EDDY_FAILPOINTS", &failpoints)]);
+    let failpoints = [("EDDY_FAILPOINTS", failpoints.as_str())];
+    let mut cluster = match credentials {
+        Some(credentials) => secured_cluster(name, credentials, 3, 2, &failpoints),
+        None => Cluster::start_with(name, 3, 2, &[], &failpoints),
+    };
     // Only the first processes carry the failpoints: a replacement must not abort again.
     cluster.remove_env("EDDY_FAILPOINTS");
     create_tables(systems, name);
@@ -281,7 +292,9 @@ pub fn running_on(status: &serde_json::Value) -> Vec<usize> {
 fn exactly_once_sinks_survive_chaos() {
     let _exclusive = exclusive();
     let systems = Systems::start("chaos");
-    let (cluster, kills) = run_with_chaos("chaos", "exactly-once", &systems);
+    // With TLS on every connection (mutual between the daemons) and tokens.
+    let credentials = Credentials::new();
+    let (cluster, kills) = run_with_chaos("chaos", "exactly-once", &systems, Some(&credentials));
     assert!(
         kills >= 5,
         "only {kills} kills happened before the job finished"
@@ -367,7 +380,7 @@ fn multiset(rows: &[String]) -> BTreeMap<&String, usize> {
 fn at_least_once_sinks_lose_nothing_under_chaos() {
     let _exclusive = exclusive();
     let systems = Systems::start("chaos-alo");
-    let (cluster, kills) = run_with_chaos("alo", "at-least-once", &systems);
+    let (cluster, kills) = run_with_chaos("alo", "at-least-once", &systems, None);
     assert!(
         kills >= 5,
         "only {kills} kills happened before the job finished"

@@ -94,9 +94,22 @@ impl Compose {
             ("EDDY_POSTGRES_PORT".to_string(), postgres_port.to_string()),
             ("EDDY_KAFKA_PORT".to_string(), free_port().to_string()),
         ];
+        let jobmanager = format!("https://127.0.0.1:{jobmanager_port}");
+        // TLS and tokens are on: clients trust the cluster CA and present the admin token,
+        // both made by deploy/build-images.sh.
+        let certs = repository().join("deploy/certs");
+        let token = std::fs::read_to_string(certs.join("admin.token"))
+            .expect("deploy/certs/admin.token (made by deploy/build-images.sh)");
+        crate::processes::secure_clients_of(
+            &jobmanager,
+            &[
+                ("EDDY_TLS_CA", certs.join("ca.pem").to_str().unwrap()),
+                ("EDDY_TOKEN", token.trim()),
+            ],
+        );
         let compose = Compose {
             project,
-            jobmanager: format!("http://127.0.0.1:{jobmanager_port}"),
+            jobmanager,
             http: format!("127.0.0.1:{http_port}"),
             prometheus: format!("127.0.0.1:{prometheus_port}"),
             postgres_port,
@@ -452,11 +465,16 @@ fn scale_out_and_resume_from_a_savepoint_at_higher_parallelism() {
     let (script, job) = compose.running_job("rescaled", 8_000);
     // The published dashboard answers, and Prometheus finds every Eddy container by name,
     // the five scaled TaskManagers included.
-    let page = crate::http::request(&compose.http, "GET", "/", None);
+    let page = Command::new("curl")
+        .args(["-sS", "--max-time", "10", "--cacert"])
+        .arg(repository().join("deploy/certs/ca.pem"))
+        .arg(format!("https://{}/", compose.http))
+        .output()
+        .expect("curl");
+    let page = String::from_utf8_lossy(&page.stdout);
     assert!(
-        page.status == 200 && page.text().contains("dashboard.js"),
-        "{}",
-        page.text()
+        page.contains("dashboard.js"),
+        "the dashboard over TLS: {page}"
     );
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {

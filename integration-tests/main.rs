@@ -27,6 +27,7 @@ mod processes;
 mod processing_time;
 mod recovery;
 mod s3;
+mod security;
 mod semi_joins;
 mod soak;
 mod support;

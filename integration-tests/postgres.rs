@@ -116,6 +116,20 @@ impl Postgres {
         );
     }
 
+    /// Adds a role that must log in with `password` over TCP (the others stay trusted).
+    pub fn add_password_user(&self, name: &str, password: &str) {
+        self.execute(&format!(
+            "CREATE ROLE {name} LOGIN PASSWORD '{password}'; GRANT ALL ON SCHEMA public TO {name};"
+        ));
+        let data = self.directory.join("data");
+        let hba = data.join("pg_hba.conf");
+        let rules = std::fs::read_to_string(&hba).unwrap();
+        let rule = format!("host all {name} 127.0.0.1/32 scram-sha-256\n");
+        std::fs::write(&hba, format!("{rule}{rules}")).unwrap();
+        self.run_as_owner("pg_ctl", &["-D", data.to_str().unwrap(), "reload"]);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
     /// The server's URL, for a table's `'url'` option.
     pub fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)

@@ -1,10 +1,11 @@
 //! A cluster of real processes on loopback: a JobManager and TaskManagers started from the
 //! `eddy` binary, their print-sink output collected, all stopped on drop.
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::support::{Scratch, eddy};
@@ -17,11 +18,27 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// Starts `command`, collecting what it prints.
+    /// Starts `command`, collecting what it prints. Its log goes to the test's standard
+    /// error, or into a file of directory `EDDY_TEST_STDERR_DIR` when the command's
+    /// environment sets that.
     pub fn spawn(mut command: Command) -> Daemon {
+        let log_dir = command
+            .get_envs()
+            .find(|(k, _)| *k == "EDDY_TEST_STDERR_DIR")
+            .and_then(|(_, v)| v.map(std::path::PathBuf::from));
+        let stderr = match log_dir {
+            Some(dir) => {
+                static LOGS: std::sync::atomic::AtomicUsize =
+                    std::sync::atomic::AtomicUsize::new(0);
+                let n = LOGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                std::fs::create_dir_all(&dir).unwrap();
+                Stdio::from(std::fs::File::create(dir.join(format!("daemon-{n}.log"))).unwrap())
+            }
+            None => Stdio::inherit(),
+        };
         let mut child = command
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("start eddy");
         let lines = Arc::new(Mutex::new(Vec::new()));
@@ -155,10 +172,24 @@ impl Cluster {
         jobmanager_args: &[&str],
         env: &[(&str, &str)],
     ) -> Cluster {
+        Cluster::start_secured(name, count, slots, jobmanager_args, env, &[])
+    }
+
+    /// As [`Cluster::start_with`], its clients run with `client_env` (TLS files, a token):
+    /// every client command at its address, made through this module, gets it.
+    pub fn start_secured(
+        name: &str,
+        count: usize,
+        slots: usize,
+        jobmanager_args: &[&str],
+        env: &[(&str, &str)],
+        client_env: &[(&str, &str)],
+    ) -> Cluster {
         let port = free_port();
         let http = format!("127.0.0.1:{}", free_port());
         let scratch = Scratch::new(name);
         let address = format!("http://127.0.0.1:{port}");
+        secure_clients_of(&address, client_env);
         let jobmanager = Daemon::spawn(jobmanager_command(
             (port, &http),
             &scratch,
@@ -317,11 +348,36 @@ impl Cluster {
     }
 }
 
-/// Runs an `eddy` client command against the JobManager at `address`.
+/// Environment variables, as pairs.
+type Environment = Vec<(String, String)>;
+
+/// The environment of clients of secured clusters (TLS files, a token), by address.
+static CLIENT_ENV: LazyLock<Mutex<HashMap<String, Environment>>> = LazyLock::new(Default::default);
+
+/// Has every client command at `address` made through this module run with `env` (TLS
+/// files, a token).
+pub fn secure_clients_of(address: &str, env: &[(&str, &str)]) {
+    CLIENT_ENV.lock().unwrap().insert(
+        address.to_string(),
+        env.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
+}
+
+/// Runs an `eddy` client command against the JobManager at `address` (with the
+/// credentials of its cluster, when it is secured).
 pub fn client_at(address: &str, args: &[&str]) -> std::process::Output {
+    let env = CLIENT_ENV
+        .lock()
+        .unwrap()
+        .get(address)
+        .cloned()
+        .unwrap_or_default();
     eddy()
         .args(args)
         .env("EDDY_JOBMANAGER", address)
+        .envs(env)
         .output()
         .unwrap()
 }

@@ -13,6 +13,9 @@ pub struct S3Server {
     child: Child,
     /// `http://127.0.0.1:PORT`.
     pub endpoint: String,
+    /// Holds the secret key, which tables name by reference (`${file:…}`), as a cluster
+    /// demands.
+    secrets: Scratch,
 }
 
 impl S3Server {
@@ -31,9 +34,12 @@ impl S3Server {
             .unwrap_or_else(|e| {
                 panic!("cannot start moto_server ({e}); `.ci/run` installs it, or: pip install 'moto[server]'")
             });
+        let secrets = Scratch::new("s3-secret");
+        secrets.write("secret-access-key", "test\n");
         let server = S3Server {
             child,
             endpoint: format!("http://127.0.0.1:{port}"),
+            secrets,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
@@ -93,12 +99,14 @@ impl S3Server {
         response
     }
 
-    /// The `WITH` options that point a filesystem table at this server.
+    /// The `WITH` options that point a filesystem table at this server; the secret key is
+    /// read from a file by the process that connects.
     pub fn options(&self) -> String {
         format!(
             "'s3.endpoint' = '{}', 's3.allow-http' = 'true', 's3.region' = 'us-east-1', \
-             's3.access-key-id' = 'test', 's3.secret-access-key' = 'test'",
-            self.endpoint
+             's3.access-key-id' = 'test', 's3.secret-access-key' = '${{file:{}}}'",
+            self.endpoint,
+            self.secrets.path().join("secret-access-key").display()
         )
     }
 }
