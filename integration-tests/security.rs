@@ -497,6 +497,17 @@ fn jobs_are_confined_to_the_allowed_locations() {
     let error = refused(literal, "'${env:NAME}'");
     assert!(!error.contains("hunter2"), "{error}");
 
+    // Scripts above the size limit: refused by the policy, or before they are read whole.
+    let padding = |bytes: usize| {
+        format!(
+            "-- {}\n{}",
+            "x".repeat(bytes),
+            write(&data.join("big").display().to_string())
+        )
+    };
+    refused(&padding(1_050_000), "above the limit of 1048576");
+    refused(&padding(3_000_000), "too large");
+
     // Inside the prefix it runs.
     let job = cluster.submit(&write(&data.join("out").display().to_string()), 1);
     cluster.wait_for(&job, "FINISHED", Duration::from_secs(30));

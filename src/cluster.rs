@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
-use eddy_proto::auth::BearerToken;
+use eddy_proto::auth::{BearerToken, Guard};
 use eddy_proto::v1 as pb;
 use eddy_proto::v1::job_service_client::JobServiceClient;
 use serde::Deserialize;
@@ -39,15 +39,7 @@ pub struct JobManagerArgs {
     #[arg(long, env = "EDDY_HTTP_BIND")]
     http_bind: Option<SocketAddr>,
     #[command(flatten)]
-    tls: TlsArgs,
-    /// Users' tokens: a file of `name = sha256:HEX [read-only]` lines (`eddy token`
-    /// makes them). Without it, anyone who can connect may do anything, so the
-    /// JobManager listens on loopback only unless --insecure.
-    #[arg(long, env = "EDDY_TOKEN_FILE", value_name = "FILE")]
-    token_file: Option<PathBuf>,
-    /// Allow listening beyond loopback without TLS or tokens.
-    #[arg(long, env = "EDDY_INSECURE")]
-    insecure: bool,
+    security: SecurityArgs,
     #[command(flatten)]
     limits: LimitArgs,
     /// A TOML file with the same options (flags and environment variables win).
@@ -84,16 +76,35 @@ pub struct TaskManagerArgs {
     #[arg(long, env = "EDDY_HTTP_BIND")]
     http_bind: Option<SocketAddr>,
     #[command(flatten)]
-    tls: TlsArgs,
-    /// Tokens that may read /metrics (the JobManager's token file will do).
-    #[arg(long, env = "EDDY_TOKEN_FILE", value_name = "FILE")]
-    token_file: Option<PathBuf>,
-    /// Allow listening beyond loopback without TLS.
-    #[arg(long, env = "EDDY_INSECURE")]
-    insecure: bool,
+    security: SecurityArgs,
     /// A TOML file with the same options (flags and environment variables win).
     #[arg(long, env = "EDDY_CONFIG")]
     config: Option<PathBuf>,
+}
+
+/// How a daemon is secured: TLS, users' tokens, and whether it may listen beyond loopback
+/// without them.
+#[derive(Debug, Args)]
+struct SecurityArgs {
+    #[command(flatten)]
+    tls: TlsArgs,
+    /// Users' tokens: a file of `name = sha256:HEX [read-only]` lines (`eddy token` makes
+    /// them), demanded by a JobManager's job service and HTTP port and a TaskManager's
+    /// /metrics. A JobManager without them listens on loopback only unless --insecure.
+    #[arg(long, env = "EDDY_TOKEN_FILE", value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Allow listening beyond loopback without TLS and tokens.
+    #[arg(long, env = "EDDY_INSECURE")]
+    insecure: bool,
+}
+
+impl SecurityArgs {
+    /// The daemon's TLS and guard, from these options or else `file`'s.
+    fn load(&self, file: &FileConfig) -> Result<(Option<eddy_proto::tls::Tls>, Guard)> {
+        let tls = self.tls.clone().or(file.tls()).server()?;
+        let guard = security::guard(self.token_file.as_deref().or(file.token_file.as_deref()))?;
+        Ok((tls, guard))
+    }
 }
 
 /// Options in a TOML file, for either daemon.
@@ -171,12 +182,11 @@ async fn termination() {
 /// `eddy jobmanager`.
 pub async fn jobmanager(args: JobManagerArgs) -> Result<()> {
     let file = read_config(args.config.as_deref())?;
-    let tls = args.tls.or(file.tls()).server()?;
-    let guard = security::guard(args.token_file.as_deref().or(file.token_file.as_deref()))?;
+    let (tls, guard) = args.security.load(&file)?;
     let exposure = Exposure {
         tls: tls.is_some(),
         tokens: guard.enabled(),
-        insecure: args.insecure || file.insecure,
+        insecure: args.security.insecure || file.insecure,
     };
     let bind = exposure.bind("jobmanager", args.bind.or(file.bind), 6123)?;
     let http_bind = args.http_bind.or(file.http_bind);
@@ -220,12 +230,11 @@ pub async fn taskmanager(args: TaskManagerArgs) -> Result<()> {
     }
     let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
     let host = host.trim();
-    let tls = args.tls.or(file.tls()).server()?;
-    let guard = security::guard(args.token_file.as_deref().or(file.token_file.as_deref()))?;
+    let (tls, guard) = args.security.load(&file)?;
     let exposure = Exposure {
         tls: tls.is_some(),
         tokens: true,
-        insecure: args.insecure || file.insecure,
+        insecure: args.security.insecure || file.insecure,
     };
     let bind = exposure.bind("taskmanager", args.bind.or(file.bind), 0)?;
     let http_bind = args.http_bind.or(file.http_bind);

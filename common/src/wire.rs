@@ -119,20 +119,22 @@ mod tests {
         );
     }
 
-    #[test]
-    fn round_trips_rows_and_ops() {
+    /// Rows of a string key and an integer value.
+    fn rows(keys: Vec<Option<&str>>, values: Vec<i64>) -> RecordBatch {
         let schema = Arc::new(Schema::new(vec![
             Field::new("k", DataType::Utf8, true),
             Field::new("v", DataType::Int64, true),
         ]));
-        let rows = RecordBatch::try_new(
-            schema,
-            vec![
-                Arc::new(StringArray::from(vec![Some("a"), None])),
-                Arc::new(Int64Array::from(vec![1, 2])),
-            ],
-        )
-        .unwrap();
+        let columns: Vec<arrow::array::ArrayRef> = vec![
+            Arc::new(StringArray::from(keys)),
+            Arc::new(Int64Array::from(values)),
+        ];
+        RecordBatch::try_new(schema, columns).unwrap()
+    }
+
+    #[test]
+    fn round_trips_rows_and_ops() {
+        let rows = rows(vec![Some("a"), None], vec![1, 2]);
         let chunk = Chunk::from_ops(rows.clone(), vec![Op::UpdateBefore, Op::UpdateAfter]);
         let decoded = decode_chunk(encode_chunk(&chunk).unwrap()).unwrap();
         assert_eq!(decoded.rows(), &rows);
@@ -151,18 +153,7 @@ mod tests {
     }
 
     fn sample() -> Chunk {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("k", DataType::Utf8, true),
-            Field::new("v", DataType::Int64, true),
-        ]));
-        let rows = RecordBatch::try_new(
-            schema,
-            vec![
-                Arc::new(StringArray::from(vec![Some("a"), None, Some("ccc")])),
-                Arc::new(Int64Array::from(vec![1, 2, 3])),
-            ],
-        )
-        .unwrap();
+        let rows = rows(vec![Some("a"), None, Some("ccc")], vec![1, 2, 3]);
         Chunk::from_ops(rows, vec![Op::Insert, Op::UpdateBefore, Op::UpdateAfter])
     }
 

@@ -10,6 +10,7 @@ use eddy_proto::http_listener::HttpListener;
 use eddy_proto::tls::{ClientAuth, Tls};
 use eddy_proto::v1::job_service_server::JobServiceServer;
 use eddy_proto::v1::resource_manager_server::ResourceManagerServer;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Server;
 
 use crate::config::JobManagerConfig;
@@ -27,6 +28,12 @@ pub async fn run(
     let listener = tokio::net::TcpListener::bind(bind).await?;
     serve(listener, config, shutdown).await
 }
+
+/// Room for a request's fields besides its script.
+const MESSAGE_SLACK: usize = 64 << 10;
+
+/// Calls one connection may have open at once.
+const MAX_STREAMS_PER_CONNECTION: u32 = 256;
 
 fn config_error(error: impl std::fmt::Display) -> EddyError {
     EddyError::Config(format!("TLS: {error}"))
@@ -74,11 +81,16 @@ pub async fn serve(
             .tls_config(tls.grpc_server(ClientAuth::Optional))
             .map_err(config_error)?;
     }
-    let jobs = JobServiceServer::with_interceptor(
-        JobServiceImpl(jobmanager.clone()),
+    // A request holds at most a script and its options; anything larger is refused
+    // before it is buffered whole.
+    let request_limit = config.policy.max_sql_bytes + MESSAGE_SLACK;
+    let jobs = InterceptedService::new(
+        JobServiceServer::new(JobServiceImpl(jobmanager.clone()))
+            .max_decoding_message_size(request_limit),
         config.guard.clone(),
     );
     let result = server
+        .max_concurrent_streams(Some(MAX_STREAMS_PER_CONNECTION))
         .add_service(jobs)
         .add_service(ResourceManagerServer::new(ResourceManagerImpl(jobmanager)))
         .serve_with_incoming_shutdown(eddy_proto::incoming(listener), shutdown)
