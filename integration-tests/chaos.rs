@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::faults::FaultyProxy;
 use crate::kafka::Broker;
 use crate::postgres::Postgres;
 use crate::processes::Cluster;
@@ -24,6 +25,8 @@ pub struct Systems {
     pub pg: Postgres,
     pub s3: S3Server,
     pub kafka: Broker,
+    /// A proxy the job reaches S3 through, to inject faults, if any.
+    pub s3_proxy: Option<FaultyProxy>,
 }
 
 impl Systems {
@@ -33,6 +36,15 @@ impl Systems {
             pg: Postgres::start(name),
             s3: S3Server::start(BUCKET),
             kafka: Broker::start(),
+            s3_proxy: None,
+        }
+    }
+
+    /// The job's options of its S3 table: through the proxy when there is one.
+    pub fn s3_options(&self) -> String {
+        match &self.s3_proxy {
+            Some(proxy) => self.s3.options_at(&proxy.endpoint),
+            None => self.s3.options(),
         }
     }
 }
@@ -42,7 +54,7 @@ impl Systems {
 /// PostgreSQL, into files on S3 and into a Kafka topic, all named after `name`. (One event
 /// per millisecond: no bidder bids twice at one time, so the last bid is one bid.)
 pub fn job(name: &str, events: u64, rate: u64, guarantee: &str, systems: &Systems) -> String {
-    let (pg, s3) = (&systems.pg, &systems.s3);
+    let pg = &systems.pg;
     let url = pg.url();
     let with_pg = |table: &str| {
         format!(
@@ -92,7 +104,7 @@ pub fn job(name: &str, events: u64, rate: u64, guarantee: &str, systems: &System
         with_pg("top_bids"),
         with_pg("last_bid"),
         with_pg("cheap"),
-        s3.options(),
+        systems.s3_options(),
         systems.kafka.address
     )
 }

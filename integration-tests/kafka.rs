@@ -45,36 +45,54 @@ fn binary() -> String {
     String::from_utf8_lossy(&output.stdout).trim().to_string()
 }
 
+/// Starts the broker on `port` over `data`.
+fn spawn(port: u16, data: &Scratch) -> Child {
+    Command::new(binary())
+        .args([
+            "start",
+            "--only",
+            "kafka",
+            "--kafka-port",
+            &port.to_string(),
+        ])
+        .arg("--data-dir")
+        .arg(data.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start noida-db")
+}
+
 impl Broker {
     /// Starts a broker with an empty data directory.
     pub fn start() -> Broker {
         let port = free_port();
         let data = Scratch::new("kafka-data");
-        let child = Command::new(binary())
-            .args([
-                "start",
-                "--only",
-                "kafka",
-                "--kafka-port",
-                &port.to_string(),
-            ])
-            .arg("--data-dir")
-            .arg(data.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start noida-db");
+        let child = spawn(port, &data);
         let broker = Broker {
             child,
             address: format!("127.0.0.1:{port}"),
             data,
         };
+        broker.wait_until_up();
+        broker
+    }
+
+    /// Stops the broker (SIGTERM) and starts it again on its port and data.
+    pub fn restart(&mut self) {
+        crate::processes::signal(self.child.id(), "TERM");
+        let _ = self.child.wait();
+        let port = self.address.rsplit(':').next().unwrap().parse().unwrap();
+        self.child = spawn(port, &self.data);
+        self.wait_until_up();
+    }
+
+    fn wait_until_up(&self) {
         let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        while TcpStream::connect(&self.address).is_err() {
             assert!(Instant::now() < deadline, "the broker did not start");
             std::thread::sleep(Duration::from_millis(100));
         }
-        broker
     }
 
     fn config(&self) -> ClientConfig {

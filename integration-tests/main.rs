@@ -7,6 +7,7 @@ mod cli;
 mod cluster;
 mod docker;
 mod examples;
+mod faults;
 mod flink_oracle;
 mod formats;
 mod functions;

@@ -130,6 +130,27 @@ impl Postgres {
         std::thread::sleep(Duration::from_millis(300));
     }
 
+    /// Restarts the server (fast shutdown: open sessions are ended, prepared transactions
+    /// kept).
+    pub fn restart(&self) {
+        let data = self.directory.join("data");
+        // With its log file: the server must not hold pg_ctl's output open.
+        let log = self.directory.join("log");
+        let (data, log) = (data.to_str().unwrap(), log.to_str().unwrap());
+        self.run_as_owner(
+            "pg_ctl",
+            &["-D", data, "-l", log, "-m", "fast", "-w", "restart"],
+        );
+    }
+
+    /// Ends every other session (a commit in flight fails mid-way).
+    pub fn cut_connections(&self) {
+        self.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'",
+        );
+    }
+
     /// The server's URL, for a table's `'url'` option.
     pub fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)

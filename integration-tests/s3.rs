@@ -102,10 +102,15 @@ impl S3Server {
     /// The `WITH` options that point a filesystem table at this server; the secret key is
     /// read from a file by the process that connects.
     pub fn options(&self) -> String {
+        self.options_at(&self.endpoint)
+    }
+
+    /// The same options, reaching the server at `endpoint` (a proxy in front of it).
+    pub fn options_at(&self, endpoint: &str) -> String {
         format!(
             "'s3.endpoint' = '{}', 's3.allow-http' = 'true', 's3.region' = 'us-east-1', \
              's3.access-key-id' = 'test', 's3.secret-access-key' = '${{file:{}}}'",
-            self.endpoint,
+            endpoint,
             self.secrets.path().join("secret-access-key").display()
         )
     }

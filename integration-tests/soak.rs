@@ -5,7 +5,10 @@
 //! fail: TaskManagers SIGKILLed and replaced, the JobManager SIGKILLed and restarted on the
 //! same port and storage (a third of the kills at least), TaskManagers cut off from the
 //! cluster (SIGSTOPped past the heartbeat timeout, then let go on), and replacements
-//! started with failpoints that abort them at the protocol's most delicate moments. What
+//! started with failpoints that abort them at the protocol's most delicate moments; and
+//! (unless `EDDY_SOAK_EXTERNAL=0`) as many faults of the external systems: PostgreSQL
+//! restarted or its sessions ended mid-commit, the broker restarted, S3 (behind a
+//! fault-injecting proxy) answering 503s or hanging. What
 //! readers see at the end must equal a failure-free run of the same job exactly, with no
 //! transaction left prepared and no file left hidden.
 
@@ -13,6 +16,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::chaos::{Seen, Systems, create_tables, difference, job, running_on, seen};
+use crate::faults::{FaultyProxy, Mode};
 use crate::processes::{Cluster, signal};
 use crate::recovery::{next, seeded, windows_into_files};
 use crate::support::{Scratch, run_ok, visible_lines};
@@ -55,13 +59,30 @@ struct Kills {
     taskmanager: u64,
     cut_off: u64,
     failpoints: u64,
+    /// PostgreSQL restarted, or its sessions ended mid-commit.
+    postgres: u64,
+    /// The broker restarted.
+    broker: u64,
+    /// S3 answering 503s or hanging for a while, its open connections cut after.
+    object_store: u64,
 }
 
 impl Kills {
-    fn total(&self) -> u64 {
+    fn processes(&self) -> u64 {
         self.jobmanager + self.taskmanager + self.cut_off
     }
+
+    fn external(&self) -> u64 {
+        self.postgres + self.broker + self.object_store
+    }
+
+    fn total(&self) -> u64 {
+        self.processes() + self.external()
+    }
 }
+
+/// How long S3 misbehaves at a time.
+const S3_FAULT: Duration = Duration::from_millis(2500);
 
 /// The newest checkpoint the job's status lists.
 fn newest_checkpoint(status: &serde_json::Value) -> u64 {
@@ -72,6 +93,11 @@ fn newest_checkpoint(status: &serde_json::Value) -> u64 {
 /// The failures of one run as they happen.
 struct Chaos<'a> {
     cluster: &'a mut Cluster,
+    systems: &'a mut Systems,
+    /// Whether external systems fail too (half the failures).
+    external: bool,
+    /// Until when S3 misbehaves.
+    s3_fault: Option<Instant>,
     rng: &'a mut u64,
     kills: Kills,
     /// Per TaskManager (by start index): killed or aborted, and replaced.
@@ -83,10 +109,18 @@ struct Chaos<'a> {
 }
 
 impl<'a> Chaos<'a> {
-    fn new(cluster: &'a mut Cluster, rng: &'a mut u64) -> Self {
+    fn new(
+        cluster: &'a mut Cluster,
+        systems: &'a mut Systems,
+        external: bool,
+        rng: &'a mut u64,
+    ) -> Self {
         let dead = vec![false; cluster.taskmanagers.len()];
         Chaos {
             cluster,
+            systems,
+            external,
+            s3_fault: None,
             rng,
             kills: Kills::default(),
             dead,
@@ -109,13 +143,21 @@ impl<'a> Chaos<'a> {
                 signal(self.cluster.taskmanagers[i].child.id(), "CONT");
                 self.cut_off = None;
             }
+            if self.s3_fault.is_some_and(|until| Instant::now() >= until) {
+                let proxy = self.systems.s3_proxy.as_ref().expect("an S3 proxy");
+                proxy.set(Mode::Forward);
+                proxy.cut();
+                self.s3_fault = None;
+            }
             let Some(status) = self.cluster.try_status(job_id) else {
                 std::thread::sleep(Duration::from_millis(100));
                 continue;
             };
             self.newest = self.newest.max(newest_checkpoint(&status));
             match status["state"].as_str().unwrap_or_default() {
-                "FINISHED" if self.cut_off.is_none() => return (self.kills, status),
+                "FINISHED" if self.cut_off.is_none() && self.s3_fault.is_none() => {
+                    return (self.kills, status);
+                }
                 "FAILED" | "CANCELLED" => panic!("the job ended: {status}"),
                 _ => {}
             }
@@ -185,13 +227,16 @@ impl<'a> Chaos<'a> {
     /// or a TaskManager (one running tasks, if any does) killed; restarted or replaced
     /// ones may carry a failpoint.
     fn fail_one(&mut self, status: &serde_json::Value) {
+        if self.external && next(self.rng).is_multiple_of(2) {
+            return self.fail_external();
+        }
         let roll = next(self.rng) % 6;
         let busy = running_on(status);
         let alive: Vec<usize> = (0..self.dead.len()).filter(|i| !self.dead[*i]).collect();
         let victims: Vec<usize> = alive.iter().copied().filter(|i| busy.contains(i)).collect();
         let victims = if victims.is_empty() { alive } else { victims };
         let victim = victims[(next(self.rng) as usize) % victims.len()];
-        let jobmanager_due = self.kills.jobmanager * 3 < self.kills.total() + 1;
+        let jobmanager_due = self.kills.jobmanager * 3 < self.kills.processes() + 1;
         if roll < 2 || jobmanager_due {
             self.kills.jobmanager += 1;
             let with = self.failpoint(JOBMANAGER_FAILPOINTS);
@@ -224,6 +269,50 @@ impl<'a> Chaos<'a> {
             child.kill().unwrap();
             let _ = child.wait();
             self.replace_taskmanager(victim, with.as_deref());
+        }
+    }
+}
+
+impl Chaos<'_> {
+    /// One failure of an external system: PostgreSQL restarted or its sessions ended, the
+    /// broker restarted, or S3 failing requests or hanging for a while (then every open
+    /// connection cut).
+    fn fail_external(&mut self) {
+        let roll = next(self.rng) % 5;
+        let total = self.kills.total() + 1;
+        match roll {
+            0 => {
+                self.kills.postgres += 1;
+                eprintln!("  failure {total}: PostgreSQL restarted");
+                self.systems.pg.restart();
+            }
+            1 => {
+                self.kills.postgres += 1;
+                eprintln!("  failure {total}: PostgreSQL's sessions ended");
+                self.systems.pg.cut_connections();
+            }
+            2 => {
+                self.kills.broker += 1;
+                eprintln!("  failure {total}: the broker restarted");
+                self.systems.kafka.restart();
+            }
+            _ if self.s3_fault.is_none() => {
+                self.kills.object_store += 1;
+                let mode = match roll {
+                    3 => Mode::Errors,
+                    _ => Mode::Stall,
+                };
+                eprintln!("  failure {total}: S3 {mode:?} for {S3_FAULT:?}");
+                let proxy = self.systems.s3_proxy.as_ref().expect("an S3 proxy");
+                proxy.set(mode);
+                proxy.cut();
+                self.s3_fault = Some(Instant::now() + S3_FAULT);
+            }
+            _ => {
+                self.kills.postgres += 1;
+                eprintln!("  failure {total}: PostgreSQL's sessions ended");
+                self.systems.pg.cut_connections();
+            }
         }
     }
 }
@@ -308,7 +397,16 @@ fn differences(got: &Output, expected: &Output) -> (Vec<String>, usize) {
 /// One soak run; returns whether it was exact.
 fn soak_run(run: u64, target: u64, rate: u64, rng: &mut u64) -> bool {
     let name = format!("soak{run}");
-    let systems = Systems::start(&name);
+    let mut systems = Systems::start(&name);
+    let external = setting("EDDY_SOAK_EXTERNAL", 1) == 1;
+    if external {
+        let moto = systems
+            .s3
+            .endpoint
+            .trim_start_matches("http://")
+            .to_string();
+        systems.s3_proxy = Some(FaultyProxy::start(&moto));
+    }
     let mut cluster = Cluster::start(&name, 3, 2);
     let windows = Scratch::new("soak-windows");
     // Enough events to outlast the failures (2-4 s apart, restarts replaying).
@@ -317,11 +415,14 @@ fn soak_run(run: u64, target: u64, rate: u64, rng: &mut u64) -> bool {
     let script = soak_job(&name, events, rate, &systems, windows.path());
     let started = Instant::now();
     let job_id = cluster.submit(&script, 2);
-    let (kills, status) = Chaos::new(&mut cluster, rng).run(&job_id, target);
+    let (kills, status) =
+        Chaos::new(&mut cluster, &mut systems, external, rng).run(&job_id, target);
     let elapsed = started.elapsed();
     let got = output(&systems, &name, &windows);
     let prepared = systems.pg.query("SELECT gid FROM pg_prepared_xacts");
 
+    // The reference runs without faults, straight to S3.
+    systems.s3_proxy = None;
     create_tables(&systems, "reference");
     let reference_windows = Scratch::new("soak-reference-windows");
     let reference = soak_job("reference", events, 0, &systems, reference_windows.path());
@@ -335,13 +436,18 @@ fn soak_run(run: u64, target: u64, rate: u64, rng: &mut u64) -> bool {
             .map(|gid| format!("transaction left prepared: {gid:?}")),
     );
     eprintln!(
-        "run {run}: {} failures ({} JobManager, {} TaskManager, {} cut off; {} at failpoints), \
-         {} restarts, {events} events in {elapsed:.0?}, {checked} rows checked, {} differences",
+        "run {run}: {} failures ({} JobManager, {} TaskManager, {} cut off; {} at failpoints; \
+         {} external: {} PostgreSQL, {} broker, {} S3), {} restarts, {events} events in \
+         {elapsed:.0?}, {checked} rows checked, {} differences",
         kills.total(),
         kills.jobmanager,
         kills.taskmanager,
         kills.cut_off,
         kills.failpoints,
+        kills.external(),
+        kills.postgres,
+        kills.broker,
+        kills.object_store,
         status["restarts"],
         found.len()
     );
