@@ -496,6 +496,10 @@ fn jobs_are_confined_to_the_allowed_locations() {
          INSERT INTO p SELECT id FROM s;";
     let error = refused(literal, "'${env:NAME}'");
     assert!(!error.contains("hunter2"), "{error}");
+    refused(
+        &literal.replace("hunter2", "${env:AWS_SECRET_ACCESS_KEY}"),
+        "starting with 'EDDY_SECRET_'",
+    );
 
     // Scripts above the size limit: refused by the policy, or before they are read whole.
     let padding = |bytes: usize| {
@@ -557,7 +561,7 @@ fn a_canary_secret_leaks_nowhere() {
         2,
         1,
         &[
-            ("EDDY_CANARY", &canary),
+            ("EDDY_SECRET_CANARY", &canary),
             ("EDDY_TEST_STDERR_DIR", &logs_dir),
             (
                 "EDDY_LOG",
@@ -579,7 +583,7 @@ fn a_canary_secret_leaks_nowhere() {
         )
     };
     // Named by reference, the password is read by the TaskManagers, and PostgreSQL takes it.
-    let job = cluster.submit(&script("${env:EDDY_CANARY}"), 2);
+    let job = cluster.submit(&script("${env:EDDY_SECRET_CANARY}"), 2);
     cluster.wait_for(&job, "FINISHED", Duration::from_secs(60));
     assert_eq!(
         pg.query("SELECT count(*), sum(c) FROM canary_out"),

@@ -134,6 +134,7 @@ struct FileConfig {
     max_sql_bytes: Option<usize>,
     max_parallelism: Option<usize>,
     max_jobs_per_user: Option<usize>,
+    secret_env_prefix: Option<String>,
 }
 
 impl FileConfig {
@@ -144,6 +145,7 @@ impl FileConfig {
             max_sql_bytes: self.max_sql_bytes,
             max_parallelism: self.max_parallelism,
             max_jobs_per_user: self.max_jobs_per_user,
+            secret_env_prefix: self.secret_env_prefix.clone(),
         }
     }
 

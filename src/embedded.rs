@@ -70,6 +70,7 @@ pub async fn run(
         // out of the job record beside its checkpoints).
         policy: SubmitPolicy {
             allow_literal_secrets: true,
+            secret_env_prefix: String::new(),
             ..SubmitPolicy::default()
         },
         ..JobManagerConfig::default()

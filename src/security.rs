@@ -91,6 +91,10 @@ pub struct LimitArgs {
     /// Unfinished jobs one user (token) may have [default: unlimited].
     #[arg(long, env = "EDDY_MAX_JOBS_PER_USER")]
     pub max_jobs_per_user: Option<usize>,
+    /// The prefix of the TaskManagers' environment variables jobs may name in
+    /// `${env:NAME}` ('' for any) [default: EDDY_SECRET_].
+    #[arg(long, env = "EDDY_SECRET_ENV_PREFIX")]
+    pub secret_env_prefix: Option<String>,
 }
 
 impl LimitArgs {
@@ -103,6 +107,7 @@ impl LimitArgs {
             max_sql_bytes: self.max_sql_bytes.or(file.max_sql_bytes),
             max_parallelism: self.max_parallelism.or(file.max_parallelism),
             max_jobs_per_user: self.max_jobs_per_user.or(file.max_jobs_per_user),
+            secret_env_prefix: self.secret_env_prefix.or(file.secret_env_prefix),
         }
     }
 
@@ -120,6 +125,7 @@ impl LimitArgs {
                 .then_some(self.allowed_locations),
             forbidden_connectors: self.forbidden_connectors,
             allow_literal_secrets: false,
+            secret_env_prefix: self.secret_env_prefix.unwrap_or(defaults.secret_env_prefix),
         })
     }
 }

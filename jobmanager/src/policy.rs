@@ -26,7 +26,14 @@ pub struct SubmitPolicy {
     /// Whether secret options may hold the secret itself instead of a `${env:}` or
     /// `${file:}` reference (only where the job is never stored: `eddy run`).
     pub allow_literal_secrets: bool,
+    /// The prefix of the environment variables `${env:}` may name (a job must not read,
+    /// say, the TaskManagers' own cloud credentials into an option it sends elsewhere);
+    /// empty: any.
+    pub secret_env_prefix: String,
 }
+
+/// The default [`SubmitPolicy::secret_env_prefix`].
+pub const SECRET_ENV_PREFIX: &str = "EDDY_SECRET_";
 
 impl Default for SubmitPolicy {
     fn default() -> Self {
@@ -37,6 +44,7 @@ impl Default for SubmitPolicy {
             allowed_locations: None,
             forbidden_connectors: Vec::new(),
             allow_literal_secrets: false,
+            secret_env_prefix: SECRET_ENV_PREFIX.into(),
         }
     }
 }
@@ -104,6 +112,13 @@ impl SubmitPolicy {
         match Reference::parse(value) {
             Some(Reference::File(path)) => {
                 self.check_location(&format!("{at}, option '{key}'"), path)
+            }
+            Some(Reference::Env(name)) if !name.starts_with(&self.secret_env_prefix) => {
+                Err(PolicyViolation(format!(
+                    "{at}, option '{key}': jobs may only name environment variables starting \
+                     with '{}' (--secret-env-prefix), not '{name}'",
+                    self.secret_env_prefix
+                )))
             }
             Some(Reference::Env(_)) => Ok(()),
             None if is_secret_key(key) && !self.allow_literal_secrets && !value.is_empty() => {
