@@ -1,6 +1,7 @@
 //! `eddy`: the command line of the Eddy stream processor.
 
 mod cluster;
+mod credentials;
 mod embedded;
 mod security;
 mod watch;
@@ -136,10 +137,10 @@ enum Command {
     },
     /// Make a cluster CA (kept and reused in --out) and certificates signed by it for
     /// the named nodes, for a test or small cluster's TLS.
-    Cert(security::CertArgs),
+    Cert(credentials::CertArgs),
     /// Make a random token for users: the token on standard output, its token-file
     /// entry (a hash, never the token) appended to --append or shown on standard error.
-    Token(security::TokenArgs),
+    Token(credentials::TokenArgs),
     /// Cancel a job.
     Cancel {
         /// The job's id.
@@ -263,8 +264,8 @@ fn execute(command: Command) -> Result<()> {
             interval_ms,
         } => runtime()?.block_on(cluster::top(&target, job_id, interval_ms)),
         Command::Cancel { job_id, target } => runtime()?.block_on(cluster::cancel(&target, job_id)),
-        Command::Cert(args) => security::cert(args),
-        Command::Token(args) => security::token(args),
+        Command::Cert(args) => credentials::cert(args),
+        Command::Token(args) => credentials::token(args),
         Command::Explain { job } => {
             let (sql, overrides) = job.read()?;
             let graph = eddy_planner::plan(&sql, &overrides)

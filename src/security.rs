@@ -1,10 +1,10 @@
-//! The command line's security options and commands: TLS files, tokens, the rule that only
-//! a secured daemon listens beyond loopback, `eddy cert` and `eddy token`.
+//! The command line's security options: TLS files, tokens, what jobs may do, and the rule
+//! that only a secured daemon listens beyond loopback.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::Args;
 use eddy_jobmanager::policy::SubmitPolicy;
 use eddy_proto::auth::{Guard, Tokens};
@@ -207,142 +207,6 @@ impl Exposure {
             (true, true) => "nothing is missing",
         }
     }
-}
-
-/// Options of `eddy cert`.
-#[derive(Debug, Args)]
-pub struct CertArgs {
-    /// Where to write ca.pem, ca-key.pem and, per node, NAME.pem and NAME-key.pem.
-    #[arg(long, default_value = "eddy-certs")]
-    out: PathBuf,
-    /// Nodes to make certificates for, as NAME or NAME=HOST,HOST,... (the hosts their
-    /// certificate is valid for; `localhost` and 127.0.0.1 are always added).
-    #[arg(required = true, value_name = "NODE")]
-    nodes: Vec<String>,
-    /// Valid for this many days.
-    #[arg(long, default_value_t = 365)]
-    days: u32,
-}
-
-/// `eddy cert`: a CA (made once, reused when `out` holds one) and node certificates signed
-/// by it, for a test or small cluster.
-pub fn cert(args: CertArgs) -> Result<()> {
-    use rcgen::{
-        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
-        KeyPair, KeyUsagePurpose,
-    };
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("cannot create {}", args.out.display()))?;
-    let now = time_now();
-    let until = now + std::time::Duration::from_secs(u64::from(args.days) * 86_400);
-    let ca_key_path = args.out.join("ca-key.pem");
-    let ca_key = match std::fs::read_to_string(&ca_key_path) {
-        Ok(pem) => KeyPair::from_pem(&pem).context("ca-key.pem")?,
-        Err(_) => KeyPair::generate()?,
-    };
-    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "Eddy cluster CA");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    ca_params.not_before = now.into();
-    ca_params.not_after = until.into();
-    let ca_path = args.out.join("ca.pem");
-    if !ca_path.exists() {
-        let ca_cert = ca_params.self_signed(&ca_key)?;
-        write_private(&ca_key_path, &ca_key.serialize_pem())?;
-        std::fs::write(&ca_path, ca_cert.pem())?;
-    }
-    let issuer = Issuer::new(ca_params, ca_key);
-    for node in &args.nodes {
-        let (name, hosts) = node.split_once('=').unwrap_or((node, ""));
-        let mut sans: Vec<String> = hosts
-            .split(',')
-            .filter(|h| !h.is_empty())
-            .map(str::to_string)
-            .collect();
-        for default in [name, "localhost", "127.0.0.1"] {
-            if !sans.iter().any(|s| s == default) {
-                sans.push(default.to_string());
-            }
-        }
-        let key = KeyPair::generate()?;
-        let mut params = CertificateParams::new(sans.clone())?;
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.extended_key_usages = vec![
-            ExtendedKeyUsagePurpose::ServerAuth,
-            ExtendedKeyUsagePurpose::ClientAuth,
-        ];
-        params.not_before = now.into();
-        params.not_after = until.into();
-        let cert = params.signed_by(&key, &issuer)?;
-        std::fs::write(args.out.join(format!("{name}.pem")), cert.pem())?;
-        write_private(
-            &args.out.join(format!("{name}-key.pem")),
-            &key.serialize_pem(),
-        )?;
-        eprintln!("{name}: valid for {}", sans.join(", "));
-    }
-    eprintln!("wrote {}", args.out.display());
-    Ok(())
-}
-
-fn time_now() -> std::time::SystemTime {
-    // A minute back, for clocks of other machines slightly behind.
-    std::time::SystemTime::now() - std::time::Duration::from_secs(60)
-}
-
-/// Writes a private key readable by its owner only.
-fn write_private(path: &Path, contents: &str) -> Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    file.write_all(contents.as_bytes())?;
-    Ok(())
-}
-
-/// Options of `eddy token`.
-#[derive(Debug, Args)]
-pub struct TokenArgs {
-    /// The token's name (shown in logs; limits count per name).
-    name: String,
-    /// The token may only read jobs, checkpoints and metrics.
-    #[arg(long)]
-    read_only: bool,
-    /// Append the entry (the token's hash, not the token) to this token file.
-    #[arg(long, value_name = "FILE")]
-    append: Option<PathBuf>,
-}
-
-/// `eddy token`: a new random token on standard output; its token-file entry appended to
-/// `--append` or printed on standard error.
-pub fn token(args: TokenArgs) -> Result<()> {
-    let (token, hash) = eddy_proto::auth::generate();
-    let flag = if args.read_only { " read-only" } else { "" };
-    let entry = format!("{} = {hash}{flag}\n", args.name);
-    // The entry must parse (a bad name is caught here, not when a daemon starts).
-    Tokens::parse(&entry, "the new entry")?;
-    match &args.append {
-        Some(path) => {
-            use std::io::Write;
-            let mut file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .with_context(|| format!("cannot open {}", path.display()))?;
-            file.write_all(entry.as_bytes())?;
-        }
-        None => eprint!("{entry}"),
-    }
-    println!("{token}");
-    Ok(())
 }
 
 #[cfg(test)]
