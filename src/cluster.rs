@@ -98,12 +98,44 @@ struct SecurityArgs {
     insecure: bool,
 }
 
+/// A daemon's security and where it listens, checked against each other.
+struct Secured {
+    tls: Option<eddy_proto::tls::Tls>,
+    guard: Guard,
+    bind: SocketAddr,
+    http_bind: Option<SocketAddr>,
+}
+
 impl SecurityArgs {
-    /// The daemon's TLS and guard, from these options or else `file`'s.
-    fn load(&self, file: &FileConfig) -> Result<(Option<eddy_proto::tls::Tls>, Guard)> {
+    /// The TLS and guard of daemon `what` (from these options or else `file`'s), and its
+    /// addresses: `bind` (else `port` on loopback or, secured, every interface) and
+    /// `http_bind`, refused beyond loopback unless secured. A daemon that serves no users
+    /// (`users` false) needs no tokens to be secured.
+    fn secure(
+        &self,
+        what: &str,
+        file: &FileConfig,
+        (bind, port): (Option<SocketAddr>, u16),
+        http_bind: Option<SocketAddr>,
+        users: bool,
+    ) -> Result<Secured> {
         let tls = self.tls.clone().or(file.tls()).server()?;
         let guard = security::guard(self.token_file.as_deref().or(file.token_file.as_deref()))?;
-        Ok((tls, guard))
+        let exposure = Exposure {
+            tls: tls.is_some(),
+            tokens: guard.enabled() || !users,
+            insecure: self.insecure || file.insecure,
+        };
+        let bind = exposure.bind(what, bind, port)?;
+        if let Some(http) = http_bind {
+            exposure.check(&format!("{what} --http-bind"), http)?;
+        }
+        Ok(Secured {
+            tls,
+            guard,
+            bind,
+            http_bind,
+        })
     }
 }
 
@@ -184,17 +216,18 @@ async fn termination() {
 /// `eddy jobmanager`.
 pub async fn jobmanager(args: JobManagerArgs) -> Result<()> {
     let file = read_config(args.config.as_deref())?;
-    let (tls, guard) = args.security.load(&file)?;
-    let exposure = Exposure {
-        tls: tls.is_some(),
-        tokens: guard.enabled(),
-        insecure: args.security.insecure || file.insecure,
-    };
-    let bind = exposure.bind("jobmanager", args.bind.or(file.bind), 6123)?;
-    let http_bind = args.http_bind.or(file.http_bind);
-    if let Some(http) = http_bind {
-        exposure.check("jobmanager --http-bind", http)?;
-    }
+    let Secured {
+        tls,
+        guard,
+        bind,
+        http_bind,
+    } = args.security.secure(
+        "jobmanager",
+        &file,
+        (args.bind.or(file.bind), 6123),
+        args.http_bind.or(file.http_bind),
+        true,
+    )?;
     let policy = args.limits.or(file.limits()).policy()?;
     let defaults = eddy_jobmanager::JobManagerConfig::default();
     let config = eddy_jobmanager::JobManagerConfig {
@@ -232,17 +265,18 @@ pub async fn taskmanager(args: TaskManagerArgs) -> Result<()> {
     }
     let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
     let host = host.trim();
-    let (tls, guard) = args.security.load(&file)?;
-    let exposure = Exposure {
-        tls: tls.is_some(),
-        tokens: true,
-        insecure: args.security.insecure || file.insecure,
-    };
-    let bind = exposure.bind("taskmanager", args.bind.or(file.bind), 0)?;
-    let http_bind = args.http_bind.or(file.http_bind);
-    if let Some(http) = http_bind {
-        exposure.check("taskmanager --http-bind", http)?;
-    }
+    let Secured {
+        tls,
+        guard,
+        bind,
+        http_bind,
+    } = args.security.secure(
+        "taskmanager",
+        &file,
+        (args.bind.or(file.bind), 0),
+        args.http_bind.or(file.http_bind),
+        false,
+    )?;
     let scheme = eddy_proto::tls::scheme(tls.as_ref());
     let advertise = match args.advertise_hostname {
         true if bind.port() == 0 => bail!("--advertise-hostname needs a fixed port in --bind"),

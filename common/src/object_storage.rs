@@ -36,7 +36,7 @@ impl StorageLocation {
 
 /// `path` with its `.` and `..` steps resolved without asking the filesystem (object
 /// storage paths have no such steps).
-fn lexically_normal(path: &std::path::Path) -> std::path::PathBuf {
+pub fn lexically_normal(path: &std::path::Path) -> std::path::PathBuf {
     use std::path::Component;
     let mut normal = std::path::PathBuf::new();
     for component in path.components() {

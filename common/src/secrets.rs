@@ -98,6 +98,20 @@ pub enum SecretError {
     },
 }
 
+/// Whether option `key` holds a secret written out (not a reference to one).
+pub fn is_written_out(key: &str, value: &str) -> bool {
+    is_secret_key(key) && Reference::parse(value).is_none()
+}
+
+/// The value of option `key` as it may be stored or shown: [`REDACTED`] for a secret
+/// written out, the value otherwise.
+pub fn redacted<'a>(key: &str, value: &'a str) -> &'a str {
+    match is_written_out(key, value) {
+        true => REDACTED,
+        false => value,
+    }
+}
+
 /// `value` with a reference resolved, or as it is.
 pub fn resolve(value: &str) -> Result<String, SecretError> {
     match Reference::parse(value) {

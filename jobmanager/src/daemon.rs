@@ -11,7 +11,6 @@ use eddy_proto::tls::{ClientAuth, Tls};
 use eddy_proto::v1::job_service_server::JobServiceServer;
 use eddy_proto::v1::resource_manager_server::ResourceManagerServer;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Server;
 
 use crate::config::JobManagerConfig;
 use crate::grpc::{JobServiceImpl, ResourceManagerImpl};
@@ -35,10 +34,6 @@ const MESSAGE_SLACK: usize = 64 << 10;
 /// Calls one connection may have open at once.
 const MAX_STREAMS_PER_CONNECTION: u32 = 256;
 
-fn config_error(error: impl std::fmt::Display) -> EddyError {
-    EddyError::Config(format!("TLS: {error}"))
-}
-
 /// Runs a JobManager on a bound listener until `shutdown` resolves; it first resumes the
 /// unfinished jobs of its job store.
 pub async fn serve(
@@ -61,8 +56,7 @@ pub async fn serve(
     if let Some(bind) = config.http_bind {
         let listener = tokio::net::TcpListener::bind(bind).await?;
         tracing::info!(address = %listener.local_addr()?, tls = tls.is_some(), "jobmanager http listening (dashboard, /v1, /metrics)");
-        let acceptor = tls.map(Tls::acceptor).transpose().map_err(config_error)?;
-        let listener = HttpListener::new(listener, acceptor)?;
+        let listener = HttpListener::new(listener, tls.and_then(Tls::acceptor))?;
         let stopped = async {
             let _ = http_stopped.await;
         };
@@ -73,14 +67,9 @@ pub async fn serve(
             }
         });
     }
-    let mut server = Server::builder();
-    if let Some(tls) = tls {
-        // Users' clients may come without a certificate (they present tokens); the
-        // ResourceManager serves only peers whose certificate the handshake verified.
-        server = server
-            .tls_config(tls.grpc_server(ClientAuth::Optional))
-            .map_err(config_error)?;
-    }
+    // Users' clients may come without a certificate (they present tokens); the
+    // ResourceManager serves only peers whose certificate the handshake verified.
+    let server = eddy_proto::tls::server(tls, ClientAuth::Optional)?;
     // A request holds at most a script and its options; anything larger is refused
     // before it is buffered whole.
     let request_limit = config.policy.max_sql_bytes + MESSAGE_SLACK;

@@ -1,7 +1,7 @@
 //! What the JobManager keeps of one job: its plan, its lifecycle state, its current run's
 //! tasks, and its checkpointing.
 
-use eddy_common::secrets::{REDACTED, Reference, is_secret_key, redact_sql};
+use eddy_common::secrets::{redact_sql, redacted};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -79,6 +79,10 @@ pub struct JobRecord {
     pub graph: Arc<JobGraph>,
     /// The plan as `eddy explain` prints it (rendered once: every status call shows it).
     explained: String,
+    /// The script and options as the job store keeps them, secrets written out redacted
+    /// (secret options hold references on a cluster, but `eddy run` takes literals).
+    stored_sql: String,
+    stored_options: HashMap<String, String>,
     /// Where it is in its lifecycle, and its watchers (change it with
     /// [`JobRecord::transition`]).
     state: watch::Sender<JobState>,
@@ -125,22 +129,6 @@ pub struct JobRecord {
     pub restart_history: Vec<pb::RestartInfo>,
 }
 
-/// `options` with the values of secret ones redacted (references kept).
-fn redact_options(options: &HashMap<String, String>) -> HashMap<String, String> {
-    options
-        .iter()
-        .map(|(k, v)| {
-            let secret = is_secret_key(k) && Reference::parse(v).is_none();
-            let value = if secret {
-                REDACTED.to_string()
-            } else {
-                v.clone()
-            };
-            (k.clone(), value)
-        })
-        .collect()
-}
-
 impl JobRecord {
     /// A new job, waiting for slots.
     pub fn new(
@@ -151,9 +139,15 @@ impl JobRecord {
         restore_path: Option<String>,
         submitted_at_ms: i64,
     ) -> Self {
+        let stored_options = options
+            .iter()
+            .map(|(k, v)| (k.clone(), redacted(k, v).to_string()))
+            .collect();
         JobRecord {
             name: graph.config.name.clone(),
             explained: graph.explain(),
+            stored_sql: redact_sql(&sql),
+            stored_options,
             sql,
             options,
             owner: String::new(),
@@ -251,10 +245,8 @@ impl JobRecord {
     pub fn stored(&self, job_id: &str, revision: u64) -> StoredJob {
         StoredJob {
             job_id: job_id.to_string(),
-            // Secret options hold references, but a script run where literals are allowed
-            // (`eddy run`) keeps its secrets out of the store all the same.
-            sql: redact_sql(&self.sql),
-            options: redact_options(&self.options),
+            sql: self.stored_sql.clone(),
+            options: self.stored_options.clone(),
             owner: self.owner.clone(),
             state: self.state(),
             attempt: self.attempt,

@@ -3,9 +3,10 @@
 //! user may run, and that it names secrets by reference instead of writing them out.
 //! Checked at submission, so a refused job never runs; the error says why.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
-use eddy_common::secrets::{Reference, is_secret_key};
+use eddy_common::object_storage::lexically_normal;
+use eddy_common::secrets::{Reference, is_written_out};
 use eddy_planner::JobGraph;
 
 /// A cluster's rules for submitted jobs.
@@ -121,7 +122,10 @@ impl SubmitPolicy {
                 )))
             }
             Some(Reference::Env(_)) => Ok(()),
-            None if is_secret_key(key) && !self.allow_literal_secrets && !value.is_empty() => {
+            None if is_written_out(key, value)
+                && !self.allow_literal_secrets
+                && !value.is_empty() =>
+            {
                 Err(PolicyViolation(format!(
                     "{at}: option '{key}' holds a secret written out; jobs are stored and \
                      shown, so write it as '${{env:NAME}}' or '${{file:/path}}', resolved on \
@@ -216,16 +220,7 @@ impl Place {
 /// its canonical form (symbolic links followed), so a link out of a prefix is seen.
 fn real_path(path: &Path) -> PathBuf {
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let mut normal = PathBuf::new();
-    for component in absolute.components() {
-        match component {
-            Component::ParentDir => {
-                normal.pop();
-            }
-            Component::CurDir => {}
-            other => normal.push(other),
-        }
-    }
+    let normal = lexically_normal(&absolute);
     let mut existing = normal.as_path();
     let mut rest = Vec::new();
     loop {

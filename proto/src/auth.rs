@@ -39,6 +39,14 @@ impl Principal {
             access: Access::ReadWrite,
         }
     }
+
+    /// This principal, if it may change jobs.
+    pub fn may_write(self) -> Result<Principal, AuthError> {
+        match self.access {
+            Access::ReadWrite => Ok(self),
+            Access::ReadOnly => Err(AuthError::ReadOnly(self.name)),
+        }
+    }
 }
 
 /// Why a request was not let in.
@@ -271,11 +279,7 @@ impl Guard {
 
     /// Who sends `authorization`, if they may change jobs.
     pub fn authorize_write(&self, authorization: Option<&str>) -> Result<Principal, AuthError> {
-        let principal = self.authenticate(authorization)?;
-        match principal.access {
-            Access::ReadWrite => Ok(principal),
-            Access::ReadOnly => Err(AuthError::ReadOnly(principal.name)),
-        }
+        self.authenticate(authorization)?.may_write()
     }
 }
 
@@ -305,19 +309,14 @@ impl tonic::service::Interceptor for Guard {
 
 /// The caller of a request let in by a [`Guard`], if it may change jobs.
 pub fn require_write<T>(request: &tonic::Request<T>) -> Result<Principal, tonic::Status> {
-    let principal = request
-        .extensions()
-        .get::<Principal>()
-        .cloned()
-        .unwrap_or_else(Principal::local);
-    match principal.access {
-        Access::ReadWrite => Ok(principal),
-        Access::ReadOnly => {
-            let error = AuthError::ReadOnly(principal.name);
+    let principal = request.extensions().get::<Principal>().cloned();
+    principal
+        .unwrap_or_else(Principal::local)
+        .may_write()
+        .map_err(|error| {
             tracing::warn!(%error, "call refused");
-            Err(tonic::Status::permission_denied(error.to_string()))
-        }
-    }
+            tonic::Status::permission_denied(error.to_string())
+        })
 }
 
 /// Sends a token with every call of a gRPC client.

@@ -14,7 +14,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::{self, ServerConfig};
-use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity, ServerTlsConfig};
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity, Server, ServerTlsConfig};
 
 /// How long a peer may take to finish its TLS handshake before its connection is dropped
 /// (a peer that connects and says nothing holds no more than a socket for this long).
@@ -51,6 +51,15 @@ pub enum TlsError {
     /// Options that only make sense together were given alone.
     #[error("{0}")]
     Incomplete(&'static str),
+    /// tonic refused the server configuration.
+    #[error("TLS: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+impl From<TlsError> for eddy_common::EddyError {
+    fn from(error: TlsError) -> Self {
+        eddy_common::EddyError::Config(error.to_string())
+    }
 }
 
 /// Where a node's TLS files are: its certificate chain and key (PEM), and the CA
@@ -80,12 +89,12 @@ impl TlsFiles {
         if !self.is_set() {
             return Ok(None);
         }
-        let (Some(_), Some(_), Some(_)) = (&self.cert, &self.key, &self.ca) else {
+        let (Some(_), Some(_), Some(ca)) = (&self.cert, &self.key, &self.ca) else {
             return Err(TlsError::Incomplete(
                 "TLS needs all of --tls-cert, --tls-key and --tls-ca",
             ));
         };
-        self.load().map(Some)
+        self.load(ca).map(Some)
     }
 
     /// The material of a client: the CA is needed, certificate and key are optional (a
@@ -94,25 +103,25 @@ impl TlsFiles {
         if !self.is_set() {
             return Ok(None);
         }
-        if self.ca.is_none() {
+        let Some(ca) = &self.ca else {
             return Err(TlsError::Incomplete(
                 "TLS needs --tls-ca to verify the server",
             ));
-        }
+        };
         if self.cert.is_some() != self.key.is_some() {
             return Err(TlsError::Incomplete("--tls-cert and --tls-key go together"));
         }
-        self.load().map(Some)
+        self.load(ca).map(Some)
     }
 
-    fn load(&self) -> Result<Tls, TlsError> {
-        let ca = read_pem("CA certificate", self.ca.as_deref())?;
-        check_certificates("CA certificate", self.ca.as_deref(), &ca)?;
+    fn load(&self, ca_path: &Path) -> Result<Tls, TlsError> {
+        let ca = read_pem("CA certificate", ca_path)?;
+        check_certificates("CA certificate", ca_path, &ca)?;
         let identity = match (&self.cert, &self.key) {
             (Some(cert_path), Some(key_path)) => {
-                let cert = read_pem("certificate", Some(cert_path))?;
-                check_certificates("certificate", Some(cert_path), &cert)?;
-                let key = read_pem("key", Some(key_path))?;
+                let cert = read_pem("certificate", cert_path)?;
+                check_certificates("certificate", cert_path, &cert)?;
+                let key = read_pem("key", key_path)?;
                 PrivateKeyDer::from_pem_slice(&key).map_err(|e| TlsError::Pem {
                     what: "key",
                     path: key_path.clone(),
@@ -123,22 +132,22 @@ impl TlsFiles {
             }
             _ => None,
         };
-        let tls = Tls {
+        // Built here, so that a key that does not match its certificate is reported at
+        // start-up, not at the first connection.
+        let acceptor = identity
+            .as_ref()
+            .map(|(cert, key)| https_acceptor(cert, key))
+            .transpose()?;
+        Ok(Tls {
             identity,
             ca,
             server_name: self.server_name.clone(),
-        };
-        // Build both configurations once, so a key that does not match its certificate
-        // is reported at start-up, not at the first connection.
-        if tls.identity.is_some() {
-            tls.acceptor()?;
-        }
-        Ok(tls)
+            acceptor,
+        })
     }
 }
 
-fn read_pem(what: &'static str, path: Option<&Path>) -> Result<Vec<u8>, TlsError> {
-    let path = path.unwrap_or(Path::new(""));
+fn read_pem(what: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
     std::fs::read(path).map_err(|source| TlsError::Read {
         what,
         path: path.to_path_buf(),
@@ -146,10 +155,10 @@ fn read_pem(what: &'static str, path: Option<&Path>) -> Result<Vec<u8>, TlsError
     })
 }
 
-fn check_certificates(what: &'static str, path: Option<&Path>, pem: &[u8]) -> Result<(), TlsError> {
+fn check_certificates(what: &'static str, path: &Path, pem: &[u8]) -> Result<(), TlsError> {
     let error = |detail: String| TlsError::Pem {
         what,
-        path: path.unwrap_or(Path::new("")).to_path_buf(),
+        path: path.to_path_buf(),
         expected: "certificate",
         detail,
     };
@@ -172,6 +181,8 @@ pub struct Tls {
     /// The trusted CA certificate(s) (PEM).
     ca: Vec<u8>,
     server_name: Option<String>,
+    /// The HTTP port's acceptor, with an identity.
+    acceptor: Option<TlsAcceptor>,
 }
 
 impl std::fmt::Debug for Tls {
@@ -196,7 +207,7 @@ pub enum ClientAuth {
 
 impl Tls {
     /// The configuration of a gRPC server.
-    pub fn grpc_server(&self, clients: ClientAuth) -> ServerTlsConfig {
+    fn grpc_server(&self, clients: ClientAuth) -> ServerTlsConfig {
         let (cert, key) = self.identity.clone().unwrap_or_default();
         ServerTlsConfig::new()
             .identity(Identity::from_pem(cert, key))
@@ -218,25 +229,37 @@ impl Tls {
         config
     }
 
-    /// A TLS acceptor for an HTTP port (server authentication only: HTTP clients
-    /// authenticate with tokens).
-    pub fn acceptor(&self) -> Result<TlsAcceptor, TlsError> {
-        let (cert, key) = self.identity.as_ref().ok_or(TlsError::Incomplete(
-            "a TLS server needs a certificate and key",
-        ))?;
-        let chain = CertificateDer::pem_slice_iter(cert)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| rustls::Error::General(e.to_string()))?;
-        let key = PrivateKeyDer::from_pem_slice(key)
-            .map_err(|e| rustls::Error::General(e.to_string()))?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_no_client_auth()
-            .with_single_cert(chain, key)?;
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        Ok(TlsAcceptor::from(Arc::new(config)))
+    /// The acceptor of an HTTP port (server authentication only: HTTP clients
+    /// authenticate with tokens); `None` without a certificate and key.
+    pub fn acceptor(&self) -> Option<TlsAcceptor> {
+        self.acceptor.clone()
     }
+}
+
+/// An HTTPS acceptor presenting the certificate chain `cert` with `key` (PEM).
+fn https_acceptor(cert: &[u8], key: &[u8]) -> Result<TlsAcceptor, TlsError> {
+    let chain = CertificateDer::pem_slice_iter(cert)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| rustls::Error::General(e.to_string()))?;
+    let key =
+        PrivateKeyDer::from_pem_slice(key).map_err(|e| rustls::Error::General(e.to_string()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// A gRPC server builder, over TLS with `tls` (asking peers for certificates as `clients`
+/// says) or in plain text.
+pub fn server(tls: Option<&Tls>, clients: ClientAuth) -> Result<Server, TlsError> {
+    let builder = Server::builder();
+    Ok(match tls {
+        Some(tls) => builder.tls_config(tls.grpc_server(clients))?,
+        None => builder,
+    })
 }
 
 /// The gRPC endpoint of `address` (`http://host:port`, `https://host:port` or `host:port`),

@@ -11,7 +11,6 @@ use eddy_proto::http_listener::HttpListener;
 use eddy_proto::tls::{ClientAuth, Tls};
 use eddy_proto::v1::data_exchange_server::DataExchangeServer;
 use eddy_proto::v1::task_executor_server::TaskExecutorServer;
-use tonic::transport::Server;
 
 use crate::grpc::{GrpcResourceManager, TaskExecutorService};
 use crate::membership::stay_registered;
@@ -50,10 +49,6 @@ fn url_of(local: SocketAddr, tls: Option<&Tls>) -> String {
     format!("{}://{ip}:{}", eddy_proto::tls::scheme(tls), local.port())
 }
 
-fn config_error(error: impl std::fmt::Display) -> EddyError {
-    EddyError::Config(format!("TLS: {error}"))
-}
-
 /// Runs a TaskManager until `shutdown` resolves; then cancels its tasks and stops.
 pub async fn run(config: TaskManagerConfig, shutdown: impl Future<Output = ()>) -> Result<()> {
     // Connections are opened here: secrets named by reference are read here.
@@ -82,8 +77,7 @@ pub async fn run(config: TaskManagerConfig, shutdown: impl Future<Output = ()>) 
         let http_address = url_of(listener.local_addr()?, tls);
         tracing::info!(address = %http_address, "taskmanager http listening (/metrics)");
         node.set_http_address(http_address);
-        let acceptor = tls.map(Tls::acceptor).transpose().map_err(config_error)?;
-        let listener = HttpListener::new(listener, acceptor)?;
+        let listener = HttpListener::new(listener, tls.and_then(Tls::acceptor))?;
         let router = crate::http::router(node.clone(), config.guard.clone());
         tokio::spawn(async move {
             let stopped = async {
@@ -98,14 +92,8 @@ pub async fn run(config: TaskManagerConfig, shutdown: impl Future<Output = ()>) 
         });
     }
     let membership = tokio::spawn(stay_registered(node.clone()));
-    let mut server = Server::builder();
-    if let Some(tls) = tls {
-        // Only cluster members (the JobManager, other TaskManagers) call a TaskManager.
-        server = server
-            .tls_config(tls.grpc_server(ClientAuth::Required))
-            .map_err(config_error)?;
-    }
-    let server = server
+    // Only cluster members (the JobManager, other TaskManagers) call a TaskManager.
+    let server = eddy_proto::tls::server(tls, ClientAuth::Required)?
         .add_service(TaskExecutorServer::new(TaskExecutorService::new(
             node.clone(),
         )))
