@@ -8,9 +8,10 @@
 # storage (at least a third), TaskManagers cut off past the heartbeat timeout, and
 # replacements started with failpoints; and as many faults of the external systems
 # (EDDY_SOAK_EXTERNAL=0 turns them off): PostgreSQL restarted or its sessions ended
-# mid-commit, the broker restarted, S3 behind a fault-injecting proxy answering 503s or
-# hanging. The output is compared with a failure-free run of
-# the same job; every run prints its failures, restarts, rows checked and each difference.
+# mid-commit, the broker frozen past its clients' request timeouts
+# (EDDY_SOAK_BROKER_RESTARTS=1 restarts it instead: noida-db loses transactions across
+# restarts), S3 behind a fault-injecting proxy answering 503s or hanging. The output is
+# compared with a failure-free run of the same job; every run prints its failures, restarts, rows checked and each difference.
 # RATE is the source's events per second (default 20000). EDDY_TEST_SEED replays a run;
 # EDDY_SOAK_PROFILE=dev soaks the debug build the test suite already built (default: a
 # release build).

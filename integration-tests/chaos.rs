@@ -27,6 +27,8 @@ pub struct Systems {
     pub kafka: Broker,
     /// A proxy the job reaches S3 through, to inject faults, if any.
     pub s3_proxy: Option<FaultyProxy>,
+    /// More options of the job's Kafka table (`, 'key' = 'value'`…).
+    pub kafka_options: String,
 }
 
 impl Systems {
@@ -37,6 +39,7 @@ impl Systems {
             s3: S3Server::start(BUCKET),
             kafka: Broker::start(),
             s3_proxy: None,
+            kafka_options: String::new(),
         }
     }
 
@@ -87,7 +90,7 @@ pub fn job(name: &str, events: u64, rate: u64, guarantee: &str, systems: &System
            {});
          CREATE TABLE cheap_kafka (auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR)
            WITH ('connector' = 'kafka', 'topic' = '{name}-cheap', 'format' = 'csv',
-           'properties.bootstrap.servers' = '{}', 'sink.delivery-guarantee' = '{guarantee}');
+           'properties.bootstrap.servers' = '{}', 'sink.delivery-guarantee' = '{guarantee}'{});
          INSERT INTO per_auction SELECT auction, COUNT(*), MAX(price) FROM bid GROUP BY auction;
          INSERT INTO per_count SELECT bids, COUNT(*)
            FROM (SELECT auction, COUNT(*) AS bids FROM bid GROUP BY auction) GROUP BY bids;
@@ -105,7 +108,8 @@ pub fn job(name: &str, events: u64, rate: u64, guarantee: &str, systems: &System
         with_pg("last_bid"),
         with_pg("cheap"),
         systems.s3_options(),
-        systems.kafka.address
+        systems.kafka.address,
+        systems.kafka_options
     )
 }
 
@@ -168,7 +172,7 @@ pub fn seen(systems: &Systems, name: &str) -> Seen {
 }
 
 /// Runs the job failure-free on the embedded cluster.
-fn failure_free(systems: &Systems, cluster: &Cluster, guarantee: &str) -> Seen {
+pub fn failure_free(systems: &Systems, cluster: &Cluster, guarantee: &str) -> Seen {
     create_tables(systems, "reference");
     let script = job("reference", EVENTS, 0, guarantee, systems);
     run_ok(&cluster.scratch, &script, 2);

@@ -79,12 +79,29 @@ impl Broker {
     }
 
     /// Stops the broker (SIGTERM) and starts it again on its port and data.
+    ///
+    /// noida-db 0.2.3 does not keep transactions across a restart: one open when it stops,
+    /// or one begun later by a producer it knew before, is acknowledged at commit and then
+    /// missing, its records or its offsets or both (see
+    /// [`transactions_survive_broker_restarts`]). Tests of exactly-once delivery pause the
+    /// broker instead.
     pub fn restart(&mut self) {
         crate::processes::signal(self.child.id(), "TERM");
         let _ = self.child.wait();
         let port = self.address.rsplit(':').next().unwrap().parse().unwrap();
         self.child = spawn(port, &self.data);
         self.wait_until_up();
+    }
+
+    /// Freezes the broker (SIGSTOP): its connections stay open and its requests unanswered
+    /// until [`Broker::resume`].
+    pub fn pause(&self) {
+        crate::processes::signal(self.child.id(), "STOP");
+    }
+
+    /// Lets a paused broker go on.
+    pub fn resume(&self) {
+        crate::processes::signal(self.child.id(), "CONT");
     }
 
     fn wait_until_up(&self) {
@@ -264,4 +281,201 @@ fn the_kafka_sink_writes_exactly_once_with_checkpoints() {
     assert!(!expected.is_empty());
     let got = broker.read_committed("cheap");
     assert_eq!(counts(&got), counts(&expected));
+}
+
+/// One transaction of [`transactions_survive_broker_restarts`], the way Eddy's sink writes
+/// one: skipped when its marker (the writer group's offset) says it is in, else its records
+/// and its marker in one transaction.
+fn write_transaction(
+    producer: &BaseProducer,
+    marker: &BaseConsumer,
+    checkpoint: i64,
+    records: usize,
+) -> Result<(), KafkaError> {
+    let mut partition = TopicPartitionList::new();
+    partition.add_partition("t", 0);
+    let committed = marker.committed_offsets(partition, TIMEOUT)?;
+    if let Some(Offset::Offset(done)) = committed.elements().first().map(|e| e.offset())
+        && done >= checkpoint
+    {
+        return Ok(());
+    }
+    producer.begin_transaction()?;
+    for i in 0..records {
+        let line = format!("{checkpoint}-{i}");
+        producer
+            .send(BaseRecord::<(), str>::to("t").payload(&line))
+            .map_err(|(e, _)| e)?;
+    }
+    let mut offsets = TopicPartitionList::new();
+    offsets.add_partition_offset("t", 0, Offset::Offset(checkpoint))?;
+    let group = marker.group_metadata().expect("a group");
+    producer.send_offsets_to_transaction(&offsets, &group, TIMEOUT)?;
+    producer.commit_transaction(TIMEOUT)
+}
+
+/// What exactly-once into Kafka needs of a broker that restarts: every transaction it
+/// acknowledged is there afterwards, records and offsets, once. A writer commits 100
+/// transactions, retrying each with a new producer after any error, while the broker is
+/// restarted every 0.2-2 s.
+#[test]
+#[ignore = "noida-db 0.2.3 loses transactions across restarts (see Broker::restart); run it \
+            against a broker that should keep them"]
+fn transactions_survive_broker_restarts() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    const TRANSACTIONS: i64 = 100;
+    const RECORDS: usize = 50;
+    let broker = Broker::start();
+    broker.create_topic("t", 1);
+    let address = broker.address.clone();
+    let config = broker.config();
+    let broker = Arc::new(Mutex::new(broker));
+    let done = Arc::new(AtomicBool::new(false));
+    let restarter = {
+        let (broker, done) = (broker.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut rng = crate::recovery::seeded();
+            let mut restarts = 0;
+            while !done.load(Ordering::Relaxed) {
+                let pause = 200 + crate::recovery::next(&mut rng) % 1800;
+                std::thread::sleep(Duration::from_millis(pause));
+                broker.lock().unwrap().restart();
+                restarts += 1;
+            }
+            restarts
+        })
+    };
+    let marker: BaseConsumer = config
+        .clone()
+        .set("group.id", "writer")
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .create()
+        .unwrap();
+    let mut producer: Option<BaseProducer> = None;
+    for checkpoint in 1..=TRANSACTIONS {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            assert!(
+                Instant::now() < deadline,
+                "transaction {checkpoint} never went in"
+            );
+            let attempt = match &producer {
+                Some(producer) => write_transaction(producer, &marker, checkpoint, RECORDS),
+                None => config
+                    .clone()
+                    .set("transactional.id", "writer")
+                    .create::<BaseProducer>()
+                    .and_then(|p| {
+                        p.init_transactions(TIMEOUT)?;
+                        producer = Some(p);
+                        Ok(())
+                    })
+                    .and_then(|()| {
+                        let producer = producer.as_ref().expect("a producer");
+                        write_transaction(producer, &marker, checkpoint, RECORDS)
+                    }),
+            };
+            match attempt {
+                Ok(()) => break,
+                Err(_) => {
+                    if let Some(producer) = producer.take() {
+                        let _ = producer.abort_transaction(Duration::from_secs(5));
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
+        }
+    }
+    done.store(true, Ordering::Relaxed);
+    let restarts = restarter.join().unwrap();
+    let broker = broker.lock().unwrap();
+    assert_eq!(broker.address, address);
+    let got = broker.read_committed("t");
+    let expected: Vec<String> = (1..=TRANSACTIONS)
+        .flat_map(|t| (0..RECORDS).map(move |i| format!("{t}-{i}")))
+        .collect();
+    let (got, expected) = (counts(&got), counts(&expected));
+    let wrong: Vec<String> = expected
+        .keys()
+        .filter(|record| got.get(*record) != Some(&1))
+        .map(|record| format!("{record} x{}", got.get(record).copied().unwrap_or(0)))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "after {restarts} restarts, {} of {} acknowledged records are not there once: {:?}",
+        wrong.len(),
+        expected.len(),
+        &wrong[..wrong.len().min(20)]
+    );
+}
+
+/// The exactly-once sink while the broker freezes past its clients' request timeout, time
+/// and again: requests time out and are retried, transactions fail and the job restarts;
+/// the topic must end up with every record once.
+#[test]
+fn the_kafka_sink_stays_exact_while_the_broker_freezes() {
+    let broker = Broker::start();
+    broker.create_topic("frozen", 2);
+    let scratch = Scratch::new("kafka-frozen");
+    let files = scratch.path().join("files");
+    let script = format!(
+        "SET 'execution.checkpointing.interval' = '500ms';
+         SET 'restart-strategy.exponential-delay.initial-backoff' = '100ms';
+         SET 'restart-strategy.exponential-delay.max-backoff' = '500ms';
+         SET 'restart-strategy.exponential-delay.attempts-before-reset-backoff' = '1000';
+         CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT) WITH (
+           'connector' = 'nexmark', 'nexmark.table' = 'bid', 'events.num' = '200000',
+           'events.rate' = '20000');
+         CREATE TABLE cheap (auction BIGINT, bidder BIGINT, price BIGINT) WITH (
+           'connector' = 'kafka', 'topic' = 'frozen', 'properties.bootstrap.servers' = '{}',
+           'properties.socket.timeout.ms' = '1500', 'format' = 'csv',
+           'sink.delivery-guarantee' = 'exactly-once');
+         CREATE TABLE cheap_files (auction BIGINT, bidder BIGINT, price BIGINT) WITH (
+           'connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');
+         INSERT INTO cheap SELECT auction, bidder, price FROM bid WHERE price < 2000;
+         INSERT INTO cheap_files SELECT auction, bidder, price FROM bid WHERE price < 2000;",
+        broker.address,
+        files.display()
+    );
+    let file = scratch.path().join("job.sql");
+    std::fs::write(&file, script).unwrap();
+    let mut run = crate::support::eddy()
+        .args(["run", "--parallelism", "2"])
+        .arg(&file)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut rng = crate::recovery::seeded();
+    let mut freezes = 0;
+    while run.try_wait().unwrap().is_none() {
+        std::thread::sleep(Duration::from_millis(
+            500 + crate::recovery::next(&mut rng) % 1500,
+        ));
+        if freezes < 4 {
+            let frozen = Duration::from_millis(2000 + crate::recovery::next(&mut rng) % 3000);
+            eprintln!("the broker frozen for {frozen:?}");
+            broker.pause();
+            std::thread::sleep(frozen);
+            broker.resume();
+            freezes += 1;
+        }
+    }
+    assert!(run.wait().unwrap().success(), "the job failed");
+    let expected = visible_lines(&files);
+    assert!(!expected.is_empty());
+    let got = broker.read_committed("frozen");
+    let (got, expected) = (counts(&got), counts(&expected));
+    let wrong: Vec<String> = expected
+        .iter()
+        .filter(|(record, n)| got.get(*record) != Some(n))
+        .map(|(record, _)| format!("{record} x{}", got.get(record).copied().unwrap_or(0)))
+        .take(20)
+        .collect();
+    assert!(
+        wrong.is_empty() && got.len() == expected.len(),
+        "after {freezes} freezes: {wrong:?}"
+    );
 }

@@ -7,7 +7,9 @@
 //! cluster (SIGSTOPped past the heartbeat timeout, then let go on), and replacements
 //! started with failpoints that abort them at the protocol's most delicate moments; and
 //! (unless `EDDY_SOAK_EXTERNAL=0`) as many faults of the external systems: PostgreSQL
-//! restarted or its sessions ended mid-commit, the broker restarted, S3 (behind a
+//! restarted or its sessions ended mid-commit, the broker frozen past its clients' request
+//! timeouts (restarted instead with `EDDY_SOAK_BROKER_RESTARTS=1`: the test broker loses
+//! transactions across restarts, see `kafka::Broker::restart`), S3 (behind a
 //! fault-injecting proxy) answering 503s or hanging. What
 //! readers see at the end must equal a failure-free run of the same job exactly, with no
 //! transaction left prepared and no file left hidden.
@@ -61,7 +63,7 @@ struct Kills {
     failpoints: u64,
     /// PostgreSQL restarted, or its sessions ended mid-commit.
     postgres: u64,
-    /// The broker restarted.
+    /// The broker frozen for a while (or restarted).
     broker: u64,
     /// S3 answering 503s or hanging for a while, its open connections cut after.
     object_store: u64,
@@ -84,6 +86,9 @@ impl Kills {
 /// How long S3 misbehaves at a time.
 const S3_FAULT: Duration = Duration::from_millis(2500);
 
+/// The Kafka clients' request timeout in the soak: the broker's freezes outlast it.
+const KAFKA_REQUEST_TIMEOUT: &str = "2000";
+
 /// The newest checkpoint the job's status lists.
 fn newest_checkpoint(status: &serde_json::Value) -> u64 {
     let listed = status["checkpoints"].as_array().into_iter().flatten();
@@ -98,6 +103,8 @@ struct Chaos<'a> {
     external: bool,
     /// Until when S3 misbehaves.
     s3_fault: Option<Instant>,
+    /// Until when the broker is frozen.
+    broker_frozen: Option<Instant>,
     rng: &'a mut u64,
     kills: Kills,
     /// Per TaskManager (by start index): killed or aborted, and replaced.
@@ -121,6 +128,7 @@ impl<'a> Chaos<'a> {
             systems,
             external,
             s3_fault: None,
+            broker_frozen: None,
             rng,
             kills: Kills::default(),
             dead,
@@ -149,13 +157,24 @@ impl<'a> Chaos<'a> {
                 proxy.cut();
                 self.s3_fault = None;
             }
+            if self
+                .broker_frozen
+                .is_some_and(|until| Instant::now() >= until)
+            {
+                self.systems.kafka.resume();
+                self.broker_frozen = None;
+            }
             let Some(status) = self.cluster.try_status(job_id) else {
                 std::thread::sleep(Duration::from_millis(100));
                 continue;
             };
             self.newest = self.newest.max(newest_checkpoint(&status));
             match status["state"].as_str().unwrap_or_default() {
-                "FINISHED" if self.cut_off.is_none() && self.s3_fault.is_none() => {
+                "FINISHED"
+                    if self.cut_off.is_none()
+                        && self.s3_fault.is_none()
+                        && self.broker_frozen.is_none() =>
+                {
                     return (self.kills, status);
                 }
                 "FAILED" | "CANCELLED" => panic!("the job ended: {status}"),
@@ -275,8 +294,8 @@ impl<'a> Chaos<'a> {
 
 impl Chaos<'_> {
     /// One failure of an external system: PostgreSQL restarted or its sessions ended, the
-    /// broker restarted, or S3 failing requests or hanging for a while (then every open
-    /// connection cut).
+    /// broker frozen for 2.5-6 s (or restarted), or S3 failing requests or hanging for a
+    /// while (then every open connection cut).
     fn fail_external(&mut self) {
         let roll = next(self.rng) % 5;
         let total = self.kills.total() + 1;
@@ -291,10 +310,17 @@ impl Chaos<'_> {
                 eprintln!("  failure {total}: PostgreSQL's sessions ended");
                 self.systems.pg.cut_connections();
             }
-            2 => {
+            2 if setting("EDDY_SOAK_BROKER_RESTARTS", 0) == 1 => {
                 self.kills.broker += 1;
                 eprintln!("  failure {total}: the broker restarted");
                 self.systems.kafka.restart();
+            }
+            2 if self.broker_frozen.is_none() => {
+                self.kills.broker += 1;
+                let frozen = Duration::from_millis(2500 + next(self.rng) % 3500);
+                eprintln!("  failure {total}: the broker frozen for {frozen:?}");
+                self.systems.kafka.pause();
+                self.broker_frozen = Some(Instant::now() + frozen);
             }
             _ if self.s3_fault.is_none() => {
                 self.kills.object_store += 1;
@@ -406,6 +432,8 @@ fn soak_run(run: u64, target: u64, rate: u64, rng: &mut u64) -> bool {
             .trim_start_matches("http://")
             .to_string();
         systems.s3_proxy = Some(FaultyProxy::start(&moto));
+        systems.kafka_options =
+            format!(", 'properties.socket.timeout.ms' = '{KAFKA_REQUEST_TIMEOUT}'");
     }
     let mut cluster = Cluster::start(&name, 3, 2);
     let windows = Scratch::new("soak-windows");
