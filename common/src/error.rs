@@ -110,6 +110,10 @@ pub enum EddyError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// A JobManager of a later term took over the job's commit log (high availability):
+    /// this one must stop acting.
+    #[error("fenced: {0}")]
+    Fenced(String),
     /// The newest complete checkpoint cannot be read, and restoring an older one would
     /// write again what sinks committed for it.
     #[error(

@@ -13,6 +13,7 @@ pub mod fuzz;
 pub mod ids;
 pub mod metrics;
 pub mod object_storage;
+pub mod register;
 pub mod schema;
 pub mod secrets;
 pub mod state;

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
 use crate::object_storage::StorageLocation;
+use crate::register::Register;
 use crate::state::crc32;
 use crate::{EddyError, Result};
 
@@ -216,14 +217,124 @@ pub struct RestartPoint {
     pub newest_id: u64,
 }
 
+/// One entry of a job's commit log: the committing JobManager's term and the checkpoint.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Commit {
+    term: u64,
+    /// `None` in the entry with which a JobManager claims the log before any commit.
+    metadata: Option<CheckpointMetadata>,
+}
+
+/// A job's commit log: a [`Register`] under `{job}/_commits/` whose versions are the
+/// committed checkpoints. Committing a checkpoint is writing the log's next version,
+/// which only the JobManager that wrote (or read) the version before it can do: a
+/// JobManager taking the job over writes a version first (claims the log), so one that
+/// lost the job can no longer commit (high availability's fencing).
+#[derive(Debug)]
+struct CommitLog {
+    register: Register,
+    /// The term of this JobManager (0 without high availability).
+    term: u64,
+    /// The version this JobManager wrote last; `None` until it claimed the log.
+    claimed: Option<u64>,
+    /// The newest committed checkpoint, as the log held it when claimed or as committed
+    /// since.
+    committed: Option<CheckpointMetadata>,
+}
+
+/// Tries at claiming a commit log that other writers keep changing.
+const CLAIM_ATTEMPTS: usize = 10;
+
+impl CommitLog {
+    /// The log of the job whose checkpoints are at `location`, for a JobManager of `term`.
+    fn new(location: &StorageLocation, term: u64) -> Self {
+        CommitLog {
+            register: Register::new(
+                location.store.clone(),
+                location.path.clone().join("_commits"),
+            ),
+            term,
+            claimed: None,
+            committed: None,
+        }
+    }
+
+    fn encode(&self, metadata: Option<CheckpointMetadata>) -> Bytes {
+        let commit = Commit {
+            term: self.term,
+            metadata,
+        };
+        Bytes::from(serde_json::to_vec(&commit).expect("a commit serializes"))
+    }
+
+    /// Claims the log for this JobManager's term, once; fails with [`EddyError::Fenced`]
+    /// when a later term holds it.
+    async fn claim(&mut self) -> Result<()> {
+        if self.claimed.is_some() {
+            return Ok(());
+        }
+        for _ in 0..CLAIM_ATTEMPTS {
+            let (version, committed) = match self.register.read().await? {
+                None => (0, None),
+                Some(found) => {
+                    let commit: Commit = serde_json::from_slice(&found.value).map_err(|e| {
+                        EddyError::Snapshot(format!(
+                            "the commit log's version {} is unreadable: {e}",
+                            found.version
+                        ))
+                    })?;
+                    if commit.term > self.term {
+                        return Err(EddyError::Fenced(format!(
+                            "a jobmanager of term {} commits this job now (this one's term is {})",
+                            commit.term, self.term
+                        )));
+                    }
+                    (found.version, commit.metadata)
+                }
+            };
+            if self
+                .register
+                .write(version, self.encode(committed.clone()))
+                .await?
+            {
+                self.claimed = Some(version + 1);
+                self.committed = committed;
+                return Ok(());
+            }
+        }
+        Err(EddyError::Fenced(
+            "the commit log kept changing while this jobmanager claimed it".into(),
+        ))
+    }
+
+    /// Commits `metadata` as the log's next version.
+    async fn append(&mut self, metadata: &CheckpointMetadata) -> Result<()> {
+        self.claim().await?;
+        let after = self.claimed.expect("claimed");
+        if !self
+            .register
+            .write(after, self.encode(Some(metadata.clone())))
+            .await?
+        {
+            return Err(EddyError::Fenced(format!(
+                "checkpoint {} was not committed: another jobmanager wrote the commit log",
+                metadata.checkpoint
+            )));
+        }
+        self.claimed = Some(after + 1);
+        self.committed = Some(metadata.clone());
+        Ok(())
+    }
+}
+
 /// The checkpoints of one job.
 #[derive(Debug, Clone)]
 pub struct CheckpointStorage {
     location: StorageLocation,
-    /// Held while a checkpoint is committed, copied to a savepoint, or old ones are
-    /// deleted, so that neither a commit nor a savepoint refers to a file retention is
-    /// deleting (clones share it).
-    commits: Arc<Mutex<()>>,
+    /// The commit log; held while a checkpoint is committed, copied to a savepoint, or old
+    /// ones are deleted, so that neither a commit nor a savepoint refers to a file
+    /// retention is deleting (clones share it).
+    commits: Arc<Mutex<CommitLog>>,
 }
 
 fn directory_name(checkpoint: u64) -> String {
@@ -237,8 +348,17 @@ impl CheckpointStorage {
         location.path = root.path.clone().join(job);
         location.display = format!("{}/{job}", root.display.trim_end_matches('/'));
         CheckpointStorage {
+            commits: Arc::new(Mutex::new(CommitLog::new(&location, 0))),
             location,
-            commits: Arc::new(Mutex::new(())),
+        }
+    }
+
+    /// The same storage committing under `term`, the term of a leading JobManager (high
+    /// availability); a log claimed by a later term refuses its commits.
+    pub fn with_term(self, term: u64) -> Self {
+        CheckpointStorage {
+            commits: Arc::new(Mutex::new(CommitLog::new(&self.location, term))),
+            location: self.location,
         }
     }
 
@@ -298,11 +418,13 @@ impl CheckpointStorage {
         }
     }
 
-    /// Commits a checkpoint by writing its metadata, once the earlier files its task
-    /// snapshots extend are known to be there (retention may have deleted one that a
-    /// task extended while the checkpoint was being taken).
+    /// Commits a checkpoint, once the earlier files its task snapshots extend are known to
+    /// be there (retention may have deleted one that a task extended while the checkpoint
+    /// was being taken): appends its metadata to the commit log (the commit point; it
+    /// fails with [`EddyError::Fenced`] when a JobManager of a later term claimed the log),
+    /// then writes `_metadata` beside its snapshots for restores from the directory.
     pub async fn commit(&self, metadata: &CheckpointMetadata) -> Result<()> {
-        let _commits = self.commits.lock().await;
+        let mut log = self.commits.lock().await;
         // Retention keeps a file while a retained checkpoint extends it, and whatever
         // extends a file extends the whole chain before it: the chain's newest file
         // standing means all of it does.
@@ -326,14 +448,13 @@ impl CheckpointStorage {
             })
         });
         futures::future::try_join_all(checks).await?;
+        log.append(metadata).await?;
         let json = serde_json::to_vec_pretty(metadata).expect("checkpoint metadata serializes");
-        self.location
-            .store
-            .put(
-                &self.path(metadata.checkpoint, METADATA),
-                PutPayload::from(json),
-            )
-            .await?;
+        let path = self.path(metadata.checkpoint, METADATA);
+        if let Err(error) = self.location.store.put(&path, PutPayload::from(json)).await {
+            // Committed all the same: restarts read the commit log.
+            tracing::warn!(%error, checkpoint = metadata.checkpoint, "writing a committed checkpoint's _metadata failed");
+        }
         Ok(())
     }
 
@@ -418,9 +539,46 @@ impl CheckpointStorage {
     /// checkpoint that reads back whole, and the newest id in use. Incomplete checkpoints
     /// are skipped; a complete one that cannot be read is skipped or fails the call, as
     /// `unreadable` says.
+    ///
+    /// The commit log names the newest committed checkpoint (claiming the log first, so a
+    /// JobManager that lost the job can no longer commit); the listing serves stores
+    /// without a log and the fallback (every `_metadata` is written after its commit).
     pub async fn restart_point(&self, unreadable: Unreadable) -> Result<RestartPoint> {
-        let ids = self.checkpoint_ids().await?;
-        let newest_id = ids.last().copied().unwrap_or(0);
+        let committed = {
+            let mut log = self.commits.lock().await;
+            // Claimed again at every restart: a JobManager that lost the job learns it
+            // here, before it restores anything.
+            log.claimed = None;
+            log.claim().await?;
+            log.committed.clone()
+        };
+        let mut ids = self.checkpoint_ids().await?;
+        let newest_id = ids
+            .last()
+            .copied()
+            .unwrap_or(0)
+            .max(committed.as_ref().map_or(0, |m| m.checkpoint));
+        if let Some(metadata) = committed {
+            let id = metadata.checkpoint;
+            match self.directory(id).verify(&metadata).await {
+                Ok(()) => {
+                    return Ok(RestartPoint {
+                        checkpoint: Some(metadata),
+                        newest_id,
+                    });
+                }
+                Err(source) if unreadable == Unreadable::Fail => {
+                    return Err(EddyError::UnrestorableCheckpoint {
+                        checkpoint: id,
+                        source: Box::new(source),
+                    });
+                }
+                Err(error) => {
+                    tracing::warn!(checkpoint = id, %error, storage = %self.location.display, "checkpoint corrupt, falling back to an earlier one");
+                    ids.retain(|earlier| *earlier < id);
+                }
+            }
+        }
         for id in ids.into_iter().rev() {
             match self.complete(id).await {
                 Ok(Some(metadata)) => {
@@ -600,6 +758,71 @@ mod tests {
                 ),
                 "{damage}: {error}"
             );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// One task's checkpoint `n` written and its metadata, ready to commit.
+    async fn taken(storage: &CheckpointStorage, n: u64) -> CheckpointMetadata {
+        let task = vec![Bytes::from(vec![n as u8; 10])];
+        let handle = storage.write_task(n, 0, 0, task, Vec::new()).await.unwrap();
+        CheckpointMetadata {
+            checkpoint: n,
+            completed_at_ms: 0,
+            vertex_parallelism: vec![1],
+            tasks: vec![handle],
+            end_of_input: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_jobmanager_of_a_later_term_fences_the_earlier_ones_commits() {
+        let dir = std::env::temp_dir().join(format!("eddy-chk-fence-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let root = resolve(dir.to_str().unwrap(), &[]).unwrap();
+        let old = CheckpointStorage::new(&root, "job").with_term(1);
+        old.commit(&taken(&old, 1).await).await.unwrap();
+        // Checkpoint 2 is taken by the old leader, which then pauses; a new leader takes
+        // the job over: it restores checkpoint 1, the last committed.
+        let pending = taken(&old, 2).await;
+        let new = CheckpointStorage::new(&root, "job").with_term(2);
+        let point = new.restart_point(Unreadable::Fail).await.unwrap();
+        assert_eq!(point.checkpoint.unwrap().checkpoint, 1);
+        assert_eq!(point.newest_id, 2);
+        // The old leader resumes: its commit is refused, and leaves no _metadata.
+        let error = old.commit(&pending).await.unwrap_err();
+        assert!(matches!(error, EddyError::Fenced(_)), "{error}");
+        assert!(!dir.join("job/chk-2/_metadata").exists());
+        new.commit(&taken(&new, 3).await).await.unwrap();
+        // A JobManager of the old term starting afresh cannot claim the job either.
+        let stale = CheckpointStorage::new(&root, "job").with_term(1);
+        let error = stale.restart_point(Unreadable::Fail).await.unwrap_err();
+        assert!(matches!(error, EddyError::Fenced(_)), "{error}");
+        // The new leader restarting (same term) restores what it committed.
+        let again = CheckpointStorage::new(&root, "job").with_term(2);
+        let point = again.restart_point(Unreadable::Fail).await.unwrap();
+        assert_eq!(point.checkpoint.unwrap().checkpoint, 3);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn each_new_term_restores_what_the_one_before_committed() {
+        let dir = std::env::temp_dir().join(format!("eddy-chk-terms-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let root = resolve(dir.to_str().unwrap(), &[]).unwrap();
+        let mut next = 1;
+        for term in 1..=4u64 {
+            let storage = CheckpointStorage::new(&root, "job").with_term(term);
+            let point = storage.restart_point(Unreadable::Fail).await.unwrap();
+            assert_eq!(
+                point.checkpoint.map(|m| m.checkpoint),
+                (next > 1).then_some(next - 1)
+            );
+            for _ in 0..3 {
+                storage.commit(&taken(&storage, next).await).await.unwrap();
+                storage.retain(1, next).await.unwrap();
+                next += 1;
+            }
         }
         let _ = std::fs::remove_dir_all(&dir);
     }
