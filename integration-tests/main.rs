@@ -13,6 +13,7 @@ mod formats;
 mod functions;
 mod golden;
 mod group_windows;
+mod high_availability;
 mod http;
 mod interval_joins;
 mod joins;

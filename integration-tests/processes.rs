@@ -15,6 +15,8 @@ pub struct Daemon {
     /// The process.
     pub child: Child,
     lines: Arc<Mutex<Vec<String>>>,
+    /// The file its log goes to, if not the test's standard error.
+    pub log: Option<std::path::PathBuf>,
 }
 
 impl Daemon {
@@ -26,14 +28,14 @@ impl Daemon {
             .get_envs()
             .find(|(k, _)| *k == "EDDY_TEST_STDERR_DIR")
             .and_then(|(_, v)| v.map(std::path::PathBuf::from));
-        let stderr = match log_dir {
-            Some(dir) => {
-                static LOGS: std::sync::atomic::AtomicUsize =
-                    std::sync::atomic::AtomicUsize::new(0);
-                let n = LOGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                std::fs::create_dir_all(&dir).unwrap();
-                Stdio::from(std::fs::File::create(dir.join(format!("daemon-{n}.log"))).unwrap())
-            }
+        let log = log_dir.map(|dir| {
+            static LOGS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let n = LOGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            std::fs::create_dir_all(&dir).unwrap();
+            dir.join(format!("daemon-{n}.log"))
+        });
+        let stderr = match &log {
+            Some(path) => Stdio::from(std::fs::File::create(path).unwrap()),
             None => Stdio::inherit(),
         };
         let mut child = command
@@ -49,7 +51,7 @@ impl Daemon {
                 sink.lock().unwrap().push(line);
             }
         });
-        Daemon { child, lines }
+        Daemon { child, lines, log }
     }
 
     /// What it printed so far.
@@ -121,6 +123,9 @@ pub struct Cluster {
     pub jobmanager: Daemon,
     /// The TaskManagers, in start order.
     pub taskmanagers: Vec<Daemon>,
+    /// With high availability, the other JobManagers (standbys at first), each with its
+    /// port and HTTP address.
+    pub standbys: Vec<(Daemon, u16, String)>,
     /// Scratch space for scripts.
     pub scratch: Scratch,
     env: Vec<(String, String)>,
@@ -130,7 +135,7 @@ pub struct Cluster {
 
 /// The command that starts a JobManager on `port`, keeping checkpoints and the job store in
 /// the scratch directory unless the arguments say otherwise.
-fn jobmanager_command(
+pub fn jobmanager_command(
     (port, http): (u16, &str),
     scratch: &Scratch,
     args: &[&str],
@@ -201,12 +206,83 @@ impl Cluster {
             http,
             jobmanager,
             taskmanagers: Vec::new(),
+            standbys: Vec::new(),
             scratch,
             env: env
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             jobmanager_args: jobmanager_args.iter().map(|a| a.to_string()).collect(),
+            next_id: 0,
+        };
+        for _ in 0..count {
+            cluster.add_taskmanager(slots);
+        }
+        cluster.wait_for_slots(count * slots);
+        cluster
+    }
+
+    /// Two JobManagers electing a leader through a lease in their shared checkpoint
+    /// directory (`lease` = [duration, renew interval]), the first leading, with `env`
+    /// (failpoints only for the first), and `count` TaskManagers of `slots` slots given
+    /// both addresses; clients are too.
+    pub fn start_ha(
+        name: &str,
+        count: usize,
+        slots: usize,
+        lease: [&str; 2],
+        env: &[(&str, &str)],
+    ) -> Cluster {
+        let ports = [free_port(), free_port()];
+        let https = [0, 1].map(|_| format!("127.0.0.1:{}", free_port()));
+        let scratch = Scratch::new(name);
+        let address = ports.map(|p| format!("http://127.0.0.1:{p}")).join(",");
+        let spawn = |i: usize, env: &[(&str, &str)]| {
+            let advertise = format!("http://127.0.0.1:{}", ports[i]);
+            let args = [
+                "--high-availability",
+                "object-store",
+                "--advertise",
+                &advertise,
+                "--ha-lease-duration",
+                lease[0],
+                "--ha-lease-renew-interval",
+                lease[1],
+            ];
+            Daemon::spawn(jobmanager_command(
+                (ports[i], &https[i]),
+                &scratch,
+                &args,
+                env,
+            ))
+        };
+        let jobmanager = spawn(0, env);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", ports[0])).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the first JobManager did not lead"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let calm: Vec<(&str, &str)> = env
+            .iter()
+            .copied()
+            .filter(|(k, _)| *k != "EDDY_FAILPOINTS")
+            .collect();
+        let standby = spawn(1, &calm);
+        let mut cluster = Cluster {
+            address,
+            http: https[0].clone(),
+            jobmanager,
+            taskmanagers: Vec::new(),
+            standbys: vec![(standby, ports[1], https[1].clone())],
+            scratch,
+            env: calm
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            jobmanager_args: Vec::new(),
             next_id: 0,
         };
         for _ in 0..count {

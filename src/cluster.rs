@@ -42,15 +42,145 @@ pub struct JobManagerArgs {
     security: SecurityArgs,
     #[command(flatten)]
     limits: LimitArgs,
+    #[command(flatten)]
+    high_availability: HighAvailabilityArgs,
     /// A TOML file with the same options (flags and environment variables win).
     #[arg(long, env = "EDDY_CONFIG")]
     config: Option<PathBuf>,
 }
 
+/// High availability: several JobManagers, one leading.
+#[derive(Debug, Clone, Default, Args, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HighAvailabilityArgs {
+    /// `object-store`: this JobManager is one of several that share --checkpoint-dir (or
+    /// --ha-storage-dir) and elect a leader through a lease kept there; the others stand
+    /// by with their ports closed, and take over when the lease expires [default: none]
+    /// (config file: high-availability.type).
+    #[arg(
+        long = "high-availability",
+        env = "EDDY_HIGH_AVAILABILITY",
+        value_name = "TYPE"
+    )]
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    /// Where the lease is kept [default: --checkpoint-dir] (config file:
+    /// high-availability.storageDir).
+    #[arg(
+        long = "ha-storage-dir",
+        env = "EDDY_HA_STORAGE_DIR",
+        value_name = "DIR"
+    )]
+    #[serde(rename = "storageDir")]
+    storage_dir: Option<String>,
+    /// Address TaskManagers and clients reach this JobManager at while it leads, e.g.
+    /// http://jm-1:6123 [default: the bound address] (config file:
+    /// high-availability.advertise).
+    #[arg(long = "advertise", env = "EDDY_ADVERTISE")]
+    advertise: Option<String>,
+    /// How long a lease not renewed lasts, e.g. 10s [default: 10s] (config file:
+    /// high-availability.lease.duration).
+    #[arg(
+        long = "ha-lease-duration",
+        env = "EDDY_HA_LEASE_DURATION",
+        value_name = "DURATION"
+    )]
+    #[serde(skip)]
+    lease_duration: Option<String>,
+    /// How often the leader renews its lease and standbys look at it, e.g. 2s [default:
+    /// 2s] (config file: high-availability.lease.renew-interval).
+    #[arg(
+        long = "ha-lease-renew-interval",
+        env = "EDDY_HA_LEASE_RENEW_INTERVAL",
+        value_name = "DURATION"
+    )]
+    #[serde(skip)]
+    lease_renew_interval: Option<String>,
+    #[arg(skip)]
+    #[serde(default)]
+    lease: LeaseFile,
+}
+
+/// `high-availability.lease.*` in a configuration file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct LeaseFile {
+    duration: Option<String>,
+    renew_interval: Option<String>,
+}
+
+impl HighAvailabilityArgs {
+    /// These options over `file`'s.
+    fn or(self, file: Option<HighAvailabilityArgs>) -> Self {
+        let file = file.unwrap_or_default();
+        HighAvailabilityArgs {
+            kind: self.kind.or(file.kind),
+            storage_dir: self.storage_dir.or(file.storage_dir),
+            advertise: self.advertise.or(file.advertise),
+            lease_duration: self.lease_duration.or(file.lease.duration),
+            lease_renew_interval: self.lease_renew_interval.or(file.lease.renew_interval),
+            lease: LeaseFile::default(),
+        }
+    }
+
+    /// The setting for a JobManager bound to `bind` under `tls`; `None` without high
+    /// availability.
+    fn resolve(
+        self,
+        bind: SocketAddr,
+        tls: bool,
+    ) -> Result<Option<eddy_jobmanager::config::HighAvailability>> {
+        match self.kind.as_deref() {
+            None | Some("none" | "NONE") => return Ok(None),
+            Some("object-store") => {}
+            Some(other) => bail!(
+                "high-availability type '{other}' is not supported: use object-store (a lease in the storage directory) or none"
+            ),
+        }
+        let defaults = eddy_jobmanager::leadership::LeaseSettings::default();
+        let duration = |key: &str, value: Option<String>, default| match value {
+            Some(value) => eddy_common::config::checkpointing::parse_duration(key, &value)
+                .with_context(|| format!("--{key}")),
+            None => Ok(default),
+        };
+        let lease = eddy_jobmanager::leadership::LeaseSettings {
+            duration: duration("ha-lease-duration", self.lease_duration, defaults.duration)?,
+            renew_interval: duration(
+                "ha-lease-renew-interval",
+                self.lease_renew_interval,
+                defaults.renew_interval,
+            )?,
+        };
+        if lease.renew_interval.is_zero() || lease.duration < lease.renew_interval * 2 {
+            bail!(
+                "the lease duration must be at least twice its renew interval (and that above zero)"
+            );
+        }
+        let scheme = if tls { "https" } else { "http" };
+        let advertise = match self.advertise {
+            Some(address) => address,
+            None if bind.ip().is_unspecified() => {
+                bail!(
+                    "--advertise is needed with high availability when binding {bind}: the address others reach this JobManager at"
+                )
+            }
+            None => format!("{scheme}://{bind}"),
+        };
+        let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+        Ok(Some(eddy_jobmanager::config::HighAvailability {
+            lease,
+            advertise,
+            id: format!("jm-{}-{}", host.trim(), std::process::id()),
+            storage_dir: self.storage_dir,
+        }))
+    }
+}
+
 /// Options of `eddy taskmanager`.
 #[derive(Debug, Args)]
 pub struct TaskManagerArgs {
-    /// The JobManager to register with [default: http://127.0.0.1:6123].
+    /// The JobManager to register with [default: http://127.0.0.1:6123]; with high
+    /// availability, every JobManager, comma-separated (it follows the leader).
     #[arg(long, env = "EDDY_JOBMANAGER")]
     jobmanager: Option<String>,
     /// Slots offered [default: 1].
@@ -167,6 +297,7 @@ struct FileConfig {
     max_parallelism: Option<usize>,
     max_jobs_per_user: Option<usize>,
     secret_env_prefix: Option<String>,
+    high_availability: Option<HighAvailabilityArgs>,
 }
 
 impl FileConfig {
@@ -244,9 +375,14 @@ pub async fn jobmanager(args: JobManagerArgs) -> Result<()> {
             .or(file.checkpoint_dir)
             .unwrap_or(defaults.checkpoint_root),
         http_bind,
+        high_availability: args
+            .high_availability
+            .or(file.high_availability)
+            .resolve(bind, tls.is_some())?,
         tls,
         guard,
         policy,
+        term: 0,
     };
     if config.heartbeat_timeout <= config.heartbeat_interval {
         bail!("the heartbeat timeout must exceed the heartbeat interval");
@@ -308,7 +444,8 @@ pub async fn taskmanager(args: TaskManagerArgs) -> Result<()> {
 /// The JobManager a client command talks to, and how.
 #[derive(Debug, Args)]
 pub struct Target {
-    /// The JobManager's address (`https://…` or any address with --tls-ca for TLS).
+    /// The JobManager's address (`https://…` or any address with --tls-ca for TLS); with
+    /// high availability, every JobManager's, comma-separated (the leader answers).
     #[arg(long, env = "EDDY_JOBMANAGER", default_value = "http://127.0.0.1:6123")]
     jobmanager: String,
     /// The token to present (when the JobManager demands one).
@@ -318,32 +455,74 @@ pub struct Target {
     tls: TlsArgs,
 }
 
+/// How long a JobManager of several may take to answer before the next one is tried.
+const LEADER_PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// A job service client sending the caller's token.
 type Client = JobServiceClient<InterceptedService<Channel, BearerToken>>;
 
 impl Target {
+    /// A client of the first JobManager of `--jobmanager` (comma-separated: with high
+    /// availability, standbys keep their ports closed) that answers.
     async fn connect(&self) -> Result<Client> {
         let tls = self.tls.client()?;
-        let wants_tls = self.jobmanager.starts_with("https://");
-        if wants_tls && tls.is_none() {
+        let token =
+            BearerToken::new(self.token.as_deref()).context("--token: a token is visible ASCII")?;
+        let addresses: Vec<&str> = self
+            .jobmanager
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .collect();
+        let mut failure = None;
+        for address in &addresses {
+            let channel = match Self::channel(address, tls.as_ref()).await {
+                Ok(channel) => channel,
+                Err(error) => {
+                    failure = Some(error);
+                    continue;
+                }
+            };
+            let mut client = JobServiceClient::with_interceptor(channel, token.clone());
+            // Of several, the one that answers leads: a paused one accepts connections but
+            // answers nothing.
+            if addresses.len() > 1 {
+                let probe = client.list_jobs(eddy_proto::v1::ListJobsRequest {});
+                match tokio::time::timeout(LEADER_PROBE_TIMEOUT, probe).await {
+                    Ok(Err(status)) if status.code() == tonic::Code::Unavailable => {
+                        failure = Some(anyhow::anyhow!("the JobManager at {address}: {status}"));
+                        continue;
+                    }
+                    Ok(_) => {}
+                    Err(_) => {
+                        failure = Some(anyhow::anyhow!(
+                            "the JobManager at {address} does not answer"
+                        ));
+                        continue;
+                    }
+                }
+            }
+            return Ok(client);
+        }
+        Err(failure.unwrap_or_else(|| anyhow::anyhow!("--jobmanager names no address")))
+    }
+
+    async fn channel(address: &str, tls: Option<&eddy_proto::tls::Tls>) -> Result<Channel> {
+        if address.starts_with("https://") && tls.is_none() {
             bail!(
-                "{} is a TLS address: pass --tls-ca (or EDDY_TLS_CA), the CA that signed the JobManager's certificate",
-                self.jobmanager
+                "{address} is a TLS address: pass --tls-ca (or EDDY_TLS_CA), the CA that signed the JobManager's certificate"
             );
         }
-        let endpoint = eddy_proto::tls::endpoint(&self.jobmanager, tls.as_ref())
-            .with_context(|| format!("bad JobManager address '{}'", self.jobmanager))?
+        let endpoint = eddy_proto::tls::endpoint(address, tls)
+            .with_context(|| format!("bad JobManager address '{address}'"))?
             .connect_timeout(Duration::from_secs(5));
-        let channel = endpoint.connect().await.with_context(|| {
+        endpoint.connect().await.with_context(|| {
             let hint = match tls {
                 Some(_) => "",
                 None => " (if it serves TLS, pass --tls-ca)",
             };
-            format!("cannot reach the JobManager at {}{hint}", self.jobmanager)
-        })?;
-        let token =
-            BearerToken::new(self.token.as_deref()).context("--token: a token is visible ASCII")?;
-        Ok(JobServiceClient::with_interceptor(channel, token))
+            format!("cannot reach the JobManager at {address}{hint}")
+        })
     }
 }
 

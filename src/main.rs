@@ -66,7 +66,7 @@ enum Command {
         job: JobArgs,
     },
     /// Run a JobManager daemon: takes jobs, schedules them onto TaskManagers.
-    Jobmanager(cluster::JobManagerArgs),
+    Jobmanager(Box<cluster::JobManagerArgs>),
     /// Exit 0 if something accepts TCP connections at HOST:PORT (a container health
     /// check without a shell).
     Health {
@@ -227,7 +227,7 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 
 fn execute(command: Command) -> Result<()> {
     match command {
-        Command::Jobmanager(args) => runtime()?.block_on(cluster::jobmanager(args)),
+        Command::Jobmanager(args) => runtime()?.block_on(cluster::jobmanager(*args)),
         Command::Taskmanager(args) => runtime()?.block_on(cluster::taskmanager(args)),
         Command::Health { address } => runtime()?.block_on(cluster::health(&address)),
         Command::Submit {

@@ -5,7 +5,21 @@ use std::time::Duration;
 use eddy_proto::auth::Guard;
 use eddy_proto::tls::Tls;
 
+use crate::leadership::LeaseSettings;
 use crate::policy::SubmitPolicy;
+
+/// High availability: JobManagers sharing the checkpoint root elect a leader there.
+#[derive(Debug, Clone)]
+pub struct HighAvailability {
+    /// The lease's timing.
+    pub lease: LeaseSettings,
+    /// Where TaskManagers and clients reach this JobManager when it leads.
+    pub advertise: String,
+    /// This JobManager's id in the lease.
+    pub id: String,
+    /// Where the lease is kept, if not in the checkpoint root.
+    pub storage_dir: Option<String>,
+}
 
 /// How a JobManager runs.
 #[derive(Debug, Clone)]
@@ -24,6 +38,11 @@ pub struct JobManagerConfig {
     pub guard: Guard,
     /// What submitted jobs may do.
     pub policy: SubmitPolicy,
+    /// The leader's term under high availability (0 without): the jobs' commit logs
+    /// refuse the commits of a JobManager whose term a later one superseded.
+    pub term: u64,
+    /// Standby JobManagers and a leader lease, if set.
+    pub high_availability: Option<HighAvailability>,
 }
 
 impl Default for JobManagerConfig {
@@ -36,6 +55,8 @@ impl Default for JobManagerConfig {
             tls: None,
             guard: Guard::default(),
             policy: SubmitPolicy::default(),
+            term: 0,
+            high_availability: None,
         }
     }
 }

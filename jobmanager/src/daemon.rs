@@ -15,17 +15,75 @@ use tonic::service::interceptor::InterceptedService;
 use crate::config::JobManagerConfig;
 use crate::grpc::{JobServiceImpl, ResourceManagerImpl};
 use crate::job_store::JobStore;
+use crate::leadership::Leadership;
 use crate::manager::JobManager;
 
 /// Runs a JobManager on `bind` until `shutdown` resolves; it resumes the unfinished jobs
-/// of its job store.
+/// of its job store. With high availability it first stands by until it leads (its ports
+/// closed meanwhile, so that TaskManagers and clients try the other JobManagers), and it
+/// stops with [`EddyError::Fenced`] when it loses the lease.
 pub async fn run(
     bind: SocketAddr,
-    config: JobManagerConfig,
+    mut config: JobManagerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<()> {
+    let Some(ha) = config.high_availability.clone() else {
+        let listener = tokio::net::TcpListener::bind(bind).await?;
+        return serve(listener, config, shutdown).await;
+    };
+    let root = resolve(
+        ha.storage_dir.as_ref().unwrap_or(&config.checkpoint_root),
+        &[],
+    )?;
+    let http = config.http_bind.map(|b| b.to_string());
+    let leadership = Leadership::new(&root, ha.lease, ha.id, ha.advertise, http);
+    let mut shutdown = std::pin::pin!(shutdown);
+    let held = tokio::select! {
+        held = leadership.acquire() => held,
+        () = &mut shutdown => return Ok(()),
+    };
+    config.term = held.lease.term;
+    tracing::info!(term = held.lease.term, address = %held.lease.address, "this jobmanager leads");
     let listener = tokio::net::TcpListener::bind(bind).await?;
-    serve(listener, config, shutdown).await
+    let (lost_tx, lost_rx) = tokio::sync::oneshot::channel();
+    let holding = tokio::spawn(async move {
+        let _ = lost_tx.send(leadership.hold(held).await);
+    });
+    let lost = async {
+        match lost_rx.await {
+            Ok(lost) => lost.to_string(),
+            Err(_) => "the lease keeper stopped".into(),
+        }
+    };
+    let result = serve_until_lost(listener, config, shutdown, lost).await;
+    holding.abort();
+    result
+}
+
+/// Serves until `shutdown`, or until `lost` says why the lease was lost.
+async fn serve_until_lost(
+    listener: tokio::net::TcpListener,
+    config: JobManagerConfig,
+    shutdown: impl Future<Output = ()>,
+    lost: impl Future<Output = String>,
+) -> Result<()> {
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let serving = serve(listener, config, async {
+        tokio::select! {
+            () = shutdown => {}
+            _ = stop_rx => {}
+        }
+    });
+    let mut serving = std::pin::pin!(serving);
+    tokio::select! {
+        result = &mut serving => result,
+        reason = lost => {
+            tracing::error!(%reason, "this jobmanager lost the leader lease; it stops");
+            let _ = stop_tx.send(());
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), serving).await;
+            Err(EddyError::Fenced(reason))
+        }
+    }
 }
 
 /// Room for a request's fields besides its script.
@@ -78,11 +136,22 @@ pub async fn serve(
             .max_decoding_message_size(request_limit),
         config.guard.clone(),
     );
+    let mut deposition = jobmanager.deposition();
+    let deposed = async move {
+        let _ = deposition.wait_for(Option::is_some).await;
+    };
+    let stop = async {
+        tokio::select! {
+            () = shutdown => {}
+            () = deposed => {}
+        }
+    };
+    let fenced = jobmanager.deposition();
     let result = server
         .max_concurrent_streams(Some(MAX_STREAMS_PER_CONNECTION))
         .add_service(jobs)
         .add_service(ResourceManagerServer::new(ResourceManagerImpl(jobmanager)))
-        .serve_with_incoming_shutdown(eddy_proto::incoming(listener), shutdown)
+        .serve_with_incoming_shutdown(eddy_proto::incoming(listener), stop)
         .await;
     timers.abort();
     let _ = http_stop.send(());
@@ -90,5 +159,9 @@ pub async fn serve(
     result.map_err(|e| EddyError::Server {
         component: "jobmanager",
         source: Box::new(e),
-    })
+    })?;
+    match fenced.borrow().clone() {
+        Some(reason) => Err(EddyError::Fenced(reason)),
+        None => Ok(()),
+    }
 }

@@ -7,6 +7,7 @@
 //! - [`resources`]: the registered TaskManagers and their slots;
 //! - [`coordinator`]: one run's checkpoints;
 //! - [`job_store`]: jobs persisted for a restarted JobManager;
+//! - [`leadership`]: the leader lease among JobManagers sharing a storage root;
 //! - [`gateway`]: TaskManagers as the JobManager calls them; [`grpc`]: the gRPC adapters;
 //! - [`http`]: the REST API, dashboard and Prometheus metrics;
 //! - [`meter`]: rates of the tasks' counters;
@@ -22,6 +23,7 @@ pub mod grpc;
 pub mod http;
 pub mod job;
 pub mod job_store;
+pub mod leadership;
 pub mod lifecycle;
 pub mod manager;
 pub mod meter;

@@ -3,6 +3,7 @@
 //! calls become `tonic` requests and statuses.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -15,7 +16,7 @@ use eddy_proto::v1 as pb;
 use eddy_proto::v1::resource_manager_client::ResourceManagerClient;
 use eddy_proto::{call_error, status};
 use tonic::transport::{Channel, Endpoint};
-use tonic::{Request, Response, Status};
+use tonic::{Code, Request, Response, Status};
 
 use crate::gateway::ResourceManagerGateway;
 use crate::node::TaskManager;
@@ -97,25 +98,81 @@ impl pb::task_executor_server::TaskExecutor for TaskExecutorService {
     }
 }
 
+/// How long a call to the JobManager may take: a paused JobManager holds a call that long
+/// before the next one is tried.
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The JobManager's resource manager over gRPC.
 pub struct GrpcResourceManager {
-    endpoint: Endpoint,
+    /// The JobManagers, one of which leads (a single one without high availability).
+    endpoints: Vec<Endpoint>,
+    /// The one calls go to; the next one after a call finds it unreachable.
+    current: AtomicUsize,
 }
 
 impl GrpcResourceManager {
-    /// The resource manager at `address`, e.g. `http://jobmanager:6123`, reached over
-    /// mutual TLS with `tls`.
-    pub fn new(address: &str, tls: Option<&Tls>) -> Result<Self, CallError> {
-        let endpoint = eddy_proto::tls::endpoint(address, tls)
-            .map_err(|e| CallError::Refused(format!("bad JobManager address '{address}': {e}")))?
-            .connect_timeout(Duration::from_secs(2));
-        Ok(GrpcResourceManager { endpoint })
+    /// The resource manager at `addresses`, comma-separated (several JobManagers of which
+    /// one leads, e.g. `http://jm-1:6123,http://jm-2:6123`), reached over mutual TLS with
+    /// `tls`.
+    pub fn new(addresses: &str, tls: Option<&Tls>) -> Result<Self, CallError> {
+        let endpoints = addresses
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(|address| {
+                let endpoint = eddy_proto::tls::endpoint(address, tls).map_err(|e| {
+                    CallError::Refused(format!("bad JobManager address '{address}': {e}"))
+                })?;
+                Ok(endpoint
+                    .connect_timeout(Duration::from_secs(2))
+                    .timeout(CALL_TIMEOUT))
+            })
+            .collect::<Result<Vec<_>, CallError>>()?;
+        if endpoints.is_empty() {
+            return Err(CallError::Refused("no JobManager address given".into()));
+        }
+        Ok(GrpcResourceManager {
+            endpoints,
+            current: AtomicUsize::new(0),
+        })
     }
 
-    /// A client on a fresh connection, so that a restarted JobManager is reached at once,
-    /// without a broken channel's backoff.
-    fn client(&self) -> ResourceManagerClient<Channel> {
-        ResourceManagerClient::new(self.endpoint.connect_lazy())
+    /// Makes a call of `call` on the current JobManager (on a fresh connection, so that a
+    /// restarted JobManager is reached at once, without a broken channel's backoff); when
+    /// it is unreachable (a standby keeps its port closed, a dead leader's is closed too, a
+    /// paused one does not answer), on the next ones in turn, remembering the one that
+    /// answered.
+    async fn call<T, F>(
+        &self,
+        call: impl Fn(ResourceManagerClient<Channel>) -> F,
+    ) -> Result<T, CallError>
+    where
+        F: std::future::Future<Output = Result<T, Status>>,
+    {
+        let start = self.current.load(Ordering::Relaxed);
+        let mut last = None;
+        for k in 0..self.endpoints.len() {
+            let index = (start + k) % self.endpoints.len();
+            let client = ResourceManagerClient::new(self.endpoints[index].connect_lazy());
+            match call(client).await {
+                // Unreachable, or timed out (a paused JobManager).
+                Err(status)
+                    if matches!(
+                        status.code(),
+                        Code::Unavailable | Code::Cancelled | Code::DeadlineExceeded
+                    ) =>
+                {
+                    last = Some(CallError::Unavailable(status.message().to_string()));
+                }
+                answered => {
+                    if k > 0 && self.current.swap(index, Ordering::Relaxed) != index {
+                        tracing::info!(address = %self.endpoints[index].uri(), "following the jobmanager that answers");
+                    }
+                    return answered.map_err(call_error);
+                }
+            }
+        }
+        Err(last.expect("at least one endpoint"))
     }
 }
 
@@ -126,33 +183,40 @@ impl ResourceManagerGateway for GrpcResourceManager {
         request: pb::RegisterTaskManagerRequest,
     ) -> Result<Duration, CallError> {
         let response = self
-            .client()
-            .register_task_manager(request)
-            .await
-            .map_err(call_error)?;
+            .call(|mut client| {
+                let request = request.clone();
+                async move { client.register_task_manager(request).await }
+            })
+            .await?;
         Ok(Duration::from_millis(
             response.into_inner().heartbeat_interval_ms,
         ))
     }
 
     async fn heartbeat(&self, request: pb::HeartbeatRequest) -> Result<(), CallError> {
-        self.client().heartbeat(request).await.map_err(call_error)?;
-        Ok(())
+        self.call(|mut client| {
+            let request = request.clone();
+            async move { client.heartbeat(request).await }
+        })
+        .await
+        .map(drop)
     }
 
     async fn report_task_state(&self, report: pb::TaskStateReport) -> Result<(), CallError> {
-        self.client()
-            .report_task_state(report)
-            .await
-            .map_err(call_error)?;
-        Ok(())
+        self.call(|mut client| {
+            let report = report.clone();
+            async move { client.report_task_state(report).await }
+        })
+        .await
+        .map(drop)
     }
 
     async fn acknowledge_checkpoint(&self, ack: pb::CheckpointAck) -> Result<(), CallError> {
-        self.client()
-            .acknowledge_checkpoint(ack)
-            .await
-            .map_err(call_error)?;
-        Ok(())
+        self.call(|mut client| {
+            let ack = ack.clone();
+            async move { client.acknowledge_checkpoint(ack).await }
+        })
+        .await
+        .map(drop)
     }
 }

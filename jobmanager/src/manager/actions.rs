@@ -82,6 +82,12 @@ impl JobManager {
 
     fn carry_out(self: Arc<Self>, action: Action) -> futures::future::BoxFuture<'static, ()> {
         Box::pin(async move {
+            if self.is_deposed() {
+                // A later term leads: this JobManager writes and commands nothing more.
+                tracing::debug!("a deposed jobmanager drops an action");
+                drop(action);
+                return;
+            }
             match action {
                 Action::InOrder(actions) => {
                     for action in actions {

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use eddy_common::EddyError;
 use eddy_common::checkpoint::{
     CheckpointMetadata, CheckpointStorage, CompletedCheckpoint, StateFile, StateHandle,
 };
@@ -140,6 +141,9 @@ impl JobManager {
                 if let Err(error) = storage.retain(retained, id).await {
                     tracing::warn!(job = %execution.job, %error, "deleting old checkpoints failed");
                 }
+            }
+            Err(EddyError::Fenced(reason)) => {
+                self.depose(format!("job {}: {reason}", execution.job))
             }
             Err(error) => self.commit_failed(&execution, id, error.to_string()),
         }

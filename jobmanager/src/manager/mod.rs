@@ -104,6 +104,8 @@ pub struct JobManager {
     /// it picks the checkpoint to restore: a checkpoint whose metadata is being written is
     /// either seen complete or not written at all.
     commits: tokio::sync::RwLock<()>,
+    /// Why this JobManager must stop acting, once a later term fenced it off.
+    deposed: watch::Sender<Option<String>>,
 }
 
 impl JobManager {
@@ -116,7 +118,26 @@ impl JobManager {
             store,
             revisions: AtomicU64::new(1),
             commits: tokio::sync::RwLock::new(()),
+            deposed: watch::channel(None).0,
         })
+    }
+
+    /// Stops this JobManager from acting: a JobManager of a later term took its jobs over
+    /// (its commit logs refused this one). It writes no more job records; the daemon
+    /// watching [`Self::deposition`] shuts down.
+    pub(crate) fn depose(&self, reason: String) {
+        tracing::error!(%reason, term = self.config.term, "fenced off by a later term; this jobmanager stops");
+        self.deposed.send_replace(Some(reason));
+    }
+
+    /// Why this JobManager was deposed, once it is.
+    pub fn deposition(&self) -> watch::Receiver<Option<String>> {
+        self.deposed.subscribe()
+    }
+
+    /// Whether a later term fenced this JobManager off.
+    fn is_deposed(&self) -> bool {
+        self.deposed.borrow().is_some()
     }
 
     /// How it runs.
@@ -170,7 +191,8 @@ impl JobManager {
                     .clone()
                     .unwrap_or_else(|| self.config.checkpoint_root.clone());
                 let location = resolve(&root, &[]).map_err(JobManagerError::InvalidJob)?;
-                Some((root, CheckpointStorage::new(&location, job_id)))
+                let storage = CheckpointStorage::new(&location, job_id).with_term(self.config.term);
+                Some((root, storage))
             }
         };
         Ok(JobRecord::new(

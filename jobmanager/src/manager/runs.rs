@@ -189,6 +189,10 @@ impl JobManager {
                 self.fail_for_good(&execution, error.to_string());
                 return;
             }
+            Err(EddyError::Fenced(reason)) => {
+                self.depose(format!("job {}: {reason}", execution.job));
+                return;
+            }
             Err(error) => {
                 // Restarting from an older state would replay what sinks committed: try
                 // again later.
