@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use crate::chaos::{Seen, Systems, create_tables, difference, failure_free, job, seen};
-use crate::processes::{Cluster, Daemon, jobmanager_command, signal};
+use crate::processes::{Cluster, Daemon, ha_jobmanager, signal};
 use crate::recovery::{next, seeded};
 use crate::support::exclusive;
 
@@ -53,23 +53,7 @@ fn checkpoint_after(cluster: &Cluster, job: &str, after: u64, within: Duration) 
 /// Starts a JobManager on the port of the one that died (so the TaskManagers' list of
 /// addresses stays whole): a new standby.
 fn replace_on(cluster: &Cluster, port: u16, http: &str) -> Daemon {
-    let advertise = format!("http://127.0.0.1:{port}");
-    let args = [
-        "--high-availability",
-        "object-store",
-        "--advertise",
-        &advertise,
-        "--ha-lease-duration",
-        LEASE[0],
-        "--ha-lease-renew-interval",
-        LEASE[1],
-    ];
-    Daemon::spawn(jobmanager_command(
-        (port, http),
-        &cluster.scratch,
-        &args,
-        &[],
-    ))
+    ha_jobmanager((port, http), &cluster.scratch, LEASE, &[])
 }
 
 /// Waits until `daemon` exited; returns its exit status.

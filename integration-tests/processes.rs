@@ -135,7 +135,7 @@ pub struct Cluster {
 
 /// The command that starts a JobManager on `port`, keeping checkpoints and the job store in
 /// the scratch directory unless the arguments say otherwise.
-pub fn jobmanager_command(
+fn jobmanager_command(
     (port, http): (u16, &str),
     scratch: &Scratch,
     args: &[&str],
@@ -160,6 +160,29 @@ pub fn jobmanager_command(
     }
     command.args(args);
     command
+}
+
+/// A JobManager of a highly available cluster on `port` (HTTP on `http`), sharing the
+/// checkpoint directory in `scratch` with the others, with `lease` = [duration, renew
+/// interval].
+pub fn ha_jobmanager(
+    (port, http): (u16, &str),
+    scratch: &Scratch,
+    lease: [&str; 2],
+    env: &[(&str, &str)],
+) -> Daemon {
+    let advertise = format!("http://127.0.0.1:{port}");
+    let args = [
+        "--high-availability",
+        "object-store",
+        "--advertise",
+        &advertise,
+        "--ha-lease-duration",
+        lease[0],
+        "--ha-lease-renew-interval",
+        lease[1],
+    ];
+    Daemon::spawn(jobmanager_command((port, http), scratch, &args, env))
 }
 
 impl Cluster {
@@ -238,23 +261,7 @@ impl Cluster {
         let scratch = Scratch::new(name);
         let address = ports.map(|p| format!("http://127.0.0.1:{p}")).join(",");
         let spawn = |i: usize, env: &[(&str, &str)]| {
-            let advertise = format!("http://127.0.0.1:{}", ports[i]);
-            let args = [
-                "--high-availability",
-                "object-store",
-                "--advertise",
-                &advertise,
-                "--ha-lease-duration",
-                lease[0],
-                "--ha-lease-renew-interval",
-                lease[1],
-            ];
-            Daemon::spawn(jobmanager_command(
-                (ports[i], &https[i]),
-                &scratch,
-                &args,
-                env,
-            ))
+            ha_jobmanager((ports[i], &https[i]), &scratch, lease, env)
         };
         let jobmanager = spawn(0, env);
         let deadline = Instant::now() + Duration::from_secs(30);

@@ -567,14 +567,8 @@ impl CheckpointStorage {
                         newest_id,
                     });
                 }
-                Err(source) if unreadable == Unreadable::Fail => {
-                    return Err(EddyError::UnrestorableCheckpoint {
-                        checkpoint: id,
-                        source: Box::new(source),
-                    });
-                }
                 Err(error) => {
-                    tracing::warn!(checkpoint = id, %error, storage = %self.location.display, "checkpoint corrupt, falling back to an earlier one");
+                    self.unreadable(id, error, unreadable)?;
                     ids.retain(|earlier| *earlier < id);
                 }
             }
@@ -588,21 +582,26 @@ impl CheckpointStorage {
                     });
                 }
                 Ok(None) => tracing::debug!(checkpoint = id, "checkpoint incomplete, skipped"),
-                Err(source) if unreadable == Unreadable::Fail => {
-                    return Err(EddyError::UnrestorableCheckpoint {
-                        checkpoint: id,
-                        source: Box::new(source),
-                    });
-                }
-                Err(error) => {
-                    tracing::warn!(checkpoint = id, %error, storage = %self.location.display, "checkpoint corrupt, falling back to an earlier one");
-                }
+                Err(error) => self.unreadable(id, error, unreadable)?,
             }
         }
         Ok(RestartPoint {
             checkpoint: None,
             newest_id,
         })
+    }
+
+    /// Checkpoint `id` is complete but cannot be read: an error, or a warning before an
+    /// earlier one is tried, as `unreadable` says.
+    fn unreadable(&self, id: u64, error: EddyError, unreadable: Unreadable) -> Result<()> {
+        if unreadable == Unreadable::Fail {
+            return Err(EddyError::UnrestorableCheckpoint {
+                checkpoint: id,
+                source: Box::new(error),
+            });
+        }
+        tracing::warn!(checkpoint = id, %error, storage = %self.location.display, "checkpoint corrupt, falling back to an earlier one");
+        Ok(())
     }
 
     /// Checkpoint `id`, verified, or `None` when it is incomplete (has no metadata).
