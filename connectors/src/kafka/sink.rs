@@ -216,10 +216,18 @@ impl Transactions {
             let committed = consumer
                 .committed_offsets(partition, TIMEOUT)
                 .map_err(|e| self.error("reading a commit marker", e))?;
-            Ok(committed.elements().first().and_then(|e| match e.offset() {
+            let Some(marker) = committed.elements().into_iter().next() else {
+                return Ok(None);
+            };
+            // An error for the partition (a transaction with offsets still pending, a
+            // coordinator loading) says nothing of the marker: never "no marker".
+            marker
+                .error()
+                .map_err(|e| self.error("reading a commit marker", e))?;
+            Ok(match marker.offset() {
                 Offset::Offset(n) if n >= 0 => Some(n as u64),
                 _ => None,
-            }))
+            })
         })
     }
 
