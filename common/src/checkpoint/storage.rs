@@ -268,7 +268,7 @@ impl CommitLog {
     }
 
     /// Claims the log for this JobManager's term, once; fails with [`EddyError::Fenced`]
-    /// when a later term holds it.
+    /// when a later term holds it (unless this one's term is 0: no high availability).
     async fn claim(&mut self) -> Result<()> {
         if self.claimed.is_some() {
             return Ok(());
@@ -283,7 +283,9 @@ impl CommitLog {
                             found.version
                         ))
                     })?;
-                    if commit.term > self.term {
+                    // Term 0 is a JobManager without high availability, alone by
+                    // definition: it takes the log over from any term.
+                    if self.term != 0 && commit.term > self.term {
                         return Err(EddyError::Fenced(format!(
                             "a jobmanager of term {} commits this job now (this one's term is {})",
                             commit.term, self.term
@@ -797,6 +799,10 @@ mod tests {
         let stale = CheckpointStorage::new(&root, "job").with_term(1);
         let error = stale.restart_point(Unreadable::Fail).await.unwrap_err();
         assert!(matches!(error, EddyError::Fenced(_)), "{error}");
+        // A JobManager without high availability (term 0) takes any log over.
+        let alone = CheckpointStorage::new(&root, "job");
+        let point = alone.restart_point(Unreadable::Fail).await.unwrap();
+        assert_eq!(point.checkpoint.unwrap().checkpoint, 3);
         // The new leader restarting (same term) restores what it committed.
         let again = CheckpointStorage::new(&root, "job").with_term(2);
         let point = again.restart_point(Unreadable::Fail).await.unwrap();
