@@ -60,27 +60,19 @@ pub async fn run(
     result
 }
 
-/// Serves until `shutdown`, or until `lost` says why the lease was lost.
+/// Serves until `shutdown`, or until `lost` says why the lease was lost: then at once,
+/// without draining requests (a JobManager without the lease must not act a moment longer;
+/// the process ends).
 async fn serve_until_lost(
     listener: tokio::net::TcpListener,
     config: JobManagerConfig,
     shutdown: impl Future<Output = ()>,
     lost: impl Future<Output = String>,
 ) -> Result<()> {
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let serving = serve(listener, config, async {
-        tokio::select! {
-            () = shutdown => {}
-            _ = stop_rx => {}
-        }
-    });
-    let mut serving = std::pin::pin!(serving);
     tokio::select! {
-        result = &mut serving => result,
+        result = serve(listener, config, shutdown) => result,
         reason = lost => {
             tracing::error!(%reason, "this jobmanager lost the leader lease; it stops");
-            let _ = stop_tx.send(());
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), serving).await;
             Err(EddyError::Fenced(reason))
         }
     }
