@@ -12,8 +12,15 @@ use crate::processes::{Cluster, Daemon, ha_jobmanager, signal};
 use crate::recovery::{next, seeded};
 use crate::support::exclusive;
 
-/// The lease in these tests: [duration, renew interval].
-const LEASE: [&str; 2] = ["2s", "250ms"];
+/// The lease in these tests: [duration, renew interval] (`EDDY_TEST_HA_LEASE=10s,2s`
+/// measures the defaults' failover).
+fn lease() -> [String; 2] {
+    let set = std::env::var("EDDY_TEST_HA_LEASE").unwrap_or_else(|_| "2s,250ms".into());
+    let (duration, renew) = set
+        .split_once(',')
+        .expect("EDDY_TEST_HA_LEASE=DURATION,RENEW");
+    [duration.to_string(), renew.to_string()]
+}
 const EVENTS: u64 = 300_000;
 
 /// The newest completed checkpoint the job's status lists (0: none), if a JobManager
@@ -53,7 +60,8 @@ fn checkpoint_after(cluster: &Cluster, job: &str, after: u64, within: Duration) 
 /// Starts a JobManager on the port of the one that died (so the TaskManagers' list of
 /// addresses stays whole): a new standby.
 fn replace_on(cluster: &Cluster, port: u16, http: &str) -> Daemon {
-    ha_jobmanager((port, http), &cluster.scratch, LEASE, &[])
+    let lease = lease();
+    ha_jobmanager((port, http), &cluster.scratch, [&lease[0], &lease[1]], &[])
 }
 
 /// Waits until `daemon` exited; returns its exit status.
@@ -109,6 +117,7 @@ fn finished(cluster: &Cluster, job: &str) {
 fn a_standby_takes_over_from_a_leader_that_dies() {
     let _exclusive = exclusive();
     let systems = Systems::start("ha");
+    let lease = lease();
     let mut rng = seeded();
     let crash = 3 + next(&mut rng) % 4;
     eprintln!("the first leader aborts before notifying checkpoint {crash}");
@@ -117,7 +126,7 @@ fn a_standby_takes_over_from_a_leader_that_dies() {
         "ha",
         2,
         2,
-        LEASE,
+        [&lease[0], &lease[1]],
         &[("EDDY_FAILPOINTS", failpoint.as_str())],
     );
     create_tables(&systems, "ha");
@@ -163,13 +172,14 @@ fn a_standby_takes_over_from_a_leader_that_dies() {
 fn a_paused_leader_is_fenced_off_when_it_wakes() {
     let _exclusive = exclusive();
     let systems = Systems::start("split");
+    let lease = lease();
     let logs = crate::support::Scratch::new("split-logs");
     let logs_dir = logs.path().display().to_string();
     let mut cluster = Cluster::start_ha(
         "split",
         2,
         2,
-        LEASE,
+        [&lease[0], &lease[1]],
         &[("EDDY_TEST_STDERR_DIR", logs_dir.as_str())],
     );
     create_tables(&systems, "split");
