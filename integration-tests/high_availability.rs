@@ -165,6 +165,10 @@ fn a_standby_takes_over_from_a_leader_that_dies() {
         restored >= first,
         "the last leader restored checkpoint {restored}"
     );
+    // `eddy status` names the leader: the third term, on the replaced JobManager's port.
+    assert_eq!(status["leader"]["term"], 3, "{}", status["leader"]);
+    let address = status["leader"]["address"].as_str().unwrap_or_default();
+    assert!(address.ends_with(&format!(":{port}")), "{address}");
     assert_exact(&systems, &cluster, seen(&systems, "ha"));
 }
 

@@ -383,6 +383,7 @@ pub async fn jobmanager(args: JobManagerArgs) -> Result<()> {
         guard,
         policy,
         term: 0,
+        lease: None,
     };
     if config.heartbeat_timeout <= config.heartbeat_interval {
         bail!("the heartbeat timeout must exceed the heartbeat interval");
@@ -717,11 +718,14 @@ pub async fn status(
                 .collect();
             let checkpoint_list: Vec<serde_json::Value> =
                 job.checkpoints.iter().map(checkpoint_json).collect();
+            let leader = job.leader.as_ref().map(|l| {
+                serde_json::json!({"term": l.term, "holder": l.holder, "address": l.address, "since_ms": l.since_ms})
+            });
             let value = serde_json::json!({
                 "job_id": job.job_id, "name": job.name, "state": job_state(job.state), "reason": job.reason,
                 "submitted_at_ms": job.submitted_at_ms, "started_at_ms": job.started_at_ms,
                 "restarts": job.restarts, "restored_from": job.restored_from, "vertices": vertices,
-                "checkpoints": checkpoint_list,
+                "checkpoints": checkpoint_list, "leader": leader,
             });
             println!("{}", serde_json::to_string_pretty(&value)?);
         }
@@ -736,6 +740,16 @@ pub async fn status(
                 println!("  {}", job.reason);
             }
             println!("  restarts: {}", job.restarts);
+            if let Some(leader) = &job.leader {
+                let now = eddy_common::event::wall_clock();
+                println!(
+                    "  jobmanager: {} at {} leads, term {} for {} s",
+                    leader.holder,
+                    leader.address,
+                    leader.term,
+                    (now - leader.since_ms).max(0) / 1000
+                );
+            }
             if job.restored_from > 0 {
                 println!("  restored from checkpoint {}", job.restored_from);
             }

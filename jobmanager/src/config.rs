@@ -43,6 +43,8 @@ pub struct JobManagerConfig {
     pub term: u64,
     /// Standby JobManagers and a leader lease, if set.
     pub high_availability: Option<HighAvailability>,
+    /// The lease this JobManager leads by, once it leads (shown with each job).
+    pub lease: Option<crate::leadership::Lease>,
 }
 
 impl Default for JobManagerConfig {
@@ -57,6 +59,7 @@ impl Default for JobManagerConfig {
             policy: SubmitPolicy::default(),
             term: 0,
             high_availability: None,
+            lease: None,
         }
     }
 }

@@ -83,7 +83,13 @@ impl pb::job_service_server::JobService for JobServiceImpl {
         &self,
         request: Request<pb::GetJobRequest>,
     ) -> Result<Response<pb::JobInfo>, Status> {
-        let job = self.0.job(&request.into_inner().job_id).map_err(status)?;
+        let mut job = self.0.job(&request.into_inner().job_id).map_err(status)?;
+        job.leader = self.0.lease().map(|lease| pb::Leadership {
+            term: lease.term,
+            holder: lease.holder.clone(),
+            address: lease.address.clone(),
+            since_ms: lease.since_ms,
+        });
         Ok(Response::new(job))
     }
 

@@ -364,6 +364,8 @@ impl JobRecord {
             timeline,
             checkpoints_completed: completed,
             checkpoints_failed: failed,
+            // Filled in by the JobManager, which knows its lease.
+            leader: None,
         }
     }
 }

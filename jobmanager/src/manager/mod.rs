@@ -135,6 +135,11 @@ impl JobManager {
         self.deposed.subscribe()
     }
 
+    /// The lease this JobManager leads by, under high availability.
+    pub fn lease(&self) -> Option<&crate::leadership::Lease> {
+        self.config.lease.as_ref()
+    }
+
     /// Whether a later term fenced this JobManager off.
     fn is_deposed(&self) -> bool {
         self.deposed.borrow().is_some()
