@@ -128,7 +128,7 @@ impl HighAvailabilityArgs {
     fn resolve(
         self,
         bind: SocketAddr,
-        tls: bool,
+        tls: Option<&eddy_proto::tls::Tls>,
     ) -> Result<Option<eddy_jobmanager::config::HighAvailability>> {
         match self.kind.as_deref() {
             None | Some("none" | "NONE") => return Ok(None),
@@ -156,7 +156,7 @@ impl HighAvailabilityArgs {
                 "the lease duration must be at least twice its renew interval (and that above zero)"
             );
         }
-        let scheme = if tls { "https" } else { "http" };
+        let scheme = eddy_proto::tls::scheme(tls);
         let advertise = match self.advertise {
             Some(address) => address,
             None if bind.ip().is_unspecified() => {
@@ -166,11 +166,10 @@ impl HighAvailabilityArgs {
             }
             None => format!("{scheme}://{bind}"),
         };
-        let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
         Ok(Some(eddy_jobmanager::config::HighAvailability {
             lease,
             advertise,
-            id: format!("jm-{}-{}", host.trim(), std::process::id()),
+            id: format!("jm-{}-{}", host_name(), std::process::id()),
             storage_dir: self.storage_dir,
         }))
     }
@@ -331,6 +330,12 @@ fn read_config(path: Option<&Path>) -> Result<FileConfig> {
     toml::from_str(&text).with_context(|| format!("invalid configuration in {}", path.display()))
 }
 
+/// This host's name (`/etc/hostname`; empty when unknown), for daemons' ids.
+fn host_name() -> String {
+    let name = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+    name.trim().to_string()
+}
+
 /// Resolves when the process gets SIGTERM or SIGINT.
 async fn termination() {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -378,11 +383,10 @@ pub async fn jobmanager(args: JobManagerArgs) -> Result<()> {
         high_availability: args
             .high_availability
             .or(file.high_availability)
-            .resolve(bind, tls.is_some())?,
+            .resolve(bind, tls.as_ref())?,
         tls,
         guard,
         policy,
-        term: 0,
         lease: None,
     };
     if config.heartbeat_timeout <= config.heartbeat_interval {
@@ -400,8 +404,8 @@ pub async fn taskmanager(args: TaskManagerArgs) -> Result<()> {
     if slots == 0 {
         bail!("--slots must be at least 1");
     }
-    let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
-    let host = host.trim();
+    let host = host_name();
+    let host = host.as_str();
     let Secured {
         tls,
         guard,
@@ -469,12 +473,7 @@ impl Target {
         let tls = self.tls.client()?;
         let token =
             BearerToken::new(self.token.as_deref()).context("--token: a token is visible ASCII")?;
-        let addresses: Vec<&str> = self
-            .jobmanager
-            .split(',')
-            .map(str::trim)
-            .filter(|a| !a.is_empty())
-            .collect();
+        let addresses: Vec<&str> = eddy_proto::jobmanager_addresses(&self.jobmanager).collect();
         let mut failure = None;
         for address in &addresses {
             let channel = match Self::channel(address, tls.as_ref()).await {

@@ -38,12 +38,10 @@ pub struct JobManagerConfig {
     pub guard: Guard,
     /// What submitted jobs may do.
     pub policy: SubmitPolicy,
-    /// The leader's term under high availability (0 without): the jobs' commit logs
-    /// refuse the commits of a JobManager whose term a later one superseded.
-    pub term: u64,
     /// Standby JobManagers and a leader lease, if set.
     pub high_availability: Option<HighAvailability>,
-    /// The lease this JobManager leads by, once it leads (shown with each job).
+    /// The lease this JobManager leads by, once it leads: its term fences the jobs'
+    /// commit logs (0 without high availability), and it is shown with each job.
     pub lease: Option<crate::leadership::Lease>,
 }
 
@@ -57,7 +55,6 @@ impl Default for JobManagerConfig {
             tls: None,
             guard: Guard::default(),
             policy: SubmitPolicy::default(),
-            term: 0,
             high_availability: None,
             lease: None,
         }

@@ -42,9 +42,7 @@ pub async fn run(
         held = leadership.acquire() => held,
         () = &mut shutdown => return Ok(()),
     };
-    config.term = held.lease.term;
     config.lease = Some(held.lease.clone());
-    tracing::info!(term = held.lease.term, address = %held.lease.address, "this jobmanager leads");
     let listener = tokio::net::TcpListener::bind(bind).await?;
     let (lost_tx, lost_rx) = tokio::sync::oneshot::channel();
     let holding = tokio::spawn(async move {

@@ -190,8 +190,9 @@ impl Leadership {
         }
         tracing::info!(
             term = lease.term,
+            address = %lease.address,
             previous = previous.map(|p| p.holder),
-            "leading"
+            "this jobmanager leads"
         );
         Ok(Some(Held {
             lease,

@@ -12,6 +12,12 @@ pub mod auth;
 pub mod http_listener;
 pub mod tls;
 
+/// The addresses of a comma-separated list of JobManagers (several with high
+/// availability), blanks skipped.
+pub fn jobmanager_addresses(list: &str) -> impl Iterator<Item = &str> {
+    list.split(',').map(str::trim).filter(|a| !a.is_empty())
+}
+
 /// The connections an Eddy gRPC server accepts, without Nagle's algorithm (which
 /// `TcpIncoming::from` leaves on): with it, small replies waited for the peer's delayed
 /// acknowledgement, up to 40 ms.

@@ -115,10 +115,7 @@ impl GrpcResourceManager {
     /// one leads, e.g. `http://jm-1:6123,http://jm-2:6123`), reached over mutual TLS with
     /// `tls`.
     pub fn new(addresses: &str, tls: Option<&Tls>) -> Result<Self, CallError> {
-        let endpoints = addresses
-            .split(',')
-            .map(str::trim)
-            .filter(|a| !a.is_empty())
+        let endpoints = eddy_proto::jobmanager_addresses(addresses)
             .map(|address| {
                 let endpoint = eddy_proto::tls::endpoint(address, tls).map_err(|e| {
                     CallError::Refused(format!("bad JobManager address '{address}': {e}"))

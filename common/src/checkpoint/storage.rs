@@ -267,12 +267,10 @@ impl CommitLog {
         Bytes::from(serde_json::to_vec(&commit).expect("a commit serializes"))
     }
 
-    /// Claims the log for this JobManager's term, once; fails with [`EddyError::Fenced`]
-    /// when a later term holds it (unless this one's term is 0: no high availability).
+    /// Claims the log for this JobManager's term (writes its next version), learning the
+    /// newest committed checkpoint; fails with [`EddyError::Fenced`] when a later term
+    /// holds it (unless this one's term is 0: no high availability).
     async fn claim(&mut self) -> Result<()> {
-        if self.claimed.is_some() {
-            return Ok(());
-        }
         for _ in 0..CLAIM_ATTEMPTS {
             let (version, committed) = match self.register.read().await? {
                 None => (0, None),
@@ -311,8 +309,13 @@ impl CommitLog {
 
     /// Commits `metadata` as the log's next version.
     async fn append(&mut self, metadata: &CheckpointMetadata) -> Result<()> {
-        self.claim().await?;
-        let after = self.claimed.expect("claimed");
+        let after = match self.claimed {
+            Some(version) => version,
+            None => {
+                self.claim().await?;
+                self.claimed.expect("claimed")
+            }
+        };
         if !self
             .register
             .write(after, self.encode(Some(metadata.clone())))
@@ -548,9 +551,8 @@ impl CheckpointStorage {
     pub async fn restart_point(&self, unreadable: Unreadable) -> Result<RestartPoint> {
         let committed = {
             let mut log = self.commits.lock().await;
-            // Claimed again at every restart: a JobManager that lost the job learns it
-            // here, before it restores anything.
-            log.claimed = None;
+            // Claimed at every restart: a JobManager that lost the job learns it here,
+            // before it restores anything.
             log.claim().await?;
             log.committed.clone()
         };

@@ -85,7 +85,6 @@ impl JobManager {
             if self.is_deposed() {
                 // A later term leads: this JobManager writes and commands nothing more.
                 tracing::debug!("a deposed jobmanager drops an action");
-                drop(action);
                 return;
             }
             match action {

@@ -126,7 +126,7 @@ impl JobManager {
     /// (its commit logs refused this one). It writes no more job records; the daemon
     /// watching [`Self::deposition`] shuts down.
     pub(crate) fn depose(&self, reason: String) {
-        tracing::error!(%reason, term = self.config.term, "fenced off by a later term; this jobmanager stops");
+        tracing::error!(%reason, term = self.term(), "fenced off by a later term; this jobmanager stops");
         self.deposed.send_replace(Some(reason));
     }
 
@@ -138,6 +138,11 @@ impl JobManager {
     /// The lease this JobManager leads by, under high availability.
     pub fn lease(&self) -> Option<&crate::leadership::Lease> {
         self.config.lease.as_ref()
+    }
+
+    /// This JobManager's term: its lease's, 0 without high availability.
+    fn term(&self) -> u64 {
+        self.lease().map_or(0, |lease| lease.term)
     }
 
     /// Whether a later term fenced this JobManager off.
@@ -196,7 +201,7 @@ impl JobManager {
                     .clone()
                     .unwrap_or_else(|| self.config.checkpoint_root.clone());
                 let location = resolve(&root, &[]).map_err(JobManagerError::InvalidJob)?;
-                let storage = CheckpointStorage::new(&location, job_id).with_term(self.config.term);
+                let storage = CheckpointStorage::new(&location, job_id).with_term(self.term());
                 Some((root, storage))
             }
         };
