@@ -201,6 +201,10 @@ struct PendingCommits {
     state: Mutex<Pending>,
     /// Notified when a transaction was committed or committing failed for good.
     changed: Notify,
+    /// Held while one transaction is committed: the background committer and a sink that
+    /// is cancelled both commit what is due, and a transaction committed by both at once
+    /// could be written twice (a Kafka transaction has no identity to commit once).
+    committing: tokio::sync::Mutex<()>,
 }
 
 impl PendingCommits {
@@ -284,6 +288,17 @@ pub struct TwoPhaseCommitSink {
     held: Vec<Chunk>,
     /// Wakes the committer when a transaction was prepared.
     prepared: watch::Sender<u64>,
+    /// The background committer, stopped with the sink: a cancelled attempt's sink
+    /// commits nothing more once it is gone (the next attempt commits what is due).
+    committer_task: Option<tokio::task::AbortHandle>,
+}
+
+impl Drop for TwoPhaseCommitSink {
+    fn drop(&mut self) {
+        if let Some(task) = &self.committer_task {
+            task.abort();
+        }
+    }
 }
 
 impl TwoPhaseCommitSink {
@@ -314,6 +329,7 @@ impl TwoPhaseCommitSink {
             dirty: false,
             held: Vec::new(),
             prepared,
+            committer_task: None,
         })
     }
 
@@ -354,14 +370,14 @@ impl TwoPhaseCommitSink {
     /// seconds it also aborts what an earlier attempt, still running somewhere until it is
     /// cancelled (or a partitioned TaskManager), prepared after this one started: in a
     /// database its locks would block this attempt's writes; files would stay behind.
-    fn start_committer(&self) {
+    fn start_committer(&mut self) {
         let committer = self.committer.clone();
         let pending = self.pending.clone();
         let mut completed = self.completed.clone();
         let mut prepared = self.prepared.subscribe();
         let retry = self.retry;
         let table = self.table.clone();
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             let mut sweep = tokio::time::interval(LEFTOVER_SWEEP);
             sweep.tick().await;
             loop {
@@ -382,6 +398,7 @@ impl TwoPhaseCommitSink {
                 }
             }
         });
+        self.committer_task = Some(task.abort_handle());
     }
 
     /// Waits until no prepared transaction is left, woken by the committer.
@@ -407,6 +424,8 @@ async fn commit_due(
     retry: CommitRetry,
 ) -> std::result::Result<(), String> {
     loop {
+        // The next transaction due is chosen, committed and marked committed in one turn.
+        let _turn = pending.committing.lock().await;
         let next = pending
             .lock()
             .transactions
@@ -596,6 +615,8 @@ mod tests {
         permanent: bool,
         /// Commits tried.
         tries: usize,
+        /// How long each commit takes.
+        commit_delay: Duration,
     }
 
     struct Writer {
@@ -633,24 +654,18 @@ mod tests {
 
     impl TransactionCommitter for Committer {
         fn commit<'a>(&'a self, handle: &'a [u8]) -> BoxFuture<'a, Result<()>> {
-            let mut store = self.0.lock().unwrap();
-            store.tries += 1;
-            let result = if store.failures_left > 0 {
-                store.failures_left -= 1;
-                Err(EddyError::Remote {
-                    table: "t".into(),
-                    message: "connection reset".into(),
-                    transient: !store.permanent,
-                })
-            } else {
-                let id = String::from_utf8(handle.to_vec()).unwrap();
-                if let Some(rows) = store.prepared.remove(&id) {
-                    store.visible.extend(rows);
-                    store.commits += 1;
-                }
-                Ok(())
+            let delay = {
+                let mut store = self.0.lock().unwrap();
+                store.tries += 1;
+                store.commit_delay
             };
-            async move { result }.boxed()
+            async move {
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                self.finish_commit(handle)
+            }
+            .boxed()
         }
 
         fn abort_leftovers<'a>(&'a self, keep: &'a [Vec<u8>]) -> BoxFuture<'a, Result<()>> {
@@ -664,6 +679,27 @@ mod tests {
                 .prepared
                 .retain(|id, _| keep.contains(id));
             async { Ok(()) }.boxed()
+        }
+    }
+
+    impl Committer {
+        fn finish_commit(&self, handle: &[u8]) -> Result<()> {
+            let mut store = self.0.lock().unwrap();
+            if store.failures_left > 0 {
+                store.failures_left -= 1;
+                Err(EddyError::Remote {
+                    table: "t".into(),
+                    message: "connection reset".into(),
+                    transient: !store.permanent,
+                })
+            } else {
+                let id = String::from_utf8(handle.to_vec()).unwrap();
+                if let Some(rows) = store.prepared.remove(&id) {
+                    store.visible.extend(rows);
+                    store.commits += 1;
+                }
+                Ok(())
+            }
         }
     }
 
@@ -778,6 +814,23 @@ mod tests {
         sink.checkpoint(2).await.unwrap();
         harness.complete(2);
         assert_eq!(harness.visible_after_settling().await, vec![1, 2, 3]);
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_sink_and_its_committer_commit_a_transaction_once() {
+        let harness = Harness::new();
+        harness.store.lock().unwrap().commit_delay = Duration::from_millis(200);
+        let mut sink = harness.sink(1, &[]).await;
+        sink.write(&rows(&[1])).await.unwrap();
+        sink.checkpoint(1).await.unwrap();
+        harness.complete(1);
+        // Cancelled while the background committer commits checkpoint 1: the sink commits
+        // what is due too, but not what the committer is committing.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        sink.finish(StreamEnd::Cancelled).await.unwrap();
+        let store = harness.store.lock().unwrap();
+        assert_eq!((store.tries, store.commits), (1, 1));
+        assert_eq!(store.visible, vec![1]);
     }
 
     #[tokio::test]

@@ -3,7 +3,7 @@
 //! two-phase commit (see the module documentation of `kafka`).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use eddy_common::chunk::Chunk;
@@ -28,6 +28,20 @@ use crate::{SinkContext, SinkWriter};
 
 /// How long a flush or a transaction step may take.
 const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Per writer id, the newest checkpoint this process committed for it. A writer's commits
+/// take its entry's lock from the marker check to the transaction's end: two commits of
+/// one checkpoint in one process (a cancelled attempt's sink still committing beside the
+/// next attempt's, or a cancelled sink beside its own committer) would otherwise both find
+/// the marker missing and write the records twice.
+static COMMITTED_HERE: LazyLock<Mutex<HashMap<String, Arc<Mutex<u64>>>>> =
+    LazyLock::new(Mutex::default);
+
+/// The commit lock and newest checkpoint committed in this process of writer `writer_id`.
+fn committed_here(writer_id: &str) -> Arc<Mutex<u64>> {
+    let mut writers = COMMITTED_HERE.lock().expect("writers lock");
+    writers.entry(writer_id.to_string()).or_default().clone()
+}
 
 /// The writer of one sink subtask.
 pub(super) fn create(
@@ -173,6 +187,7 @@ impl Transactions {
             producer
                 .init_transactions(TIMEOUT)
                 .map_err(|e| self.error("initializing transactions", e))?;
+            tracing::debug!(writer = %self.transactional_id, "transactional producer initialized");
             *slot = Some(producer);
         }
         let result = work(slot.as_ref().expect("producer"));
@@ -233,13 +248,24 @@ impl Transactions {
 
     fn commit(&self, handle: &[u8]) -> Result<()> {
         let prepared = Prepared::decode(handle)?;
+        let writer = committed_here(&prepared.writer_id);
+        let mut committed = writer.lock().expect("writer commit lock");
+        if *committed >= prepared.checkpoint {
+            tracing::debug!(checkpoint = prepared.checkpoint, writer = %prepared.writer_id, "already committed by this process");
+            return Ok(());
+        }
+        self.commit_once(&prepared)?;
+        *committed = prepared.checkpoint;
+        Ok(())
+    }
+
+    /// Commits `prepared` unless its marker says it is in the topic already.
+    fn commit_once(&self, prepared: &Prepared) -> Result<()> {
         // The producer is initialized first: that fences every earlier producer with this
         // id, so a marker missing now cannot be committed by one of them meanwhile.
         self.with_producer(|_| Ok(()))?;
-        if self
-            .committed_checkpoint(&prepared.writer_id)?
-            .is_some_and(|done| done >= prepared.checkpoint)
-        {
+        let marker = self.committed_checkpoint(&prepared.writer_id)?;
+        if marker.is_some_and(|done| done >= prepared.checkpoint) {
             tracing::debug!(checkpoint = prepared.checkpoint, writer = %prepared.writer_id, "already in the topic");
             return Ok(());
         }
@@ -271,7 +297,15 @@ impl Transactions {
             producer
                 .commit_transaction(TIMEOUT)
                 .map_err(|e| self.error("committing a transaction", e))
-        })
+        })?;
+        tracing::debug!(
+            checkpoint = prepared.checkpoint,
+            writer = %prepared.writer_id,
+            previous = ?marker,
+            bytes = prepared.lines.len(),
+            "committed to the topic"
+        );
+        Ok(())
     }
 }
 
