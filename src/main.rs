@@ -218,6 +218,18 @@ fn keep_freed_buffers() {
     }
 }
 
+/// Ends the process when any of its threads panics. A JobManager's state sits behind locks
+/// that a panic poisons, after which every call would panic too: it stops instead (exit
+/// code 70), and a standby or a restart resumes from what is stored.
+fn stop_on_panic(daemon: &'static str) {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        tracing::error!(%info, "the {daemon} panicked; it stops");
+        std::process::exit(70);
+    }));
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -227,7 +239,10 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 
 fn execute(command: Command) -> Result<()> {
     match command {
-        Command::Jobmanager(args) => runtime()?.block_on(cluster::jobmanager(*args)),
+        Command::Jobmanager(args) => {
+            stop_on_panic("jobmanager");
+            runtime()?.block_on(cluster::jobmanager(*args))
+        }
         Command::Taskmanager(args) => runtime()?.block_on(cluster::taskmanager(args)),
         Command::Health { address } => runtime()?.block_on(cluster::health(&address)),
         Command::Submit {

@@ -82,10 +82,16 @@ impl Default for RestartStrategy {
 }
 
 impl RestartStrategy {
-    /// The delay before restart number `attempt` (from 1).
+    /// The delay before restart number `attempt` (from 1), at most the largest delay
+    /// however many restarts came before.
     pub fn backoff(&self, attempt: u32) -> Duration {
-        let factor = self.multiplier.powi(attempt.saturating_sub(1) as i32);
-        self.initial_backoff.mul_f64(factor).min(self.max_backoff)
+        let exponent = i32::try_from(attempt.saturating_sub(1)).unwrap_or(i32::MAX);
+        let seconds = self.initial_backoff.as_secs_f64() * self.multiplier.powi(exponent);
+        // Past the largest delay (or overflowing to infinity, or NaN): the largest delay.
+        if seconds.is_nan() || seconds >= self.max_backoff.as_secs_f64() {
+            return self.max_backoff;
+        }
+        Duration::from_secs_f64(seconds)
     }
 }
 
@@ -106,7 +112,7 @@ pub fn parse_duration(key: &str, value: &str) -> Result<Duration> {
         "d" | "day" | "days" => number * 86_400e3,
         _ => return Err(bad_duration(key, value)),
     };
-    Ok(Duration::from_secs_f64(millis / 1e3))
+    Duration::try_from_secs_f64(millis / 1e3).map_err(|_| bad_duration(key, value))
 }
 
 fn bad_duration(key: &str, value: &str) -> EddyError {
@@ -139,5 +145,21 @@ mod tests {
         assert_eq!(strategy.backoff(1), Duration::from_millis(500));
         assert_eq!(strategy.backoff(3), Duration::from_secs(2));
         assert_eq!(strategy.backoff(30), Duration::from_secs(30));
+        // Many restarts (the soak restarted a job 95 times with 100 allowed before the
+        // backoff resets) and an infinite multiplier stay at the largest delay.
+        assert_eq!(strategy.backoff(95), Duration::from_secs(30));
+        assert_eq!(strategy.backoff(u32::MAX), Duration::from_secs(30));
+        let infinite = RestartStrategy {
+            multiplier: f64::INFINITY,
+            ..RestartStrategy::default()
+        };
+        assert_eq!(infinite.backoff(2), Duration::from_secs(30));
+        assert_eq!(infinite.backoff(1), Duration::from_millis(500));
+    }
+
+    #[test]
+    fn a_duration_too_long_to_hold_is_an_error() {
+        let error = parse_duration("k", "99999999999999999999999999d").unwrap_err();
+        assert!(error.to_string().contains("'k'"), "{error}");
     }
 }
