@@ -161,7 +161,12 @@ pub fn seen(systems: &Systems, name: &str) -> Seen {
         }
     }
     file_lines.sort();
-    let mut records = systems.kafka.read_committed(&format!("{name}-cheap"));
+    let topic = format!("{name}-cheap");
+    let positioned = systems.kafka.read_committed_at(&topic);
+    if let Some(dir) = std::env::var_os("EDDY_TEST_TOPIC_DUMP") {
+        dump_topic(std::path::Path::new(&dir), &topic, &positioned);
+    }
+    let mut records: Vec<String> = positioned.into_iter().map(|(_, _, r)| r).collect();
     records.sort();
     Seen {
         tables,
@@ -169,6 +174,24 @@ pub fn seen(systems: &Systems, name: &str) -> Seen {
         hidden_files,
         records,
     }
+}
+
+/// Writes a topic's records with their partitions and offsets to `{dir}/{topic}.txt`, one
+/// per line in the order read (for finding where duplicates were written).
+fn dump_topic(dir: &std::path::Path, topic: &str, records: &[(i32, i64, String)]) {
+    use std::fmt::Write;
+    let mut text = String::new();
+    for (partition, offset, record) in records {
+        let _ = writeln!(text, "{partition} {offset} {record}");
+    }
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join(format!("{topic}.txt"));
+    std::fs::write(&path, text).unwrap();
+    eprintln!(
+        "topic {topic}: {} records dumped to {}",
+        records.len(),
+        path.display()
+    );
 }
 
 /// Runs the job failure-free on the embedded cluster.

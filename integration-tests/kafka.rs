@@ -143,6 +143,15 @@ impl Broker {
 
     /// Every record of a topic a `read_committed` consumer sees, as text, in no order.
     pub fn read_committed(&self, topic: &str) -> Vec<String> {
+        self.read_committed_at(topic)
+            .into_iter()
+            .map(|(_, _, record)| record)
+            .collect()
+    }
+
+    /// Every record of a topic a `read_committed` consumer sees, with its partition and
+    /// offset.
+    pub fn read_committed_at(&self, topic: &str) -> Vec<(i32, i64, String)> {
         let consumer: BaseConsumer = self
             .config()
             .set("group.id", "eddy-tests")
@@ -169,9 +178,11 @@ impl Broker {
                 None => {}
                 Some(Ok(message)) => {
                     at_end.remove(&message.partition());
-                    records.push(
+                    records.push((
+                        message.partition(),
+                        message.offset(),
                         String::from_utf8_lossy(message.payload().unwrap_or_default()).into_owned(),
-                    );
+                    ));
                 }
                 Some(Err(KafkaError::PartitionEOF(p))) => {
                     at_end.insert(p);
