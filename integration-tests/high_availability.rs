@@ -226,6 +226,18 @@ fn a_paused_leader_is_fenced_off_when_it_wakes() {
         said.contains("lost the leader lease"),
         "the old leader's log: {said}"
     );
+    // Commands the old leader sent before it noticed (if it sent any) were refused by the
+    // TaskManagers, which follow the new term.
+    for entry in std::fs::read_dir(logs.path()).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        for line in text
+            .lines()
+            .filter(|l| l.contains("earlier jobmanager term"))
+        {
+            eprintln!("{}: {line}", path.display());
+        }
+    }
     finished(&cluster, &job_id);
     assert_exact(&systems, &cluster, seen(&systems, "split"));
 }

@@ -26,7 +26,7 @@ use eddy_proto::v1 as pb;
 use eddy_taskmanager::membership;
 use eddy_taskmanager::network::Channels;
 use eddy_taskmanager::node::CHANNEL_CAPACITY;
-use eddy_taskmanager::{ResourceManagerGateway, TaskManager};
+use eddy_taskmanager::{Registration, ResourceManagerGateway, TaskManager};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 
@@ -313,7 +313,7 @@ impl ResourceManagerGateway for InProcessResourceManager {
     async fn register(
         &self,
         request: pb::RegisterTaskManagerRequest,
-    ) -> Result<Duration, CallError> {
+    ) -> Result<Registration, CallError> {
         let tm = self
             .taskmanagers
             .get()
@@ -326,7 +326,10 @@ impl ResourceManagerGateway for InProcessResourceManager {
         self.jobmanager
             .register(request, Arc::new(gateway))
             .map_err(call_error)?;
-        Ok(self.jobmanager.config().heartbeat_interval)
+        Ok(Registration {
+            heartbeat_interval: self.jobmanager.config().heartbeat_interval,
+            term: self.jobmanager.term(),
+        })
     }
 
     async fn heartbeat(&self, request: pb::HeartbeatRequest) -> Result<(), CallError> {

@@ -11,10 +11,10 @@ use eddy_common::error::CallError;
 use eddy_common::event::{Barrier, StopRequest};
 use eddy_common::ids::ExecutionId;
 use eddy_proto::auth::require_write;
-use eddy_proto::call_error;
 use eddy_proto::tls::{Tls, peer_is_member};
 use eddy_proto::v1 as pb;
 use eddy_proto::v1::task_executor_client::TaskExecutorClient;
+use eddy_proto::{call_error, with_term};
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
@@ -144,13 +144,15 @@ impl pb::resource_manager_server::ResourceManager for ResourceManagerImpl {
     ) -> Result<Response<pb::RegisterTaskManagerResponse>, Status> {
         self.check_member(&request)?;
         let request = request.into_inner();
-        let gateway = GrpcTaskExecutor::new(&request.address, self.0.config().tls.as_ref())
+        let term = self.0.term();
+        let gateway = GrpcTaskExecutor::new(&request.address, self.0.config().tls.as_ref(), term)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         self.0
             .register(request, Arc::new(gateway))
             .map_err(status)?;
         Ok(Response::new(pb::RegisterTaskManagerResponse {
             heartbeat_interval_ms: self.0.config().heartbeat_interval.as_millis() as u64,
+            term,
         }))
     }
 
@@ -185,16 +187,20 @@ impl pb::resource_manager_server::ResourceManager for ResourceManagerImpl {
 /// A TaskManager's task executor over gRPC.
 pub struct GrpcTaskExecutor {
     client: TaskExecutorClient<Channel>,
+    /// The leader term every call carries, so that TaskManagers refuse a deposed leader's.
+    term: u64,
 }
 
 impl GrpcTaskExecutor {
-    /// The task executor at `address` (connected on first use), over mutual TLS with `tls`.
-    pub fn new(address: &str, tls: Option<&Tls>) -> Result<Self, CallError> {
+    /// The task executor at `address` (connected on first use), over mutual TLS with `tls`,
+    /// called by the JobManager of leader term `term`.
+    pub fn new(address: &str, tls: Option<&Tls>, term: u64) -> Result<Self, CallError> {
         let endpoint = eddy_proto::tls::endpoint(address, tls)
             .map_err(|e| CallError::Refused(format!("bad address '{address}': {e}")))?
             .connect_timeout(Duration::from_secs(3));
         Ok(GrpcTaskExecutor {
             client: TaskExecutorClient::new(endpoint.connect_lazy()),
+            term,
         })
     }
 }
@@ -205,7 +211,7 @@ impl TaskExecutorGateway for GrpcTaskExecutor {
         // The TaskManager plans the job from the request's SQL itself.
         let mut client = self.client.clone();
         client
-            .deploy_tasks(deployment.request)
+            .deploy_tasks(with_term(deployment.request, self.term))
             .await
             .map_err(call_error)?;
         Ok(())
@@ -217,7 +223,10 @@ impl TaskExecutorGateway for GrpcTaskExecutor {
             drain: how == StopRequest::Drain,
         };
         let mut client = self.client.clone();
-        client.cancel_tasks(request).await.map_err(call_error)?;
+        client
+            .cancel_tasks(with_term(request, self.term))
+            .await
+            .map_err(call_error)?;
         Ok(())
     }
 
@@ -234,7 +243,7 @@ impl TaskExecutorGateway for GrpcTaskExecutor {
         };
         let mut client = self.client.clone();
         client
-            .trigger_checkpoint(request)
+            .trigger_checkpoint(with_term(request, self.term))
             .await
             .map_err(call_error)?;
         Ok(())
@@ -252,7 +261,7 @@ impl TaskExecutorGateway for GrpcTaskExecutor {
         };
         let mut client = self.client.clone();
         client
-            .notify_checkpoint_complete(request)
+            .notify_checkpoint_complete(with_term(request, self.term))
             .await
             .map_err(call_error)?;
         Ok(())

@@ -18,6 +18,33 @@ pub fn jobmanager_addresses(list: &str) -> impl Iterator<Item = &str> {
     list.split(',').map(str::trim).filter(|a| !a.is_empty())
 }
 
+/// The metadata key of a JobManager's leader term on the calls it makes to TaskManagers.
+pub const TERM_METADATA: &str = "eddy-term";
+
+/// `message` as a request carrying leader term `term`.
+pub fn with_term<T>(message: T, term: u64) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request
+        .metadata_mut()
+        .insert(TERM_METADATA, term.to_string().parse().expect("digits"));
+    request
+}
+
+/// The leader term a request carries: 0 when it carries none (a JobManager without high
+/// availability, or one of before terms), an error when it is not a number.
+pub fn term_of<T>(request: &tonic::Request<T>) -> Result<u64, tonic::Status> {
+    match request.metadata().get(TERM_METADATA) {
+        None => Ok(0),
+        Some(value) => value
+            .to_str()
+            .ok()
+            .and_then(|text| text.parse().ok())
+            .ok_or_else(|| {
+                tonic::Status::invalid_argument(format!("{TERM_METADATA} is not a number"))
+            }),
+    }
+}
+
 /// The connections an Eddy gRPC server accepts, without Nagle's algorithm (which
 /// `TcpIncoming::from` leaves on): with it, small replies waited for the peer's delayed
 /// acknowledgement, up to 40 ms.

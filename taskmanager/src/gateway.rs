@@ -8,15 +8,24 @@ use async_trait::async_trait;
 use eddy_common::error::CallError;
 use eddy_proto::v1 as pb;
 
+/// What a JobManager answers a TaskManager that registers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Registration {
+    /// How often it expects heartbeats.
+    pub heartbeat_interval: Duration,
+    /// Its leader term (0 without high availability): commands of earlier terms are
+    /// refused from now on.
+    pub term: u64,
+}
+
 /// The JobManager's resource manager, as a TaskManager calls it.
 #[async_trait]
 pub trait ResourceManagerGateway: Send + Sync + 'static {
-    /// Registers the TaskManager (again after the JobManager forgot it); answers the
-    /// heartbeat interval.
+    /// Registers the TaskManager (again after the JobManager forgot it).
     async fn register(
         &self,
         request: pb::RegisterTaskManagerRequest,
-    ) -> Result<Duration, CallError>;
+    ) -> Result<Registration, CallError>;
 
     /// A heartbeat with the counters of the running tasks; [`CallError::NotFound`] when
     /// the JobManager does not know this TaskManager (it registers again).

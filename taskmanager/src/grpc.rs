@@ -18,7 +18,7 @@ use eddy_proto::{call_error, status};
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Request, Response, Status};
 
-use crate::gateway::ResourceManagerGateway;
+use crate::gateway::{Registration, ResourceManagerGateway};
 use crate::node::TaskManager;
 
 fn execution(id: &str) -> Result<ExecutionId, Status> {
@@ -36,6 +36,13 @@ impl TaskExecutorService {
     pub fn new(node: Arc<TaskManager>) -> Self {
         TaskExecutorService { node }
     }
+
+    /// Refuses a request of a deposed leader (an earlier term than the one followed).
+    fn admit<T>(&self, request: &Request<T>) -> Result<(), Status> {
+        self.node
+            .admit_term(eddy_proto::term_of(request)?)
+            .map_err(status)
+    }
 }
 
 #[tonic::async_trait]
@@ -44,6 +51,7 @@ impl pb::task_executor_server::TaskExecutor for TaskExecutorService {
         &self,
         request: Request<pb::DeployTasksRequest>,
     ) -> Result<Response<pb::DeployTasksResponse>, Status> {
+        self.admit(&request)?;
         self.node
             .deploy(request.into_inner(), None)
             .await
@@ -55,6 +63,7 @@ impl pb::task_executor_server::TaskExecutor for TaskExecutorService {
         &self,
         request: Request<pb::CancelTasksRequest>,
     ) -> Result<Response<pb::CancelTasksResponse>, Status> {
+        self.admit(&request)?;
         let request = request.into_inner();
         let how = match request.drain {
             true => StopRequest::Drain,
@@ -70,6 +79,7 @@ impl pb::task_executor_server::TaskExecutor for TaskExecutorService {
         &self,
         request: Request<pb::TriggerCheckpointRequest>,
     ) -> Result<Response<pb::TriggerCheckpointResponse>, Status> {
+        self.admit(&request)?;
         let request = request.into_inner();
         let barrier = Barrier {
             checkpoint: request.checkpoint,
@@ -86,6 +96,7 @@ impl pb::task_executor_server::TaskExecutor for TaskExecutorService {
         &self,
         request: Request<pb::NotifyCheckpointCompleteRequest>,
     ) -> Result<Response<pb::NotifyCheckpointCompleteResponse>, Status> {
+        self.admit(&request)?;
         let request = request.into_inner();
         tracing::debug!(job = %request.execution_id, checkpoint = request.checkpoint, "checkpoint complete");
         let notice = CompletedCheckpoint {
@@ -178,16 +189,18 @@ impl ResourceManagerGateway for GrpcResourceManager {
     async fn register(
         &self,
         request: pb::RegisterTaskManagerRequest,
-    ) -> Result<Duration, CallError> {
+    ) -> Result<Registration, CallError> {
         let response = self
             .call(|mut client| {
                 let request = request.clone();
                 async move { client.register_task_manager(request).await }
             })
             .await?;
-        Ok(Duration::from_millis(
-            response.into_inner().heartbeat_interval_ms,
-        ))
+        let response = response.into_inner();
+        Ok(Registration {
+            heartbeat_interval: Duration::from_millis(response.heartbeat_interval_ms),
+            term: response.term,
+        })
     }
 
     async fn heartbeat(&self, request: pb::HeartbeatRequest) -> Result<(), CallError> {
@@ -215,5 +228,91 @@ impl ResourceManagerGateway for GrpcResourceManager {
         })
         .await
         .map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::network::Channels;
+    use eddy_proto::v1::task_executor_server::TaskExecutor;
+    use eddy_proto::with_term;
+
+    /// A JobManager that never answers (the tests call the TaskManager only).
+    struct Unreachable;
+
+    #[async_trait]
+    impl ResourceManagerGateway for Unreachable {
+        async fn register(
+            &self,
+            _: pb::RegisterTaskManagerRequest,
+        ) -> Result<Registration, CallError> {
+            Err(CallError::Unavailable("unreachable".into()))
+        }
+        async fn heartbeat(&self, _: pb::HeartbeatRequest) -> Result<(), CallError> {
+            Err(CallError::Unavailable("unreachable".into()))
+        }
+        async fn report_task_state(&self, _: pb::TaskStateReport) -> Result<(), CallError> {
+            Err(CallError::Unavailable("unreachable".into()))
+        }
+        async fn acknowledge_checkpoint(&self, _: pb::CheckpointAck) -> Result<(), CallError> {
+            Err(CallError::Unavailable("unreachable".into()))
+        }
+    }
+
+    fn service() -> (Arc<TaskManager>, TaskExecutorService) {
+        let node = TaskManager::new(
+            "tm-test".into(),
+            "http://127.0.0.1:1".into(),
+            1,
+            Arc::new(Unreachable),
+            Arc::new(Channels::new(4)),
+            None,
+        );
+        (node.clone(), TaskExecutorService::new(node))
+    }
+
+    fn cancel(term: u64) -> Request<pb::CancelTasksRequest> {
+        let request = pb::CancelTasksRequest {
+            execution_id: "job.1".into(),
+            drain: false,
+        };
+        with_term(request, term)
+    }
+
+    #[tokio::test]
+    async fn commands_of_a_deposed_leader_are_refused() {
+        let (node, service) = service();
+        node.follow_term(3);
+        let refused = service.cancel_tasks(cancel(2)).await.unwrap_err();
+        assert!(
+            refused.message().contains("fenced") && refused.message().contains("term 3"),
+            "{refused:?}"
+        );
+        service.cancel_tasks(cancel(3)).await.unwrap();
+        // A later leader's command is carried out, and its term followed from then on.
+        service.cancel_tasks(cancel(4)).await.unwrap();
+        assert!(service.cancel_tasks(cancel(3)).await.is_err());
+        // A call without a term is one of term 0.
+        let untermed = Request::new(pb::CancelTasksRequest {
+            execution_id: "job.1".into(),
+            drain: false,
+        });
+        assert!(service.cancel_tasks(untermed).await.is_err());
+        let mut garbled = cancel(4);
+        garbled
+            .metadata_mut()
+            .insert(eddy_proto::TERM_METADATA, "x".parse().unwrap());
+        let refused = service.cancel_tasks(garbled).await.unwrap_err();
+        assert_eq!(refused.code(), Code::InvalidArgument);
+    }
+
+    #[tokio::test]
+    async fn a_jobmanager_without_high_availability_is_followed_after_registration() {
+        let (node, service) = service();
+        node.follow_term(5);
+        // High availability switched off: the JobManager of term 0 it registered with.
+        node.follow_term(0);
+        service.cancel_tasks(cancel(0)).await.unwrap();
     }
 }

@@ -20,7 +20,7 @@ pub mod restore;
 pub mod snapshot_chain;
 pub mod task;
 
-pub use gateway::ResourceManagerGateway;
+pub use gateway::{Registration, ResourceManagerGateway};
 pub use node::TaskManager;
 pub use task::{
     StopRequest, StopSignal, TaskAck, TaskCheckpointing, TaskDeployment, TaskEnd, TaskRestore,

@@ -28,9 +28,12 @@ pub async fn register(node: &TaskManager) -> Duration {
             http_address: node.http_address().to_string(),
         };
         match node.jobmanager().register(request).await {
-            Ok(interval) => {
-                tracing::info!(id = %node.id(), "registered with the jobmanager");
-                return interval.max(Duration::from_millis(50));
+            Ok(registration) => {
+                node.follow_term(registration.term);
+                tracing::info!(id = %node.id(), term = registration.term, "registered with the jobmanager");
+                return registration
+                    .heartbeat_interval
+                    .max(Duration::from_millis(50));
             }
             Err(error) => {
                 tracing::warn!(%error, "cannot register with the jobmanager, retrying");

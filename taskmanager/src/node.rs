@@ -3,6 +3,7 @@
 //! embedded cluster of `eddy run` (called in-process).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -59,6 +60,9 @@ pub struct TaskManager {
     metrics: Option<Arc<JobMetrics>>,
     /// Where its HTTP port (`/metrics`) listens, once it does.
     http_address: OnceLock<String>,
+    /// The leader term of the JobManager it follows: commands of earlier terms come from
+    /// a deposed leader and are refused.
+    term: AtomicU64,
 }
 
 impl TaskManager {
@@ -83,7 +87,31 @@ impl TaskManager {
             jobmanager,
             metrics,
             http_address: OnceLock::new(),
+            term: AtomicU64::new(0),
         })
+    }
+
+    /// Follows the JobManager of leader term `term`, which it registered with (a lower
+    /// term too: a JobManager without high availability has term 0).
+    pub fn follow_term(&self, term: u64) {
+        self.term.store(term, Ordering::SeqCst);
+    }
+
+    /// Whether a command of leader term `term` may be carried out: not when it is earlier
+    /// than the term followed (a deposed leader's); a later one is followed from now on.
+    pub fn admit_term(&self, term: u64) -> Result<(), CallError> {
+        let followed = self.term.fetch_max(term, Ordering::SeqCst);
+        if term < followed {
+            tracing::warn!(
+                term,
+                followed,
+                "refused a command of an earlier jobmanager term"
+            );
+            return Err(CallError::Refused(format!(
+                "fenced: a command of jobmanager term {term}, and this taskmanager follows term {followed}"
+            )));
+        }
+        Ok(())
     }
 
     /// Its id.

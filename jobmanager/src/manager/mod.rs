@@ -140,8 +140,8 @@ impl JobManager {
         self.config.lease.as_ref()
     }
 
-    /// This JobManager's term: its lease's, 0 without high availability.
-    fn term(&self) -> u64 {
+    /// Its leader term: its lease's, 0 without high availability.
+    pub fn term(&self) -> u64 {
         self.lease().map_or(0, |lease| lease.term)
     }
 
