@@ -1,12 +1,16 @@
-//! The job store (DESIGN §6): `{root}/{job}/job.json` holds what a restarted JobManager
-//! needs to resume a job: its SQL and options, its state, and its attempt number.
+//! The job store (DESIGN §6): what a restarted JobManager needs to resume a job: its SQL
+//! and options, its state, and its attempt number. Each job's record is a register
+//! (`{root}/{job}/_record/`) whose versions carry the leader term that wrote them, so a
+//! JobManager of an earlier term (paused, cut off) can no longer write once a later one
+//! has; `{root}/{job}/job.json` is a copy for people and for stores of before the register.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use eddy_common::Result;
 use eddy_common::object_storage::StorageLocation;
+use eddy_common::register::Register;
+use eddy_common::{EddyError, Result};
 use futures::TryStreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
@@ -15,6 +19,15 @@ use serde::{Deserialize, Serialize};
 use crate::lifecycle::JobState;
 
 const JOB_FILE: &str = "job.json";
+const RECORD_DIR: &str = "_record";
+
+/// A version of a job's record register.
+#[derive(Serialize, Deserialize)]
+struct TermedRecord {
+    /// The leader term of the JobManager that wrote it.
+    term: u64,
+    job: StoredJob,
+}
 
 /// A job as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,26 +63,41 @@ pub struct StoredJob {
 #[derive(Debug, Clone)]
 pub struct JobStore {
     location: StorageLocation,
+    /// The leader term records are written in (0 without high availability).
+    term: u64,
     /// The revision of each job's record last written; held while writing, so that the
     /// writes of the records are ordered.
     written: Arc<tokio::sync::Mutex<HashMap<String, u64>>>,
 }
 
 impl JobStore {
-    /// A store under `root`.
+    /// A store under `root`, written in term 0 (without high availability).
     pub fn new(location: StorageLocation) -> Self {
         JobStore {
             location,
+            term: 0,
             written: Arc::default(),
         }
+    }
+
+    /// The same store, written in leader term `term`.
+    pub fn with_term(self, term: u64) -> Self {
+        JobStore { term, ..self }
     }
 
     fn path(&self, job_id: &str) -> Path {
         self.location.path.clone().join(job_id).join(JOB_FILE)
     }
 
+    fn register(&self, job_id: &str) -> Register {
+        let dir = self.location.path.clone().join(job_id).join(RECORD_DIR);
+        Register::new(self.location.store.clone(), dir)
+    }
+
     /// Writes a job's record, unless a newer revision of it was written already (a
-    /// CANCELLED record written before a delayed RUNNING one stays).
+    /// CANCELLED record written before a delayed RUNNING one stays). Fails with
+    /// [`EddyError::Fenced`] when a JobManager of a later term wrote it (term 0, without
+    /// high availability, writes over any).
     pub async fn save(&self, job: &StoredJob) -> Result<()> {
         let mut written = self.written.lock().await;
         if written
@@ -79,6 +107,7 @@ impl JobStore {
             tracing::debug!(job = %job.job_id, revision = job.revision, "an older job record is not written");
             return Ok(());
         }
+        self.write_record(job).await?;
         let json = serde_json::to_vec_pretty(job).expect("a job record serializes");
         self.location
             .store
@@ -86,6 +115,69 @@ impl JobStore {
             .await?;
         written.insert(job.job_id.clone(), job.revision);
         Ok(())
+    }
+
+    /// Appends `job` to its record register, unless a later term wrote the register.
+    async fn write_record(&self, job: &StoredJob) -> Result<()> {
+        let register = self.register(&job.job_id);
+        let entry = TermedRecord {
+            term: self.term,
+            job: job.clone(),
+        };
+        let value = Bytes::from(serde_json::to_vec(&entry).expect("a job record serializes"));
+        loop {
+            let newest = register.read().await?;
+            if let Some(newest) = &newest
+                && self.term > 0
+            {
+                let written_in = serde_json::from_slice::<TermedRecord>(&newest.value)
+                    .map_or(0, |record| record.term);
+                if written_in > self.term {
+                    return Err(EddyError::Fenced(format!(
+                        "job {}'s record was written in term {written_in}, after this jobmanager's term {}",
+                        job.job_id, self.term
+                    )));
+                }
+            }
+            let after = newest.map_or(0, |v| v.version);
+            if register.write(after, value.clone()).await? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// A job's record: the register's newest, else `job.json` (stores of before the
+    /// register); `None` when neither is there or readable.
+    async fn load(&self, job_dir: &Path) -> Result<Option<StoredJob>> {
+        let register = Register::new(
+            self.location.store.clone(),
+            job_dir.clone().join(RECORD_DIR),
+        );
+        match register.read().await {
+            Ok(Some(newest)) => match serde_json::from_slice::<TermedRecord>(&newest.value) {
+                Ok(record) => return Ok(Some(record.job)),
+                Err(error) => {
+                    tracing::warn!(job = %job_dir, %error, "unreadable job record register; reading job.json")
+                }
+            },
+            Ok(None) => {}
+            Err(error) => {
+                tracing::warn!(job = %job_dir, %error, "cannot read the job record register; reading job.json")
+            }
+        }
+        let path = job_dir.clone().join(JOB_FILE);
+        let bytes = match self.location.store.get(&path).await {
+            Ok(result) => result.bytes().await?,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        match serde_json::from_slice::<StoredJob>(&bytes) {
+            Ok(job) => Ok(Some(job)),
+            Err(error) => {
+                tracing::warn!(%path, %error, "unreadable job record skipped");
+                Ok(None)
+            }
+        }
     }
 
     /// Every stored job; unreadable records are skipped with a warning.
@@ -97,15 +189,8 @@ impl JobStore {
             .await?;
         let mut jobs = Vec::new();
         for prefix in listing.common_prefixes {
-            let path = prefix.clone().join(JOB_FILE);
-            let bytes = match self.location.store.get(&path).await {
-                Ok(result) => result.bytes().await?,
-                Err(object_store::Error::NotFound { .. }) => continue,
-                Err(e) => return Err(e.into()),
-            };
-            match serde_json::from_slice::<StoredJob>(&bytes) {
-                Ok(job) => jobs.push(job),
-                Err(error) => tracing::warn!(%path, %error, "unreadable job record skipped"),
+            if let Some(job) = self.load(&prefix).await? {
+                jobs.push(job);
             }
         }
         jobs.sort_by_key(|j| j.submitted_at_ms);
@@ -149,6 +234,69 @@ mod tests {
         std::fs::create_dir_all(dir.join("j2")).unwrap();
         std::fs::write(dir.join("j2/job.json"), "{ not json").unwrap();
         assert_eq!(store.load_all().await.unwrap(), vec![job]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn record(job_id: &str, state: JobState, revision: u64) -> StoredJob {
+        StoredJob {
+            job_id: job_id.into(),
+            sql: String::new(),
+            options: HashMap::new(),
+            owner: "alice".into(),
+            state,
+            attempt: 1,
+            restarts: 0,
+            submitted_at_ms: 0,
+            restore_path: None,
+            revision,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_jobmanager_of_an_earlier_term_cannot_write_a_record_any_more() {
+        let dir = std::env::temp_dir().join(format!("eddy-jobstore-terms-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let location = || resolve(dir.to_str().unwrap(), &[]).unwrap();
+        let old_leader = JobStore::new(location()).with_term(1);
+        let new_leader = JobStore::new(location()).with_term(2);
+        old_leader
+            .save(&record("j", JobState::Running, 1))
+            .await
+            .unwrap();
+        new_leader
+            .save(&record("j", JobState::Cancelled, 1))
+            .await
+            .unwrap();
+        // The paused leader wakes and writes what it was about to.
+        let fenced = old_leader.save(&record("j", JobState::Running, 2)).await;
+        assert!(
+            matches!(&fenced, Err(EddyError::Fenced(reason)) if reason.contains("term 2")),
+            "{fenced:?}"
+        );
+        let loaded = new_leader.load_all().await.unwrap();
+        assert_eq!(loaded[0].state, JobState::Cancelled);
+        // Without high availability (term 0) a JobManager takes any record over.
+        let single = JobStore::new(location());
+        single
+            .save(&record("j", JobState::Finished, 1))
+            .await
+            .unwrap();
+        assert_eq!(
+            single.load_all().await.unwrap()[0].state,
+            JobState::Finished
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn a_record_of_a_store_before_the_register_is_read_from_job_json() {
+        let dir = std::env::temp_dir().join(format!("eddy-jobstore-legacy-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("old")).unwrap();
+        let old = record("old", JobState::Running, 0);
+        std::fs::write(dir.join("old/job.json"), serde_json::to_vec(&old).unwrap()).unwrap();
+        let store = JobStore::new(resolve(dir.to_str().unwrap(), &[]).unwrap());
+        assert_eq!(store.load_all().await.unwrap(), vec![old]);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

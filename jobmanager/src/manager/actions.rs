@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use eddy_common::EddyError;
 use eddy_common::checkpoint::{CheckpointMetadata, CheckpointStorage, CompletedCheckpoint};
 use eddy_common::error::CallError;
 use eddy_common::event::{Barrier, StopRequest};
@@ -132,10 +133,14 @@ impl JobManager {
                         .await
                 }
                 Action::Persist(job) => {
-                    if let Some(store) = &self.store
-                        && let Err(error) = store.save(&job).await
-                    {
-                        tracing::warn!(job = %job.job_id, %error, "cannot write the job record");
+                    if let Some(store) = &self.store {
+                        match store.save(&job).await {
+                            Ok(()) => {}
+                            Err(EddyError::Fenced(reason)) => self.depose(reason),
+                            Err(error) => {
+                                tracing::warn!(job = %job.job_id, %error, "cannot write the job record")
+                            }
+                        }
                     }
                 }
                 Action::Restart(execution, backoff) => self.restart(execution, backoff).await,
@@ -152,6 +157,10 @@ impl JobManager {
         if let (Some(store), Some(record)) = (&self.store, record)
             && let Err(error) = store.save(&record).await
         {
+            if let EddyError::Fenced(reason) = error {
+                self.depose(reason);
+                return;
+            }
             let reason = format!("cannot record the attempt in the job store: {error}");
             self.execution_failed(&execution, reason);
             return;
