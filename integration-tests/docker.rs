@@ -1,6 +1,7 @@
 //! The docker-compose cluster of `deploy/` under container-level faults: a TaskManager
-//! container killed, the JobManager container restarted and killed, a TaskManager cut off
-//! the network past the heartbeat timeout, and a rescale through a savepoint. Each run of
+//! container killed, the leading JobManager container killed (the standby takes over) and
+//! restarted, a TaskManager cut off the network past the heartbeat timeout, and a rescale
+//! through a savepoint. Each run of
 //! an exactly-once job into the cluster's PostgreSQL must end exactly equal to a
 //! failure-free run. Where Docker is not available the tests say so once and pass.
 
@@ -66,9 +67,11 @@ fn exclusive_docker() -> MutexGuard<'static, ()> {
 /// One compose project of `deploy/docker-compose.yml`, taken down with its volumes on drop.
 struct Compose {
     project: String,
+    /// Both JobManagers' published addresses, comma-separated (the leader answers).
     jobmanager: String,
-    /// The published ports of the dashboard and of Prometheus, `127.0.0.1:PORT`.
-    http: String,
+    /// The published HTTP ports (dashboard, REST API) of `jobmanager-a` and `jobmanager-b`.
+    http_ports: [u16; 2],
+    /// Prometheus' published port, `127.0.0.1:PORT`.
     prometheus: String,
     postgres_port: u16,
     env: Vec<(String, String)>,
@@ -78,23 +81,32 @@ struct Compose {
 impl Compose {
     fn up(name: &str, taskmanagers: usize) -> Compose {
         let project = format!("eddytest{name}{}", std::process::id());
-        let jobmanager_port = free_port();
+        let jobmanager_ports = [free_port(), free_port()];
         let postgres_port = free_port();
-        let (http_port, prometheus_port) = (free_port(), free_port());
+        let http_ports = [free_port(), free_port()];
+        let prometheus_port = free_port();
         let env = vec![
-            ("EDDY_HTTP_PORT".to_string(), http_port.to_string()),
+            ("EDDY_HTTP_PORT".to_string(), http_ports[0].to_string()),
+            ("EDDY_HTTP_B_PORT".to_string(), http_ports[1].to_string()),
             (
                 "EDDY_PROMETHEUS_PORT".to_string(),
                 prometheus_port.to_string(),
             ),
             (
                 "EDDY_JOBMANAGER_PORT".to_string(),
-                jobmanager_port.to_string(),
+                jobmanager_ports[0].to_string(),
+            ),
+            (
+                "EDDY_JOBMANAGER_B_PORT".to_string(),
+                jobmanager_ports[1].to_string(),
             ),
             ("EDDY_POSTGRES_PORT".to_string(), postgres_port.to_string()),
             ("EDDY_KAFKA_PORT".to_string(), free_port().to_string()),
         ];
-        let jobmanager = format!("https://127.0.0.1:{jobmanager_port}");
+        let jobmanager = format!(
+            "https://127.0.0.1:{},https://127.0.0.1:{}",
+            jobmanager_ports[0], jobmanager_ports[1]
+        );
         // TLS and tokens are on: clients trust the cluster CA and present the admin token,
         // both made by deploy/build-images.sh.
         let certs = repository().join("deploy/certs");
@@ -110,7 +122,7 @@ impl Compose {
         let compose = Compose {
             project,
             jobmanager,
-            http: format!("127.0.0.1:{http_port}"),
+            http_ports,
             prometheus: format!("127.0.0.1:{prometheus_port}"),
             postgres_port,
             env,
@@ -209,6 +221,52 @@ impl Compose {
                     .any(|id| id.starts_with(&format!("tm-{}-", host.trim())))
             })
             .expect("a TaskManager container runs the job")
+    }
+
+    /// The service of the JobManager leading `job`'s cluster, and its term.
+    fn leader(&self, job: &str) -> (String, u64) {
+        let status = status_at(&self.jobmanager, job);
+        let leader = &status["leader"];
+        let service = leader["address"]
+            .as_str()
+            .and_then(|a| a.strip_prefix("https://"))
+            .and_then(|a| a.split(':').next())
+            .unwrap_or_else(|| panic!("no leader named: {status}"));
+        (service.to_string(), leader["term"].as_u64().unwrap())
+    }
+
+    /// The published HTTP address (`127.0.0.1:PORT`) of JobManager service `service`.
+    fn http_of(&self, service: &str) -> String {
+        let port = match service {
+            "jobmanager-a" => self.http_ports[0],
+            "jobmanager-b" => self.http_ports[1],
+            other => panic!("no JobManager service {other}"),
+        };
+        format!("127.0.0.1:{port}")
+    }
+
+    /// The newest completed checkpoint of `job`, if any.
+    fn newest_checkpoint(&self, job: &str) -> Option<u64> {
+        status_at(&self.jobmanager, job)["checkpoints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["state"] == "COMPLETED")
+            .filter_map(|c| c["id"].as_u64())
+            .max()
+    }
+
+    /// Waits until `job` completes a checkpoint newer than `after`.
+    fn wait_for_checkpoint_after(&self, job: &str, after: u64) {
+        let deadline = Instant::now() + FOUR_MINUTES;
+        while self.newest_checkpoint(job).is_none_or(|id| id <= after) {
+            assert!(
+                Instant::now() < deadline,
+                "no checkpoint after {after}: {}",
+                status_at(&self.jobmanager, job)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     fn network(&self) -> String {
@@ -416,16 +474,39 @@ fn a_killed_taskmanager_container_loses_and_duplicates_nothing() {
 }
 
 #[test]
-fn the_jobmanager_container_restarts_and_the_job_resumes() {
+fn the_standby_takes_over_when_the_leading_jobmanager_container_is_killed() {
     let _docker = exclusive_docker();
     let compose = Compose::up("jm", 3);
-    let (_, job) = compose.running_job("resumed", 8_000);
-    let jobmanager = &compose.containers("jobmanager")[0];
-    docker(&["restart", "--time", "0", jobmanager]);
-    compose.wait_for(&job, "RUNNING");
-    compose.wait_for_checkpoints(&job, 3);
-    docker(&["kill", jobmanager]);
-    docker(&["start", jobmanager]);
+    let (_, job) = compose.running_job("resumed", 6_000);
+    for round in 0..2 {
+        let (leader, term) = compose.leader(&job);
+        let container = compose.containers(&leader)[0].clone();
+        let before = compose.newest_checkpoint(&job).unwrap_or(0);
+        let killed_at = Instant::now();
+        docker(&["kill", &container]);
+        compose.wait_for_checkpoint_after(&job, before);
+        let (new_leader, new_term) = compose.leader(&job);
+        eprintln!(
+            "docker kill {container} ({leader}, term {term}): {new_leader} leads in term              {new_term}; first checkpoint completed under it {:.1} s after the kill",
+            killed_at.elapsed().as_secs_f64()
+        );
+        assert_ne!(new_leader, leader);
+        assert!(new_term > term);
+        // The killed JobManager comes back as the standby; the second round kills the
+        // leader that took over.
+        let standing_by = |logs: String| logs.matches("standing by").count();
+        let before = standing_by(compose.logs(&container));
+        docker(&["start", &container]);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while standing_by(compose.logs(&container)) == before {
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: {container} does not stand by after its restart: {}",
+                compose.logs(&container)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
     assert_restored_and_exact(&compose, &job, "resumed");
 }
 
@@ -448,7 +529,8 @@ fn a_partitioned_taskmanager_is_fenced_when_it_comes_back() {
     );
     compose.wait_for(&job, "FINISHED");
     assert_equals_failure_free(&compose, "partitioned");
-    let jobmanager = compose.logs(&compose.containers("jobmanager")[0]);
+    let (leader, _) = compose.leader(&job);
+    let jobmanager = compose.logs(&compose.containers(&leader)[0]);
     let taskmanager = compose.logs(&victim);
     let fenced = jobmanager.contains("fenced a report from an earlier attempt")
         || taskmanager.contains("does not know this taskmanager; cancelling its tasks");
@@ -468,7 +550,10 @@ fn scale_out_and_resume_from_a_savepoint_at_higher_parallelism() {
     let page = Command::new("curl")
         .args(["-sS", "--max-time", "10", "--cacert"])
         .arg(repository().join("deploy/certs/ca.pem"))
-        .arg(format!("https://{}/", compose.http))
+        .arg(format!(
+            "https://{}/",
+            compose.http_of(&compose.leader(&job).0)
+        ))
         .output()
         .expect("curl");
     let page = String::from_utf8_lossy(&page.stdout);
