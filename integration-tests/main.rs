@@ -18,6 +18,7 @@ mod http;
 mod interval_joins;
 mod joins;
 mod kafka;
+mod kubernetes;
 mod lookup_joins;
 mod nexmark;
 mod observability;
