@@ -294,6 +294,41 @@ fn the_kafka_sink_writes_exactly_once_with_checkpoints() {
     assert_eq!(counts(&got), counts(&expected));
 }
 
+#[test]
+fn jobs_sharing_a_transactional_id_prefix_each_write_all_their_records() {
+    let broker = Broker::start();
+    broker.create_topic("shared", 1);
+    let scratch = Scratch::new("kafka-prefix");
+    // The first job takes more checkpoints than the second will: its markers (same
+    // writer ids, through the prefix) must not make the second job's look committed.
+    let script = |rows: u64, start: u64, rate: u64| {
+        format!(
+            "SET 'execution.checkpointing.interval' = '100ms';
+             CREATE TABLE n (id BIGINT) WITH ('connector' = 'datagen',
+               'fields.id.kind' = 'sequence', 'fields.id.start' = '{start}',
+               'fields.id.end' = '{}', 'rows-per-second' = '{rate}');
+             CREATE TABLE out (id BIGINT) WITH ('connector' = 'kafka', 'topic' = 'shared',
+               'properties.bootstrap.servers' = '{}', 'format' = 'csv',
+               'sink.delivery-guarantee' = 'exactly-once',
+               'sink.transactional-id-prefix' = 'orders-sink');
+             INSERT INTO out SELECT id FROM n;",
+            start + rows - 1,
+            broker.address
+        )
+    };
+    run_ok(&scratch, &script(3_000, 1, 3_000), 1);
+    run_ok(&scratch, &script(500, 100_001, 5_000), 1);
+    let mut got: Vec<u64> = broker
+        .read_committed("shared")
+        .iter()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    got.sort_unstable();
+    let expected: Vec<u64> = (1..=3_000).chain(100_001..=100_500).collect();
+    assert_eq!(got.len(), expected.len(), "records in the topic");
+    assert!(got == expected, "each job's records, once");
+}
+
 /// One transaction of [`transactions_survive_broker_restarts`], the way Eddy's sink writes
 /// one: skipped when its marker (the writer group's offset) says it is in, else its records
 /// and its marker in one transaction.

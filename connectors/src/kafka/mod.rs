@@ -8,9 +8,11 @@
 //! two-phase commit: a checkpoint's records are kept in the checkpoint (the prepared
 //! transaction) and produced in one Kafka transaction once the checkpoint completes. The
 //! transaction also commits a marker (the checkpoint id as the offset of a consumer group
-//! named after the writer), so a restored sink knows which of the restored checkpoint's
-//! transactions already reached the topic and commits only the others; a restarted sink's
-//! producer fences every earlier one with the same transactional id.
+//! named after the writer, the job's id as the offset's metadata), so a restored sink knows
+//! which of the restored checkpoint's transactions already reached the topic and commits
+//! only the others (another job's marker, through a shared transactional-id prefix, counts
+//! for nothing); a restarted sink's producer fences every earlier one with the same
+//! transactional id, and one process commits a writer's transactions one at a time.
 
 mod sink;
 mod source;

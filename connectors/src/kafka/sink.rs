@@ -29,7 +29,7 @@ use crate::{SinkContext, SinkWriter};
 /// How long a flush or a transaction step may take.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Per writer id, the newest checkpoint this process committed for it. A writer's commits
+/// Per job and writer id, the newest checkpoint this process committed for it. A writer's commits
 /// take its entry's lock from the marker check to the transaction's end: two commits of
 /// one checkpoint in one process (a cancelled attempt's sink still committing beside the
 /// next attempt's, or a cancelled sink beside its own committer) would otherwise both find
@@ -37,10 +37,11 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 static COMMITTED_HERE: LazyLock<Mutex<HashMap<String, Arc<Mutex<u64>>>>> =
     LazyLock::new(Mutex::default);
 
-/// The commit lock and newest checkpoint committed in this process of writer `writer_id`.
-fn committed_here(writer_id: &str) -> Arc<Mutex<u64>> {
+/// The commit lock and newest checkpoint committed in this process of `writer` (a job's
+/// id and a writer id).
+fn committed_here(writer: &str) -> Arc<Mutex<u64>> {
     let mut writers = COMMITTED_HERE.lock().expect("writers lock");
-    writers.entry(writer_id.to_string()).or_default().clone()
+    writers.entry(writer.to_string()).or_default().clone()
 }
 
 /// The writer of one sink subtask.
@@ -59,6 +60,7 @@ pub(super) fn create(
     let writer = WriteAhead {
         connector: connector.clone(),
         writer_id: writer_id.clone(),
+        job: context.execution.job.to_string(),
         lines: Vec::new(),
         metrics: context.metrics.clone(),
     };
@@ -109,6 +111,10 @@ struct WriteAhead {
     connector: Arc<KafkaConnector>,
     /// Names the transactions and their markers.
     writer_id: String,
+    /// The job's id, kept with each marker: a writer id of a user's transactional-id
+    /// prefix is the same in every job using the prefix, and another job's marker says
+    /// nothing of this job's checkpoints.
+    job: String,
     lines: Vec<u8>,
     metrics: Arc<OperatorMetrics>,
 }
@@ -125,7 +131,8 @@ impl TransactionWriter for WriteAhead {
             let mut out = StateWriter::new();
             out.bytes(self.writer_id.as_bytes())
                 .u64(checkpoint)
-                .bytes(&self.lines);
+                .bytes(&self.lines)
+                .bytes(self.job.as_bytes());
             self.lines.clear();
             out.finish()
         });
@@ -138,22 +145,43 @@ impl TransactionWriter for WriteAhead {
     }
 }
 
-/// A prepared transaction: its writer, checkpoint and records.
+/// A prepared transaction: its writer, checkpoint, records and job.
 struct Prepared {
     writer_id: String,
     checkpoint: u64,
     lines: Vec<u8>,
+    /// Empty in transactions prepared before markers named their job.
+    job: String,
 }
 
 impl Prepared {
     fn decode(handle: &[u8]) -> Result<Prepared> {
         let mut input = StateReader::new(handle, "a Kafka sink transaction");
-        let writer_id = String::from_utf8(input.bytes()?.to_vec())
-            .map_err(|_| EddyError::Internal("a Kafka writer id is not UTF-8".into()))?;
+        let text = |bytes: &[u8], what: &str| {
+            String::from_utf8(bytes.to_vec())
+                .map_err(|_| EddyError::Internal(format!("a Kafka {what} is not UTF-8")))
+        };
+        let writer_id = text(input.bytes()?, "writer id")?;
+        let checkpoint = input.u64()?;
+        let lines = input.bytes()?.to_vec();
+        let job = match input.is_empty() {
+            true => String::new(),
+            false => text(input.bytes()?, "job id")?,
+        };
         Ok(Prepared {
             writer_id,
-            checkpoint: input.u64()?,
-            lines: input.bytes()?.to_vec(),
+            checkpoint,
+            lines,
+            job,
+        })
+    }
+
+    /// Whether `marker` (a checkpoint and the job that committed it) says this transaction
+    /// is in the topic already: a marker of this job (or of a time before markers named
+    /// jobs) at this checkpoint or later.
+    fn covered_by(&self, marker: &Option<(u64, String)>) -> bool {
+        marker.as_ref().is_some_and(|(done, job)| {
+            *done >= self.checkpoint && (job.is_empty() || self.job.is_empty() || *job == self.job)
         })
     }
 }
@@ -223,8 +251,9 @@ impl Transactions {
         work(&markers[group])
     }
 
-    /// The last checkpoint whose transaction writer `group` committed.
-    fn committed_checkpoint(&self, group: &str) -> Result<Option<u64>> {
+    /// The last checkpoint whose transaction writer `group` committed, and the job that
+    /// committed it (empty for markers of before markers named jobs).
+    fn committed_checkpoint(&self, group: &str) -> Result<Option<(u64, String)>> {
         let mut partition = TopicPartitionList::new();
         partition.add_partition(&self.connector.topic, 0);
         self.with_marker(group, |consumer| {
@@ -240,7 +269,7 @@ impl Transactions {
                 .error()
                 .map_err(|e| self.error("reading a commit marker", e))?;
             Ok(match marker.offset() {
-                Offset::Offset(n) if n >= 0 => Some(n as u64),
+                Offset::Offset(n) if n >= 0 => Some((n as u64, marker.metadata().to_string())),
                 _ => None,
             })
         })
@@ -248,7 +277,7 @@ impl Transactions {
 
     fn commit(&self, handle: &[u8]) -> Result<()> {
         let prepared = Prepared::decode(handle)?;
-        let writer = committed_here(&prepared.writer_id);
+        let writer = committed_here(&format!("{}/{}", prepared.job, prepared.writer_id));
         let mut committed = writer.lock().expect("writer commit lock");
         if *committed >= prepared.checkpoint {
             tracing::debug!(checkpoint = prepared.checkpoint, writer = %prepared.writer_id, "already committed by this process");
@@ -265,7 +294,7 @@ impl Transactions {
         // id, so a marker missing now cannot be committed by one of them meanwhile.
         self.with_producer(|_| Ok(()))?;
         let marker = self.committed_checkpoint(&prepared.writer_id)?;
-        if marker.is_some_and(|done| done >= prepared.checkpoint) {
+        if prepared.covered_by(&marker) {
             tracing::debug!(checkpoint = prepared.checkpoint, writer = %prepared.writer_id, "already in the topic");
             return Ok(());
         }
@@ -291,6 +320,9 @@ impl Transactions {
             marker
                 .add_partition_offset(topic, 0, Offset::Offset(prepared.checkpoint as i64))
                 .map_err(|e| self.error("building a commit marker", e))?;
+            if let Some(mut entry) = marker.find_partition(topic, 0) {
+                entry.set_metadata(&prepared.job);
+            }
             producer
                 .send_offsets_to_transaction(&marker, &group, TIMEOUT)
                 .map_err(|e| self.error("committing the marker", e))?;
@@ -429,5 +461,42 @@ impl SinkWriter for IdempotentProducer {
 
     fn finish(&mut self, _end: StreamEnd) -> BoxFuture<'_, Result<()>> {
         async move { self.flush().await }.boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn handle(job: Option<&str>) -> Vec<u8> {
+        let mut out = StateWriter::new();
+        out.bytes(b"prefix-0").u64(7).bytes(b"a\nb\n");
+        if let Some(job) = job {
+            out.bytes(job.as_bytes());
+        }
+        out.finish()
+    }
+
+    #[test]
+    fn a_marker_covers_the_checkpoints_of_its_own_job_only() {
+        let prepared = Prepared::decode(&handle(Some("job-2"))).unwrap();
+        assert_eq!((prepared.checkpoint, prepared.job.as_str()), (7, "job-2"));
+        let marker = |done, job: &str| Some((done, job.to_string()));
+        assert!(prepared.covered_by(&marker(7, "job-2")));
+        assert!(prepared.covered_by(&marker(9, "job-2")));
+        assert!(!prepared.covered_by(&marker(6, "job-2")));
+        assert!(!prepared.covered_by(&None));
+        // Another job sharing the transactional-id prefix went further: not this job's.
+        assert!(!prepared.covered_by(&marker(500, "job-1")));
+        // Markers of before markers named jobs are trusted as they were.
+        assert!(prepared.covered_by(&marker(7, "")));
+    }
+
+    #[test]
+    fn a_transaction_prepared_before_markers_named_jobs_is_read() {
+        let prepared = Prepared::decode(&handle(None)).unwrap();
+        assert_eq!(prepared.job, "");
+        assert_eq!(prepared.lines, b"a\nb\n");
+        assert!(prepared.covered_by(&Some((7, "job-1".into()))));
     }
 }
