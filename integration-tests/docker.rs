@@ -477,7 +477,7 @@ fn a_killed_taskmanager_container_loses_and_duplicates_nothing() {
 fn the_standby_takes_over_when_the_leading_jobmanager_container_is_killed() {
     let _docker = exclusive_docker();
     let compose = Compose::up("jm", 3);
-    let (_, job) = compose.running_job("resumed", 6_000);
+    let (_, job) = compose.running_job("resumed", 3_000);
     for round in 0..2 {
         let (leader, term) = compose.leader(&job);
         let container = compose.containers(&leader)[0].clone();
