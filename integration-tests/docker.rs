@@ -487,7 +487,7 @@ fn the_standby_takes_over_when_the_leading_jobmanager_container_is_killed() {
         compose.wait_for_checkpoint_after(&job, before);
         let (new_leader, new_term) = compose.leader(&job);
         eprintln!(
-            "docker kill {container} ({leader}, term {term}): {new_leader} leads in term              {new_term}; first checkpoint completed under it {:.1} s after the kill",
+            "docker kill {container} ({leader}, term {term}): {new_leader} leads in term {new_term}; first checkpoint completed under it {:.1} s after the kill",
             killed_at.elapsed().as_secs_f64()
         );
         assert_ne!(new_leader, leader);
