@@ -18,6 +18,13 @@ use std::sync::Arc;
 
 use crate::Result;
 
+/// High availability's fencing rule for registers whose versions carry their writer's
+/// leader term: a writer of `term` may not write over a version written in a later term,
+/// unless its term is 0 (a JobManager without high availability, alone by definition).
+pub fn fenced_by(term: u64, written_in: u64) -> bool {
+    term != 0 && written_in > term
+}
+
 /// Versions kept behind the newest one.
 const KEPT: u64 = 3;
 

@@ -45,6 +45,13 @@ pub struct JobManagerConfig {
     pub lease: Option<crate::leadership::Lease>,
 }
 
+impl JobManagerConfig {
+    /// The leader term this JobManager acts in: its lease's, 0 without high availability.
+    pub fn term(&self) -> u64 {
+        self.lease.as_ref().map_or(0, |lease| lease.term)
+    }
+}
+
 impl Default for JobManagerConfig {
     fn default() -> Self {
         JobManagerConfig {

@@ -92,8 +92,7 @@ pub async fn serve(
 ) -> Result<()> {
     let local = listener.local_addr()?;
     let root = resolve(&config.checkpoint_root, &[])?;
-    let term = config.lease.as_ref().map_or(0, |lease| lease.term);
-    let store = JobStore::new(root).with_term(term);
+    let store = JobStore::new(root).with_term(config.term());
     store.check().await.map_err(|e| {
         EddyError::Config(format!("job store at '{}': {e}", config.checkpoint_root))
     })?;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use eddy_common::object_storage::StorageLocation;
-use eddy_common::register::Register;
+use eddy_common::register::{Register, fenced_by};
 use eddy_common::{EddyError, Result};
 use futures::TryStreamExt;
 use object_store::path::Path;
@@ -65,9 +65,20 @@ pub struct JobStore {
     location: StorageLocation,
     /// The leader term records are written in (0 without high availability).
     term: u64,
-    /// The revision of each job's record last written; held while writing, so that the
+    /// What was last written of each job's record; held while writing, so that the
     /// writes of the records are ordered.
-    written: Arc<tokio::sync::Mutex<HashMap<String, u64>>>,
+    written: Arc<tokio::sync::Mutex<HashMap<String, Written>>>,
+}
+
+/// The last write of one job's record by this store.
+#[derive(Debug, Clone, Copy)]
+struct Written {
+    /// The record's revision.
+    revision: u64,
+    /// The register version it became: the next write goes after it without reading the
+    /// register first (a version written meanwhile makes that write fail, and the
+    /// register is read then).
+    version: u64,
 }
 
 impl JobStore {
@@ -100,25 +111,26 @@ impl JobStore {
     /// high availability, writes over any).
     pub async fn save(&self, job: &StoredJob) -> Result<()> {
         let mut written = self.written.lock().await;
-        if written
-            .get(&job.job_id)
-            .is_some_and(|last| *last >= job.revision)
-        {
+        let last = written.get(&job.job_id).copied();
+        if last.is_some_and(|last| last.revision >= job.revision) {
             tracing::debug!(job = %job.job_id, revision = job.revision, "an older job record is not written");
             return Ok(());
         }
-        self.write_record(job).await?;
+        let version = self.write_record(job, last.map(|l| l.version)).await?;
         let json = serde_json::to_vec_pretty(job).expect("a job record serializes");
         self.location
             .store
             .put(&self.path(&job.job_id), PutPayload::from(Bytes::from(json)))
             .await?;
-        written.insert(job.job_id.clone(), job.revision);
+        let revision = job.revision;
+        written.insert(job.job_id.clone(), Written { revision, version });
         Ok(())
     }
 
-    /// Appends `job` to its record register, unless a later term wrote the register.
-    async fn write_record(&self, job: &StoredJob) -> Result<()> {
+    /// Appends `job` to its record register after version `after` (this store's last
+    /// write), or after the newest version when another writer wrote since or this store
+    /// wrote nothing yet, unless a later term wrote it; answers the version written.
+    async fn write_record(&self, job: &StoredJob, mut after: Option<u64>) -> Result<u64> {
         let register = self.register(&job.job_id);
         let entry = TermedRecord {
             term: self.term,
@@ -126,24 +138,31 @@ impl JobStore {
         };
         let value = Bytes::from(serde_json::to_vec(&entry).expect("a job record serializes"));
         loop {
-            let newest = register.read().await?;
-            if let Some(newest) = &newest
-                && self.term > 0
-            {
-                let written_in = serde_json::from_slice::<TermedRecord>(&newest.value)
-                    .map_or(0, |record| record.term);
-                if written_in > self.term {
-                    return Err(EddyError::Fenced(format!(
-                        "job {}'s record was written in term {written_in}, after this jobmanager's term {}",
-                        job.job_id, self.term
-                    )));
-                }
-            }
-            let after = newest.map_or(0, |v| v.version);
-            if register.write(after, value.clone()).await? {
-                return Ok(());
+            let version = match after.take() {
+                Some(version) => version,
+                None => self.newest_version(&register, &job.job_id).await?,
+            };
+            if register.write(version, value.clone()).await? {
+                return Ok(version + 1);
             }
         }
+    }
+
+    /// The newest version of job `job_id`'s record register (0: none), unless a later term
+    /// wrote it.
+    async fn newest_version(&self, register: &Register, job_id: &str) -> Result<u64> {
+        let Some(newest) = register.read().await? else {
+            return Ok(0);
+        };
+        let written_in =
+            serde_json::from_slice::<TermedRecord>(&newest.value).map_or(0, |record| record.term);
+        if fenced_by(self.term, written_in) {
+            return Err(EddyError::Fenced(format!(
+                "job {job_id}'s record was written in term {written_in}, after this jobmanager's term {}",
+                self.term
+            )));
+        }
+        Ok(newest.version)
     }
 
     /// A job's record: the register's newest, else `job.json` (stores of before the

@@ -12,7 +12,7 @@ use eddy_proto::tls::{ClientAuth, Tls};
 use eddy_proto::v1::data_exchange_server::DataExchangeServer;
 use eddy_proto::v1::task_executor_server::TaskExecutorServer;
 
-use crate::grpc::{GrpcResourceManager, TaskExecutorService};
+use crate::grpc::{GrpcResourceManager, TaskExecutorService, TermFence};
 use crate::membership::stay_registered;
 use crate::network::{Channels, DataExchangeService};
 use crate::node::{CHANNEL_CAPACITY, TaskManager};
@@ -94,9 +94,10 @@ pub async fn run(config: TaskManagerConfig, shutdown: impl Future<Output = ()>) 
     let membership = tokio::spawn(stay_registered(node.clone()));
     // Only cluster members (the JobManager, other TaskManagers) call a TaskManager.
     let server = eddy_proto::tls::server(tls, ClientAuth::Required)?
-        .add_service(TaskExecutorServer::new(TaskExecutorService::new(
-            node.clone(),
-        )))
+        .add_service(TaskExecutorServer::with_interceptor(
+            TaskExecutorService::new(node.clone()),
+            TermFence::new(node.clone()),
+        ))
         .add_service(DataExchangeServer::new(DataExchangeService::new(
             node.channels(),
         )))

@@ -15,6 +15,7 @@ use eddy_proto::tls::Tls;
 use eddy_proto::v1 as pb;
 use eddy_proto::v1::resource_manager_client::ResourceManagerClient;
 use eddy_proto::{call_error, status};
+use tonic::service::Interceptor;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Request, Response, Status};
 
@@ -36,12 +37,26 @@ impl TaskExecutorService {
     pub fn new(node: Arc<TaskManager>) -> Self {
         TaskExecutorService { node }
     }
+}
 
-    /// Refuses a request of a deposed leader (an earlier term than the one followed).
-    fn admit<T>(&self, request: &Request<T>) -> Result<(), Status> {
-        self.node
-            .admit_term(eddy_proto::term_of(request)?)
-            .map_err(status)
+/// Refuses every `TaskExecutor` call of a deposed leader (a term earlier than the one its
+/// TaskManager follows) before the call is decoded, whichever call it is.
+#[derive(Clone)]
+pub struct TermFence(Arc<TaskManager>);
+
+impl TermFence {
+    /// The fence of `node`.
+    pub fn new(node: Arc<TaskManager>) -> Self {
+        TermFence(node)
+    }
+}
+
+impl Interceptor for TermFence {
+    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        self.0
+            .admit_term(eddy_proto::term_of(&request)?)
+            .map_err(status)?;
+        Ok(request)
     }
 }
 
@@ -51,7 +66,6 @@ impl pb::task_executor_server::TaskExecutor for TaskExecutorService {
         &self,
         request: Request<pb::DeployTasksRequest>,
     ) -> Result<Response<pb::DeployTasksResponse>, Status> {
-        self.admit(&request)?;
         self.node
             .deploy(request.into_inner(), None)
             .await
@@ -63,7 +77,6 @@ impl pb::task_executor_server::TaskExecutor for TaskExecutorService {
         &self,
         request: Request<pb::CancelTasksRequest>,
     ) -> Result<Response<pb::CancelTasksResponse>, Status> {
-        self.admit(&request)?;
         let request = request.into_inner();
         let how = match request.drain {
             true => StopRequest::Drain,
@@ -79,7 +92,6 @@ impl pb::task_executor_server::TaskExecutor for TaskExecutorService {
         &self,
         request: Request<pb::TriggerCheckpointRequest>,
     ) -> Result<Response<pb::TriggerCheckpointResponse>, Status> {
-        self.admit(&request)?;
         let request = request.into_inner();
         let barrier = Barrier {
             checkpoint: request.checkpoint,
@@ -96,7 +108,6 @@ impl pb::task_executor_server::TaskExecutor for TaskExecutorService {
         &self,
         request: Request<pb::NotifyCheckpointCompleteRequest>,
     ) -> Result<Response<pb::NotifyCheckpointCompleteResponse>, Status> {
-        self.admit(&request)?;
         let request = request.into_inner();
         tracing::debug!(job = %request.execution_id, checkpoint = request.checkpoint, "checkpoint complete");
         let notice = CompletedCheckpoint {
@@ -260,7 +271,7 @@ mod tests {
         }
     }
 
-    fn service() -> (Arc<TaskManager>, TaskExecutorService) {
+    fn service() -> (Arc<TaskManager>, Fenced) {
         let node = TaskManager::new(
             "tm-test".into(),
             "http://127.0.0.1:1".into(),
@@ -269,9 +280,31 @@ mod tests {
             Arc::new(Channels::new(4)),
             None,
         );
-        (node.clone(), TaskExecutorService::new(node))
+        let fenced = Fenced(
+            TermFence::new(node.clone()),
+            TaskExecutorService::new(node.clone()),
+        );
+        (node, fenced)
     }
 
+    /// The service behind its fence, as the daemon serves it.
+    struct Fenced(TermFence, TaskExecutorService);
+
+    impl Fenced {
+        async fn cancel_tasks(
+            &self,
+            request: Request<pb::CancelTasksRequest>,
+        ) -> Result<Response<pb::CancelTasksResponse>, Status> {
+            let (metadata, extensions, message) = request.into_parts();
+            let admitted = self
+                .0
+                .clone()
+                .call(Request::from_parts(metadata, extensions, ()))?;
+            let (metadata, extensions, ()) = admitted.into_parts();
+            let request = Request::from_parts(metadata, extensions, message);
+            self.1.cancel_tasks(request).await
+        }
+    }
     fn cancel(term: u64) -> Request<pb::CancelTasksRequest> {
         let request = pb::CancelTasksRequest {
             execution_id: "job.1".into(),

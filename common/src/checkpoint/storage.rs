@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
 use crate::object_storage::StorageLocation;
-use crate::register::Register;
+use crate::register::{Register, fenced_by};
 use crate::state::crc32;
 use crate::{EddyError, Result};
 
@@ -281,9 +281,7 @@ impl CommitLog {
                             found.version
                         ))
                     })?;
-                    // Term 0 is a JobManager without high availability, alone by
-                    // definition: it takes the log over from any term.
-                    if self.term != 0 && commit.term > self.term {
+                    if fenced_by(self.term, commit.term) {
                         return Err(EddyError::Fenced(format!(
                             "a jobmanager of term {} commits this job now (this one's term is {})",
                             commit.term, self.term

@@ -3,7 +3,7 @@
 //! two-phase commit (see the module documentation of `kafka`).
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::Duration;
 
 use eddy_common::chunk::Chunk;
@@ -29,19 +29,25 @@ use crate::{SinkContext, SinkWriter};
 /// How long a flush or a transaction step may take.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Per job and writer id, the newest checkpoint this process committed for it. A writer's commits
-/// take its entry's lock from the marker check to the transaction's end: two commits of
+/// Per job and writer id, the lock its commits take in this process, from the marker check
+/// to the transaction's end, and the newest checkpoint committed under it: two commits of
 /// one checkpoint in one process (a cancelled attempt's sink still committing beside the
 /// next attempt's, or a cancelled sink beside its own committer) would otherwise both find
-/// the marker missing and write the records twice.
-static COMMITTED_HERE: LazyLock<Mutex<HashMap<String, Arc<Mutex<u64>>>>> =
+/// the marker missing and write the records twice. Entries live while a commit holds them.
+static COMMIT_TURNS: LazyLock<Mutex<HashMap<String, Weak<Mutex<u64>>>>> =
     LazyLock::new(Mutex::default);
 
-/// The commit lock and newest checkpoint committed in this process of `writer` (a job's
-/// id and a writer id).
-fn committed_here(writer: &str) -> Arc<Mutex<u64>> {
-    let mut writers = COMMITTED_HERE.lock().expect("writers lock");
-    writers.entry(writer.to_string()).or_default().clone()
+/// The commit lock of `writer` (a job's id and a writer id) in this process; entries no
+/// commit holds any more are dropped on the way.
+fn commit_turn(writer: String) -> Arc<Mutex<u64>> {
+    let mut turns = COMMIT_TURNS.lock().expect("commit turns lock");
+    if let Some(turn) = turns.get(&writer).and_then(Weak::upgrade) {
+        return turn;
+    }
+    turns.retain(|_, turn| turn.strong_count() > 0);
+    let turn = Arc::new(Mutex::new(0));
+    turns.insert(writer, Arc::downgrade(&turn));
+    turn
 }
 
 /// The writer of one sink subtask.
@@ -277,8 +283,8 @@ impl Transactions {
 
     fn commit(&self, handle: &[u8]) -> Result<()> {
         let prepared = Prepared::decode(handle)?;
-        let writer = committed_here(&format!("{}/{}", prepared.job, prepared.writer_id));
-        let mut committed = writer.lock().expect("writer commit lock");
+        let turn = commit_turn(format!("{}/{}", prepared.job, prepared.writer_id));
+        let mut committed = turn.lock().expect("writer commit lock");
         if *committed >= prepared.checkpoint {
             tracing::debug!(checkpoint = prepared.checkpoint, writer = %prepared.writer_id, "already committed by this process");
             return Ok(());

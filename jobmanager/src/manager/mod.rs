@@ -142,7 +142,7 @@ impl JobManager {
 
     /// Its leader term: its lease's, 0 without high availability.
     pub fn term(&self) -> u64 {
-        self.lease().map_or(0, |lease| lease.term)
+        self.config.term()
     }
 
     /// Whether a later term fenced this JobManager off.
