@@ -305,6 +305,22 @@ impl CommitLog {
         ))
     }
 
+    /// Fails with [`EddyError::Fenced`] unless the log still holds what this JobManager
+    /// wrote last: another one claimed the job since (a savepoint of a deposed leader is
+    /// not written).
+    async fn check_held(&mut self) -> Result<()> {
+        let Some(version) = self.claimed else {
+            return self.claim().await;
+        };
+        let newest = self.register.read().await?.map_or(0, |found| found.version);
+        if newest != version {
+            return Err(EddyError::Fenced(format!(
+                "the commit log is at version {newest}, written by another jobmanager after this one's version {version}"
+            )));
+        }
+        Ok(())
+    }
+
     /// Commits `metadata` as the log's next version.
     async fn append(&mut self, metadata: &CheckpointMetadata) -> Result<()> {
         let after = match self.claimed {
@@ -500,10 +516,11 @@ impl CheckpointStorage {
 
     /// Copies completed checkpoint `n` to `savepoints/savepoint-{n}`, which retention never
     /// deletes, with the earlier files its snapshots extend (under `chk-{m}/` in it);
-    /// returns the savepoint's location.
+    /// returns the savepoint's location. Its `_metadata` is written last, never over
+    /// another, and only while no later JobManager has claimed the job's commit log.
     pub async fn save_as_savepoint(&self, metadata: &CheckpointMetadata) -> Result<String> {
         // Retention waits: the checkpoint's files must all be there to be copied.
-        let _commits = self.commits.lock().await;
+        let mut log = self.commits.lock().await;
         let name = format!("savepoint-{}", metadata.checkpoint);
         let target = self
             .location
@@ -525,11 +542,22 @@ impl CheckpointStorage {
                 .await?;
         }
         let json = serde_json::to_vec_pretty(metadata).expect("checkpoint metadata serializes");
-        self.location
+        log.check_held().await?;
+        let create = PutOptions::from(PutMode::Create);
+        let path = target.clone().join(METADATA);
+        match self
+            .location
             .store
-            .put(&target.clone().join(METADATA), PutPayload::from(json))
-            .await?;
-        Ok(format!("{}/savepoints/{name}", self.location.display))
+            .put_opts(&path, PutPayload::from(json), create)
+            .await
+        {
+            Ok(_) => Ok(format!("{}/savepoints/{name}", self.location.display)),
+            Err(object_store::Error::AlreadyExists { .. }) => Err(EddyError::Snapshot(format!(
+                "the savepoint {} exists already",
+                self.location.show(&path)
+            ))),
+            Err(error) => Err(error.into()),
+        }
     }
 
     /// The newest checkpoint that checks out; corrupt or partial ones are skipped with a
@@ -807,6 +835,32 @@ mod tests {
         let again = CheckpointStorage::new(&root, "job").with_term(2);
         let point = again.restart_point(Unreadable::Fail).await.unwrap();
         assert_eq!(point.checkpoint.unwrap().checkpoint, 3);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn a_deposed_jobmanager_writes_no_savepoint() {
+        let dir = std::env::temp_dir().join(format!("eddy-chk-savepoint-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let root = resolve(dir.to_str().unwrap(), &[]).unwrap();
+        let old = CheckpointStorage::new(&root, "job").with_term(1);
+        let first = taken(&old, 1).await;
+        old.commit(&first).await.unwrap();
+        let saved = old.save_as_savepoint(&first).await.unwrap();
+        assert!(saved.ends_with("/savepoints/savepoint-1"), "{saved}");
+        // Never over a savepoint written before.
+        let error = old.save_as_savepoint(&first).await.unwrap_err();
+        assert!(error.to_string().contains("exists already"), "{error}");
+        let second = taken(&old, 2).await;
+        old.commit(&second).await.unwrap();
+        // A later term claims the job: the old leader's savepoint of its checkpoint 2 is
+        // refused, and nothing names it complete.
+        let new = CheckpointStorage::new(&root, "job").with_term(2);
+        new.restart_point(Unreadable::Fail).await.unwrap();
+        let error = old.save_as_savepoint(&second).await.unwrap_err();
+        assert!(matches!(error, EddyError::Fenced(_)), "{error}");
+        assert!(!dir.join("job/savepoints/savepoint-2/_metadata").exists());
+        new.save_as_savepoint(&second).await.unwrap();
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -299,6 +299,9 @@ impl JobManager {
         request: SavepointRequest,
     ) {
         let result = storage.save_as_savepoint(&metadata).await;
+        if let Err(EddyError::Fenced(reason)) = &result {
+            self.depose(format!("job {job_id}: {reason}"));
+        }
         let ok = result.is_ok();
         match &result {
             Ok(path) => tracing::info!(job = %job_id, %path, "savepoint complete"),
