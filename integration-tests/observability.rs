@@ -337,6 +337,10 @@ fn the_rest_api_submits_watches_savepoints_stops_and_cancels() {
         "{timeline:?}"
     );
     assert_eq!(get_json(http, "/v1/taskmanagers")[0]["free_slots"], 2);
+    // Without high availability the one JobManager leads, in term 0.
+    let leader = get_json(http, "/v1/leader");
+    assert_eq!(leader["high_availability"], false, "{leader}");
+    assert_eq!(leader["term"], 0, "{leader}");
 
     // The OpenAPI document is valid OpenAPI and lists every route.
     let openapi = request(http, "GET", "/v1/openapi.json", None);
@@ -349,6 +353,7 @@ fn the_rest_api_submits_watches_savepoints_stops_and_cancels() {
         "/v1/jobs/{id}/savepoints",
         "/v1/jobs/{id}/stop",
         "/v1/taskmanagers",
+        "/v1/leader",
     ] {
         assert!(
             document["paths"][path].is_object(),

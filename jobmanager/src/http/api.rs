@@ -12,8 +12,8 @@ use eddy_proto::auth::Principal;
 use utoipa::OpenApi;
 
 use super::model::{
-    ApiErrorBody, Checkpoint, JobDetail, JobSummary, Savepoint, StopJob, Stopped, SubmitJob,
-    Submitted, TaskManager,
+    ApiErrorBody, Checkpoint, JobDetail, JobSummary, Leader, Savepoint, StopJob, Stopped,
+    SubmitJob, Submitted, TaskManager,
 };
 use crate::error::JobManagerError;
 use crate::manager::JobManager;
@@ -212,6 +212,13 @@ pub async fn taskmanagers(State(jm): Jm) -> Json<Vec<TaskManager>> {
     )
 }
 
+/// The leading JobManager (the one answering: standbys serve no API).
+#[utoipa::path(get, path = "/v1/leader", tag = "cluster",
+    responses((status = 200, body = Leader)))]
+pub async fn leader(State(jm): Jm) -> Json<Leader> {
+    Json(Leader::of(jm.lease()))
+}
+
 /// A request for a path no route serves.
 pub async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "no such resource")
@@ -221,7 +228,7 @@ pub async fn not_found() -> ApiError {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Eddy JobManager REST API", description = "Submit, watch, savepoint, stop and cancel Eddy jobs."),
-    paths(list_jobs, submit_job, get_job, checkpoints, savepoint, stop, cancel, taskmanagers),
+    paths(list_jobs, submit_job, get_job, checkpoints, savepoint, stop, cancel, taskmanagers, leader),
     tags((name = "jobs", description = "Jobs"), (name = "cluster", description = "The cluster"))
 )]
 pub struct ApiDoc;

@@ -38,6 +38,7 @@ pub fn router(jm: Arc<JobManager>) -> Router {
         .route("/jobs/{id}/savepoints", post(api::savepoint))
         .route("/jobs/{id}/stop", post(api::stop))
         .route("/taskmanagers", get(api::taskmanagers))
+        .route("/leader", get(api::leader))
         .route("/openapi.json", get(openapi))
         .fallback(api::not_found);
     let guarded = Router::new()

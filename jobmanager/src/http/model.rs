@@ -381,6 +381,44 @@ impl From<pb::StateChange> for StateChange {
     }
 }
 
+/// The JobManager that answers, and how it leads.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Leader {
+    /// Whether JobManagers elect a leader (`high-availability.type: object-store`);
+    /// without, the one JobManager leads in term 0.
+    pub high_availability: bool,
+    /// The leader term (the fencing token; grows at each change of leader).
+    pub term: u64,
+    /// The leader's id (unique per process; empty without high availability).
+    pub holder: String,
+    /// Its gRPC address, as it advertises it.
+    pub address: String,
+    /// When its term began, in milliseconds since the epoch (0 without high availability).
+    pub since_ms: i64,
+}
+
+impl Leader {
+    /// How `lease` (if any: under high availability) makes a JobManager lead.
+    pub fn of(lease: Option<&crate::leadership::Lease>) -> Self {
+        match lease {
+            Some(lease) => Leader {
+                high_availability: true,
+                term: lease.term,
+                holder: lease.holder.clone(),
+                address: lease.address.clone(),
+                since_ms: lease.since_ms,
+            },
+            None => Leader {
+                high_availability: false,
+                term: 0,
+                holder: String::new(),
+                address: String::new(),
+                since_ms: 0,
+            },
+        }
+    }
+}
+
 /// A registered TaskManager.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct TaskManager {

@@ -336,9 +336,13 @@ async function refresh() {
     const match = route.match(/^\/jobs\/([^/]+)$/);
     if (match) await renderJob(decodeURIComponent(match[1]));
     else { document.title = "Eddy"; await renderJobs(); }
-    const tms = await api("GET", "/v1/taskmanagers");
+    const [tms, leader] = await Promise.all([api("GET", "/v1/taskmanagers"), api("GET", "/v1/leader")]);
     const slots = tms.reduce((s, t) => s + t.slots, 0), free = tms.reduce((s, t) => s + t.free_slots, 0);
-    document.getElementById("cluster").textContent = `${tms.length} TaskManagers · ${free} of ${slots} slots free`;
+    const leading = leader.high_availability
+      ? ` · leader ${leader.holder} (term ${leader.term}, since ${dateTime(leader.since_ms)})`
+      : "";
+    document.getElementById("cluster").textContent =
+      `${tms.length} TaskManagers · ${free} of ${slots} slots free${leading}`;
     document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
     showBanner("");
   } catch (error) {
