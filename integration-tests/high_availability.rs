@@ -1,14 +1,16 @@
 //! JobManager high availability with real processes: two JobManagers share a checkpoint
-//! directory and elect a leader through a lease kept there; TaskManagers and clients are
-//! given both addresses. The leader dies (at the failpoint between a checkpoint's commit
-//! and the sinks' notification, or by SIGKILL) or is paused past its lease; the standby
-//! takes over, and an exactly-once job into PostgreSQL, S3 files and a Kafka topic ends
-//! exactly as a failure-free run.
+//! directory on a moto S3 server and elect a leader through a lease kept there;
+//! TaskManagers and clients are given both addresses. The leader dies (at the failpoint
+//! between a checkpoint's commit and the sinks' notification, or by SIGKILL) or is paused
+//! past its lease; the standby takes over. A run whose tasks all still run is adopted (no
+//! restart); one that lost a task with the leader restarts from its checkpoint. Either way
+//! an exactly-once job into PostgreSQL, S3 files and a Kafka topic ends exactly as a
+//! failure-free run.
 
 use std::time::{Duration, Instant};
 
 use crate::chaos::{Seen, Systems, create_tables, difference, failure_free, job, seen};
-use crate::processes::{Cluster, Daemon, ha_jobmanager, signal};
+use crate::processes::{Cluster, Daemon, signal};
 use crate::recovery::{next, seeded};
 use crate::support::exclusive;
 
@@ -57,11 +59,35 @@ fn checkpoint_after(cluster: &Cluster, job: &str, after: u64, within: Duration) 
     }
 }
 
-/// Starts a JobManager on the port of the one that died (so the TaskManagers' list of
-/// addresses stays whole): a new standby.
-fn replace_on(cluster: &Cluster, port: u16, http: &str) -> Daemon {
+/// Two JobManagers (the first leading, with `env`) and two TaskManagers of two slots,
+/// keeping checkpoints, job records and the lease on the S3 server of `systems`.
+fn start_on_s3(name: &str, systems: &Systems, env: &[(&str, &str)]) -> Cluster {
     let lease = lease();
-    ha_jobmanager((port, http), &cluster.scratch, [&lease[0], &lease[1]], &[])
+    let checkpoints = format!("s3://eddy/{name}-checkpoints");
+    let mut all: Vec<(&str, &str)> = systems.s3.env().to_vec();
+    all.extend(env);
+    Cluster::start_ha(
+        name,
+        (2, 2),
+        [&lease[0], &lease[1]],
+        &["--checkpoint-dir", &checkpoints],
+        &all,
+    )
+}
+
+/// Starts a standby on the port of the leader that died (`cluster.jobmanager`), so that
+/// the TaskManagers' list of addresses stays whole.
+fn replace_leader(cluster: &mut Cluster) -> u16 {
+    let address = cluster.address.split(',').next().unwrap();
+    let port: u16 = address.rsplit(':').next().unwrap().parse().unwrap();
+    let lease = lease();
+    cluster.jobmanager = cluster.ha_standby((port, &cluster.http), [&lease[0], &lease[1]]);
+    port
+}
+
+/// The job's restarts so far, as `eddy status` shows them.
+fn restarts(status: &serde_json::Value) -> u64 {
+    status["restarts"].as_u64().unwrap_or(0)
 }
 
 /// Waits until `daemon` exited; returns its exit status.
@@ -114,21 +140,14 @@ fn finished(cluster: &Cluster, job: &str) {
 }
 
 #[test]
-fn a_standby_takes_over_from_a_leader_that_dies() {
+fn a_standby_takes_over_from_a_leader_that_dies_and_adopts_the_running_job() {
     let _exclusive = exclusive();
     let systems = Systems::start("ha");
-    let lease = lease();
     let mut rng = seeded();
     let crash = 3 + next(&mut rng) % 4;
     eprintln!("the first leader aborts before notifying checkpoint {crash}");
     let failpoint = format!("jobmanager.before-notify={crash}");
-    let mut cluster = Cluster::start_ha(
-        "ha",
-        2,
-        2,
-        [&lease[0], &lease[1]],
-        &[("EDDY_FAILPOINTS", failpoint.as_str())],
-    );
+    let mut cluster = start_on_s3("ha", &systems, &[("EDDY_FAILPOINTS", failpoint.as_str())]);
     create_tables(&systems, "ha");
     let job_id = cluster.submit(&job("ha", EVENTS, 12_000, "exactly-once", &systems), 2);
 
@@ -141,12 +160,7 @@ fn a_standby_takes_over_from_a_leader_that_dies() {
         "failover 1: checkpoint {first} completed under the new leader {:?} after the old one died",
         died.elapsed()
     );
-    let (port, http) = {
-        let address = cluster.address.split(',').next().unwrap();
-        let port: u16 = address.rsplit(':').next().unwrap().parse().unwrap();
-        (port, cluster.http.clone())
-    };
-    cluster.jobmanager = replace_on(&cluster, port, &http);
+    let port = replace_leader(&mut cluster);
 
     // The second leader is SIGKILLed; the replacement standby takes over.
     let (leader, _, _) = &mut cluster.standbys[0];
@@ -160,30 +174,62 @@ fn a_standby_takes_over_from_a_leader_that_dies() {
     );
     finished(&cluster, &job_id);
     let status = cluster.status(&job_id);
-    let restored = status["restored_from"].as_u64().unwrap_or(0);
-    assert!(
-        restored >= first,
-        "the last leader restored checkpoint {restored}"
-    );
+    // Both new leaders found every task still running and adopted the run: the job never
+    // restarted, and its sinks committed checkpoint `crash` on the adopter's notice.
+    assert_eq!(restarts(&status), 0, "the run was restarted: {status}");
+    assert_eq!(status["restored_from"].as_u64().unwrap_or(0), 0, "{status}");
     // `eddy status` names the leader: the third term, on the replaced JobManager's port.
     assert_eq!(status["leader"]["term"], 3, "{}", status["leader"]);
     let address = status["leader"]["address"].as_str().unwrap_or_default();
     assert!(address.ends_with(&format!(":{port}")), "{address}");
+    // So does the REST API (which the dashboard's header shows).
+    let leader = crate::http::get_json(&cluster.http, "/v1/leader");
+    assert_eq!(leader["high_availability"], true, "{leader}");
+    assert_eq!(leader["term"], 3, "{leader}");
+    assert_eq!(leader["address"].as_str(), Some(address), "{leader}");
     assert_exact(&systems, &cluster, seen(&systems, "ha"));
+}
+
+#[test]
+fn a_run_that_lost_a_taskmanager_with_the_leader_restarts_from_its_checkpoint() {
+    let _exclusive = exclusive();
+    let systems = Systems::start("halost");
+    let mut cluster = start_on_s3("halost", &systems, &[]);
+    create_tables(&systems, "halost");
+    let job_id = cluster.submit(&job("halost", EVENTS, 12_000, "exactly-once", &systems), 2);
+    let before = checkpoint_after(&cluster, &job_id, 2, Duration::from_secs(60));
+
+    // The leader and a TaskManager die together: the run cannot be adopted whole.
+    cluster.jobmanager.child.kill().unwrap();
+    let _ = cluster.jobmanager.child.wait();
+    let lost = cluster.taskmanagers.remove(1);
+    drop(lost);
+    cluster.add_taskmanager(2);
+    let after = checkpoint_after(&cluster, &job_id, before, Duration::from_secs(90));
+    eprintln!("checkpoint {after} completed after the restart");
+    finished(&cluster, &job_id);
+    let status = cluster.status(&job_id);
+    assert!(
+        restarts(&status) >= 1,
+        "the run was not restarted: {status}"
+    );
+    let restored = status["restored_from"].as_u64().unwrap_or(0);
+    assert!(
+        restored >= before,
+        "restored checkpoint {restored}: {status}"
+    );
+    assert_exact(&systems, &cluster, seen(&systems, "halost"));
 }
 
 #[test]
 fn a_paused_leader_is_fenced_off_when_it_wakes() {
     let _exclusive = exclusive();
     let systems = Systems::start("split");
-    let lease = lease();
     let logs = crate::support::Scratch::new("split-logs");
     let logs_dir = logs.path().display().to_string();
-    let mut cluster = Cluster::start_ha(
+    let mut cluster = start_on_s3(
         "split",
-        2,
-        2,
-        [&lease[0], &lease[1]],
+        &systems,
         &[("EDDY_TEST_STDERR_DIR", logs_dir.as_str())],
     );
     create_tables(&systems, "split");

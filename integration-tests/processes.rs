@@ -163,16 +163,17 @@ fn jobmanager_command(
 }
 
 /// A JobManager of a highly available cluster on `port` (HTTP on `http`), sharing the
-/// checkpoint directory in `scratch` with the others, with `lease` = [duration, renew
-/// interval].
+/// checkpoint directory (in `scratch`, or `--checkpoint-dir` of `extra` arguments) with
+/// the others, with `lease` = [duration, renew interval].
 pub fn ha_jobmanager(
     (port, http): (u16, &str),
     scratch: &Scratch,
     lease: [&str; 2],
+    extra: &[&str],
     env: &[(&str, &str)],
 ) -> Daemon {
     let advertise = format!("http://127.0.0.1:{port}");
-    let args = [
+    let mut args = vec![
         "--high-availability",
         "object-store",
         "--advertise",
@@ -182,6 +183,7 @@ pub fn ha_jobmanager(
         "--ha-lease-renew-interval",
         lease[1],
     ];
+    args.extend(extra);
     Daemon::spawn(jobmanager_command((port, http), scratch, &args, env))
 }
 
@@ -246,14 +248,14 @@ impl Cluster {
     }
 
     /// Two JobManagers electing a leader through a lease in their shared checkpoint
-    /// directory (`lease` = [duration, renew interval]), the first leading, with `env`
-    /// (failpoints only for the first), and `count` TaskManagers of `slots` slots given
-    /// both addresses; clients are too.
+    /// directory (`lease` = [duration, renew interval]), the first leading, with `extra`
+    /// arguments (`--checkpoint-dir s3://…`) and `env` (failpoints only for the first),
+    /// and `count` TaskManagers of `slots` slots given both addresses; clients are too.
     pub fn start_ha(
         name: &str,
-        count: usize,
-        slots: usize,
+        (count, slots): (usize, usize),
         lease: [&str; 2],
+        extra: &[&str],
         env: &[(&str, &str)],
     ) -> Cluster {
         let ports = [free_port(), free_port()];
@@ -261,7 +263,7 @@ impl Cluster {
         let scratch = Scratch::new(name);
         let address = ports.map(|p| format!("http://127.0.0.1:{p}")).join(",");
         let spawn = |i: usize, env: &[(&str, &str)]| {
-            ha_jobmanager((ports[i], &https[i]), &scratch, lease, env)
+            ha_jobmanager((ports[i], &https[i]), &scratch, lease, extra, env)
         };
         let jobmanager = spawn(0, env);
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -289,7 +291,7 @@ impl Cluster {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
-            jobmanager_args: Vec::new(),
+            jobmanager_args: extra.iter().map(|a| a.to_string()).collect(),
             next_id: 0,
         };
         for _ in 0..count {
@@ -297,6 +299,18 @@ impl Cluster {
         }
         cluster.wait_for_slots(count * slots);
         cluster
+    }
+
+    /// A new standby JobManager of a cluster of [`Cluster::start_ha`] on `port` and `http`
+    /// (those of one that died, so that the TaskManagers' list of addresses stays whole).
+    pub fn ha_standby(&self, (port, http): (u16, &str), lease: [&str; 2]) -> Daemon {
+        let extra: Vec<&str> = self.jobmanager_args.iter().map(String::as_str).collect();
+        let env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        ha_jobmanager((port, http), &self.scratch, lease, &extra, &env)
     }
 
     /// Leaves variable `key` out of the environment of daemons started from now on.

@@ -99,6 +99,18 @@ impl S3Server {
         response
     }
 
+    /// The environment that points a daemon's object storage (`s3://` checkpoints, the
+    /// leader lease) at this server.
+    pub fn env(&self) -> [(&'static str, &str); 5] {
+        [
+            ("AWS_ACCESS_KEY_ID", "test"),
+            ("AWS_SECRET_ACCESS_KEY", "test"),
+            ("AWS_REGION", "us-east-1"),
+            ("AWS_ENDPOINT", self.endpoint.as_str()),
+            ("AWS_ALLOW_HTTP", "true"),
+        ]
+    }
+
     /// The `WITH` options that point a filesystem table at this server; the secret key is
     /// read from a file by the process that connects.
     pub fn options(&self) -> String {

@@ -5,13 +5,14 @@ use eddy_common::secrets::{redact_sql, redacted};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use eddy_common::checkpoint::CheckpointStorage;
+use eddy_common::checkpoint::{CheckpointStorage, Unreadable};
 use eddy_common::ids::{ExecutionId, TaskKey};
 use eddy_planner::plan::explain::operators;
 use eddy_planner::plan::{JobGraph, VertexOutput};
 use eddy_proto::v1 as pb;
 use tokio::sync::{oneshot, watch};
 
+use crate::adoption::Adoption;
 use crate::coordinator::CheckpointCoordinator;
 use crate::error::JobManagerError;
 use crate::job_store::StoredJob;
@@ -44,6 +45,18 @@ pub struct TaskRecord {
 }
 
 impl TaskRecord {
+    /// A task on `taskmanager`, in `state`, that has counted nothing yet.
+    pub fn new(taskmanager: &str, state: pb::TaskState) -> Self {
+        TaskRecord {
+            taskmanager: taskmanager.to_string(),
+            state,
+            records_in: 0,
+            records_out: 0,
+            input_ended: false,
+            meter: Default::default(),
+        }
+    }
+
     /// Its metrics; the counts of its final report outlive its last heartbeat.
     fn metrics(&self) -> pb::SubtaskMetrics {
         let mut metrics = self.meter.metrics();
@@ -127,6 +140,9 @@ pub struct JobRecord {
     pub timeline: Vec<pb::StateChange>,
     /// Its restarts and their causes.
     pub restart_history: Vec<pb::RestartInfo>,
+    /// Recovered from the job store: its last run, waiting for the TaskManagers to show
+    /// they still run it.
+    pub adoption: Option<Adoption>,
 }
 
 impl JobRecord {
@@ -176,6 +192,7 @@ impl JobRecord {
                 reason: String::new(),
             }],
             restart_history: Vec::new(),
+            adoption: None,
         }
     }
 
@@ -241,6 +258,27 @@ impl JobRecord {
             .all(|(_, t)| t.input_ended)
     }
 
+    /// Counts a restart, for `cause`, in its restarts and their history.
+    pub fn count_restart(&mut self, cause: &str) {
+        self.restarts += 1;
+        self.restart_history.push(pb::RestartInfo {
+            at_ms: eddy_common::event::wall_clock(),
+            cause: cause.to_string(),
+            restored_from: 0,
+        });
+        keep_newest(&mut self.restart_history, HISTORY_ENTRIES);
+    }
+
+    /// What restoring its checkpoints does with one that cannot be read: a job whose sinks
+    /// commit at checkpoints must not fall back to an earlier one (they would write again
+    /// what they committed).
+    pub fn unreadable_checkpoints(&self) -> Unreadable {
+        match self.graph.commits_at_checkpoints() {
+            true => Unreadable::Fail,
+            false => Unreadable::FallBack,
+        }
+    }
+
     /// Its record for the job store (`revision`: see [`StoredJob::revision`]).
     pub fn stored(&self, job_id: &str, revision: u64) -> StoredJob {
         StoredJob {
@@ -253,6 +291,7 @@ impl JobRecord {
             restarts: self.restarts,
             submitted_at_ms: self.submitted_at_ms,
             restore_path: self.restore_path.clone(),
+            restore_from: self.restore_from,
             revision,
         }
     }

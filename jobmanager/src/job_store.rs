@@ -52,6 +52,9 @@ pub struct StoredJob {
     /// The savepoint it started from.
     #[serde(default)]
     pub restore_path: Option<String>,
+    /// The checkpoint its last attempt restored (0: none).
+    #[serde(default)]
+    pub restore_from: u64,
     /// Orders the writes of one job's record: a record is written only if it is newer than
     /// the last one written (records are made in the order the job's state changed, but
     /// written concurrently). Not stored.
@@ -247,6 +250,7 @@ mod tests {
             restarts: 1,
             submitted_at_ms: 5,
             restore_path: None,
+            restore_from: 0,
             revision: 0,
         };
         store.save(&job).await.unwrap();
@@ -267,6 +271,7 @@ mod tests {
             restarts: 0,
             submitted_at_ms: 0,
             restore_path: None,
+            restore_from: 0,
             revision,
         }
     }
@@ -333,6 +338,7 @@ mod tests {
             restarts: 2,
             submitted_at_ms: 0,
             restore_path: None,
+            restore_from: 0,
             revision,
         };
         // The job was cancelled (revision 8) after it ran (revision 7); the write of the

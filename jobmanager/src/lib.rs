@@ -7,6 +7,7 @@
 //! - [`resources`]: the registered TaskManagers and their slots;
 //! - [`coordinator`]: one run's checkpoints;
 //! - [`job_store`]: jobs persisted for a restarted JobManager;
+//! - [`adoption`]: runs a new JobManager takes over from the TaskManagers, unrestarted;
 //! - [`leadership`]: the leader lease among JobManagers sharing a storage root;
 //! - [`gateway`]: TaskManagers as the JobManager calls them; [`grpc`]: the gRPC adapters;
 //! - [`http`]: the REST API, dashboard and Prometheus metrics;
@@ -14,6 +15,7 @@
 //! - [`policy`]: what submitted jobs may do (locations, connectors, limits, secrets);
 //! - [`daemon`]: `eddy jobmanager`.
 
+pub mod adoption;
 pub mod config;
 pub mod coordinator;
 pub mod daemon;

@@ -10,6 +10,8 @@
 //!    Restarting ──────────────┴──────────────────────▶ Failed
 //!      RestartDue   Unrestorable
 //! ```
+//! A job a JobManager recovered from the job store waits as `Restarting`; `Adopted` moves
+//! it straight to `Running` when its run's tasks all still run (see [`crate::adoption`]).
 //! `CancelRequested` ends any state that is not final in `Cancelled`.
 
 use std::fmt;
@@ -55,6 +57,8 @@ pub enum Transition {
     RestartDue,
     /// The restart cannot happen (its checkpoint cannot be restored).
     Unrestorable,
+    /// The run a recovered job waited to restart still runs whole: it continues.
+    Adopted,
     /// A user cancelled it.
     CancelRequested,
 }
@@ -82,6 +86,7 @@ impl JobState {
             (Created | Running, T::Failed { restart: false }) => Failed,
             (Restarting, T::RestartDue) => Created,
             (Restarting, T::Unrestorable) => Failed,
+            (Restarting, T::Adopted) => Running,
             (Created | Running | Restarting, T::CancelRequested) => Cancelled,
             (from, transition) => return Err(IllegalTransition { from, transition }),
         };
@@ -128,7 +133,7 @@ mod tests {
     use super::*;
 
     const STATES: [JobState; 6] = [Created, Running, Restarting, Finished, Cancelled, Failed];
-    const TRANSITIONS: [Transition; 8] = [
+    const TRANSITIONS: [Transition; 9] = [
         T::Scheduled,
         T::AllTasksFinished,
         T::Stopped,
@@ -136,6 +141,7 @@ mod tests {
         T::Failed { restart: false },
         T::RestartDue,
         T::Unrestorable,
+        T::Adopted,
         T::CancelRequested,
     ];
 
@@ -164,6 +170,14 @@ mod tests {
         assert!(!Restarting.allows(T::Failed { restart: true }));
         assert!(!Restarting.allows(T::Scheduled));
         assert!(!Running.allows(T::RestartDue));
+    }
+
+    #[test]
+    fn only_a_waiting_restart_is_adopted() {
+        assert_eq!(Restarting.apply(T::Adopted), Ok(Running));
+        for state in [Created, Running] {
+            assert!(!state.allows(T::Adopted), "{state}");
+        }
     }
 
     #[test]

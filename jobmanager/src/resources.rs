@@ -171,6 +171,28 @@ impl ResourceManager {
         Ok(slots)
     }
 
+    /// Takes the slots a run already sits in (one on each TaskManager of `slots`, as
+    /// [`Self::allocate`] gives them), if they are all free; takes none otherwise.
+    pub fn claim(&mut self, slots: &[String]) -> bool {
+        let mut wanted: BTreeMap<&str, usize> = BTreeMap::new();
+        for id in slots {
+            *wanted.entry(id).or_default() += 1;
+        }
+        let free = wanted.iter().all(|(id, n)| {
+            self.taskmanagers
+                .get(*id)
+                .is_some_and(|tm| tm.slots - tm.used >= *n)
+        });
+        if free {
+            for (id, n) in wanted {
+                if let Some(tm) = self.taskmanagers.get_mut(id) {
+                    tm.used += n;
+                }
+            }
+        }
+        free
+    }
+
     /// Gives back one slot on each TaskManager in `slots` (as [`Self::allocate`] took them).
     pub fn release<'a>(&mut self, slots: impl IntoIterator<Item = &'a String>) {
         for id in slots {
@@ -260,6 +282,19 @@ mod tests {
         // Registering again frees its slots: what it ran is lost.
         assert!(resources.register("a", "in-process".into(), 2, Arc::new(Idle)));
         assert_eq!(resources.allocate(2).unwrap(), vec!["a", "a"]);
+    }
+
+    #[test]
+    fn an_adopted_run_claims_the_slots_it_sits_in_or_none() {
+        let mut resources = ResourceManager::default();
+        resources.register("a", "in-process".into(), 2, Arc::new(Idle));
+        resources.register("b", "in-process".into(), 1, Arc::new(Idle));
+        let run = ["a".to_string(), "b".to_string()];
+        assert!(resources.claim(&run));
+        // Slot "b" is taken now: a second run there claims nothing, not even "a".
+        assert!(!resources.claim(&run));
+        assert!(!resources.claim(&["c".to_string()]), "unknown TaskManager");
+        assert_eq!(resources.allocate(1).unwrap(), vec!["a"]);
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub async fn register(node: &TaskManager) -> Duration {
             address: node.address().to_string(),
             slots: node.slots() as u32,
             http_address: node.http_address().to_string(),
+            held: node.held_tasks(),
         };
         match node.jobmanager().register(request).await {
             Ok(registration) => {
@@ -44,8 +45,8 @@ pub async fn register(node: &TaskManager) -> Duration {
 }
 
 /// Heartbeats a registered `node` every `interval` until the JobManager does not know it
-/// (a new one, or one that gave it up): it follows no run of what `node` runs, so those
-/// tasks are cancelled (fencing) before this returns and `node` registers afresh.
+/// (a new leader, a restarted one, or one that gave it up); `node` then registers afresh
+/// with the tasks it still runs, which the JobManager adopts or cancels.
 pub async fn heartbeat_until_forgotten(node: &TaskManager, interval: Duration) {
     loop {
         tokio::time::sleep(interval).await;
@@ -57,9 +58,8 @@ pub async fn heartbeat_until_forgotten(node: &TaskManager, interval: Duration) {
             Ok(()) => {}
             Err(CallError::NotFound(_)) => {
                 tracing::warn!(
-                    "the jobmanager does not know this taskmanager; cancelling its tasks and registering again"
+                    "the jobmanager does not know this taskmanager; registering again with the tasks it runs"
                 );
-                node.cancel_all().await;
                 return;
             }
             Err(error) => tracing::warn!(%error, "heartbeat failed"),

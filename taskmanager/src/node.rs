@@ -2,7 +2,7 @@
 //! back. The same component serves the daemon (behind gRPC, [`crate::grpc`]) and the
 //! embedded cluster of `eddy run` (called in-process).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -45,6 +45,12 @@ struct DeployedJob {
     triggers: Vec<UnboundedSender<Barrier>>,
     /// The newest completed checkpoint, for sources and sinks.
     completed: watch::Sender<CompletedCheckpoint>,
+    /// The newest checkpoint triggered here (0: none): a trigger of it or an earlier one
+    /// again is one a JobManager that took the run over sent after its predecessor's, and
+    /// is dropped, so that every source emits each barrier once.
+    newest_trigger: u64,
+    /// Its source tasks here that have read all their input.
+    inputs_ended: BTreeSet<TaskKey>,
 }
 
 /// One TaskManager: its identity, slots, channels and running jobs.
@@ -251,6 +257,8 @@ impl TaskManager {
             tasks,
             triggers,
             completed,
+            newest_trigger: 0,
+            inputs_ended: BTreeSet::new(),
         };
         self.jobs.lock().expect("jobs lock").insert(execution, job);
         Ok(())
@@ -346,6 +354,9 @@ impl TaskManager {
         mut ended: UnboundedReceiver<TaskKey>,
     ) {
         while let Some(key) = ended.recv().await {
+            if let Some(job) = self.jobs.lock().expect("jobs lock").get_mut(&execution) {
+                job.inputs_ended.insert(key);
+            }
             let report = pb::TaskStateReport {
                 taskmanager_id: self.id.clone(),
                 task: Some(task_id(&execution, key)),
@@ -357,12 +368,34 @@ impl TaskManager {
         }
     }
 
-    /// Starts a checkpoint at the job's source tasks here.
-    pub fn trigger(&self, execution: &ExecutionId, barrier: Barrier) -> Result<(), CallError> {
+    /// The tasks it runs (not those that ended), as it registers with a JobManager: one
+    /// that took the runs over may adopt them.
+    pub fn held_tasks(&self) -> Vec<pb::HeldTask> {
         let jobs = self.jobs.lock().expect("jobs lock");
+        let mut held = Vec::new();
+        for (execution, job) in jobs.iter() {
+            for (key, _, _) in job.tasks.iter().filter(|(_, _, h)| !h.is_finished()) {
+                held.push(pb::HeldTask {
+                    task: Some(task_id(execution, *key)),
+                    input_ended: job.inputs_ended.contains(key),
+                    newest_checkpoint: job.newest_trigger,
+                });
+            }
+        }
+        held
+    }
+
+    /// Starts a checkpoint at the job's source tasks here (once per checkpoint).
+    pub fn trigger(&self, execution: &ExecutionId, barrier: Barrier) -> Result<(), CallError> {
+        let mut jobs = self.jobs.lock().expect("jobs lock");
         let job = jobs
-            .get(execution)
+            .get_mut(execution)
             .ok_or_else(|| CallError::NotFound(format!("job {execution} does not run here")))?;
+        if barrier.checkpoint <= job.newest_trigger {
+            tracing::info!(job = %execution, checkpoint = barrier.checkpoint, newest = job.newest_trigger, "checkpoint triggered here already; the trigger is dropped");
+            return Ok(());
+        }
+        job.newest_trigger = barrier.checkpoint;
         for trigger in &job.triggers {
             // A source that has finished has dropped its receiver: nothing to trigger.
             let _ = trigger.send(barrier);

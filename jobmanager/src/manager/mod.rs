@@ -10,9 +10,11 @@
 //! lock is released:
 //! - [`runs`]: scheduling, ending, failing and restarting a job's runs;
 //! - [`tasks`]: TaskManagers registering and heartbeating, and task reports;
-//! - [`checkpoints`]: triggering, acknowledging and committing checkpoints, savepoints.
+//! - [`checkpoints`]: triggering, acknowledging and committing checkpoints, savepoints;
+//! - [`adoptions`]: runs a recovered job takes over from its TaskManagers, unrestarted.
 
 mod actions;
+mod adoptions;
 mod checkpoints;
 mod runs;
 mod tasks;
@@ -270,9 +272,11 @@ impl JobManager {
         Ok(job_id)
     }
 
-    /// Reloads the jobs of an earlier JobManager from the job store: each unfinished job
-    /// restarts from its newest valid checkpoint once TaskManagers have registered (a job
-    /// without checkpoints cannot resume exactly, and fails).
+    /// Reloads the jobs of an earlier JobManager from the job store. A job that was running
+    /// is adopted if its TaskManagers show its whole run within the heartbeat timeout;
+    /// otherwise, as every other unfinished job, it restarts from its newest valid
+    /// checkpoint once TaskManagers have registered (a job without checkpoints cannot
+    /// resume exactly, and fails).
     pub async fn recover(self: &Arc<Self>) -> eddy_common::Result<()> {
         let Some(store) = &self.store else {
             return Ok(());
@@ -302,13 +306,20 @@ impl JobManager {
             record.attempt = stored.attempt;
             record.restarts = stored.restarts;
             record.submitted_at_ms = stored.submitted_at_ms;
+            record.restore_from = stored.restore_from;
             let checkpointing = record.storage.is_some();
             let actions = if checkpointing {
                 record.transition(&job_id, Transition::Failed { restart: true });
                 record.reason = "resuming after a JobManager restart".into();
+                // A run that was running may still run whole: the TaskManagers get a
+                // while to show it before the job restarts from its checkpoint.
+                let wait = match stored.state {
+                    JobState::Running => self.await_adoption(&job_id, &mut record).await,
+                    _ => None,
+                };
                 vec![Action::Restart(
                     ExecutionId::new(&job_id, record.attempt),
-                    Duration::ZERO,
+                    wait.unwrap_or_default(),
                 )]
             } else {
                 record.transition(&job_id, Transition::Failed { restart: false });
@@ -339,6 +350,7 @@ impl JobManager {
                 });
             }
             let mut actions = runs::end_run(&mut state, job_id, Some(StopRequest::Cancel));
+            actions.extend(adoptions::abandon_adoption(&mut state, job_id));
             let job = state.jobs.get_mut(job_id).expect("job exists");
             job.transition(job_id, Transition::CancelRequested);
             job.reason = "cancelled on request".into();

@@ -6,16 +6,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use eddy_common::EddyError;
-use eddy_common::checkpoint::{RestartPoint, Unreadable};
+use eddy_common::checkpoint::RestartPoint;
 use eddy_common::event::StopRequest;
 use eddy_common::ids::{ExecutionId, TaskKey};
 use eddy_proto::v1 as pb;
 
 use super::actions::Action;
+use super::adoptions::abandon_adoption;
 use super::{JobManager, State};
 use crate::coordinator::CheckpointCoordinator;
 use crate::gateway::Deployment;
-use crate::job::TaskRecord;
+use crate::job::{JobRecord, TaskRecord};
 use crate::lifecycle::{JobState, Transition};
 
 /// Ends the current run of a job: frees its slots and, with `stop`, stops its tasks that
@@ -105,13 +106,7 @@ impl JobManager {
             let job = state.jobs.get_mut(job_id).expect("job exists");
             job.transition(job_id, Transition::Failed { restart });
             if restart {
-                job.restarts += 1;
-                job.restart_history.push(pb::RestartInfo {
-                    at_ms: eddy_common::event::wall_clock(),
-                    cause: reason.clone(),
-                    restored_from: 0,
-                });
-                crate::job::keep_newest(&mut job.restart_history, crate::job::HISTORY_ENTRIES);
+                job.count_restart(&reason);
                 let backoff = strategy.backoff(job.restarts);
                 job.reason = format!("{reason}; restart {} in {backoff:?}", job.restarts);
                 tracing::warn!(job = %job_id, %reason, restart = job.restarts, "job failed, restarting");
@@ -165,11 +160,7 @@ impl JobManager {
                     if job.state() == JobState::Restarting && job.attempt == execution.attempt =>
                 {
                     let storage = job.storage.as_ref().map(|(_, s)| s.clone());
-                    let unreadable = match job.graph.commits_at_checkpoints() {
-                        true => Unreadable::Fail,
-                        false => Unreadable::FallBack,
-                    };
-                    (storage, unreadable)
+                    (storage, job.unreadable_checkpoints())
                 }
                 _ => return,
             }
@@ -202,16 +193,28 @@ impl JobManager {
                 return;
             }
         };
-        self.restart_from(&execution, point);
+        let actions = self.restart_from(&execution, point);
+        self.send(actions);
         self.schedule();
     }
 
-    /// Moves a restarting job to its next attempt, restoring `point`.
-    fn restart_from(&self, execution: &ExecutionId, point: RestartPoint) {
+    /// Moves a restarting job to its next attempt, restoring `point`; cancels the tasks
+    /// held of its last run if it waited to adopt it.
+    fn restart_from(&self, execution: &ExecutionId, point: RestartPoint) -> Vec<Action> {
         let mut state = self.lock();
-        let Some(job) = state.transition_run(execution, Transition::RestartDue) else {
-            return;
-        };
+        if state
+            .transition_run(execution, Transition::RestartDue)
+            .is_none()
+        {
+            return Vec::new();
+        }
+        let waited_to_adopt = state.jobs[&execution.job].adoption.is_some();
+        let actions = abandon_adoption(&mut state, &execution.job);
+        let job = state.jobs.get_mut(&execution.job).expect("job exists");
+        if waited_to_adopt {
+            // The run the JobManager before left could not be adopted: this is a restart.
+            job.count_restart("the JobManager changed and the run did not run on whole");
+        }
         job.attempt += 1;
         job.restore_from = point.checkpoint.map_or(0, |m| m.checkpoint);
         // Checkpoint ids only grow, also across JobManager restarts (which do not keep the
@@ -226,7 +229,21 @@ impl JobManager {
             restart.restored_from = job.restore_from;
         }
         tracing::info!(job = %execution.job, attempt = job.attempt, checkpoint = job.restore_from, "restarting");
+        actions
     }
+}
+
+/// Sets up the checkpoint coordinator of a job's run (its tasks recorded), numbering from
+/// the job's next checkpoint; returns the parallelism of each vertex.
+pub(super) fn start_coordinator(job: &mut JobRecord) -> Vec<usize> {
+    let vertex_parallelism: Vec<usize> = job.graph.vertices.iter().map(|v| v.parallelism).collect();
+    job.coordinator = CheckpointCoordinator::new(
+        &job.graph.config.checkpoints,
+        job.tasks.keys().copied().collect(),
+        vertex_parallelism.clone(),
+        job.next_checkpoint,
+    );
+    vertex_parallelism
 }
 
 /// The deployments of a job's next run into `slots` (slot `k` runs subtask `k` of every
@@ -250,24 +267,11 @@ fn deployments(state: &mut State, job_id: &str, slots: &[String]) -> Vec<Action>
                 address: address.unwrap_or_default(),
             });
             per_tm.entry(tm.clone()).or_default().push(task);
-            let record = TaskRecord {
-                taskmanager: tm.clone(),
-                state: pb::TaskState::Scheduled,
-                records_in: 0,
-                records_out: 0,
-                input_ended: false,
-                meter: Default::default(),
-            };
+            let record = TaskRecord::new(tm, pb::TaskState::Scheduled);
             job.tasks.insert(TaskKey::new(vertex.id, subtask), record);
         }
     }
-    let vertex_parallelism: Vec<usize> = job.graph.vertices.iter().map(|v| v.parallelism).collect();
-    job.coordinator = CheckpointCoordinator::new(
-        &job.graph.config.checkpoints,
-        job.tasks.keys().copied().collect(),
-        vertex_parallelism.clone(),
-        job.next_checkpoint,
-    );
+    let vertex_parallelism = start_coordinator(job);
     let (checkpoint_root, checkpoint_job) = match &job.storage {
         Some((root, _)) => (root.clone(), job_id.to_string()),
         None => (String::new(), String::new()),

@@ -6,6 +6,7 @@ use std::time::Duration;
 use eddy_common::ids::{ExecutionId, TaskKey};
 use eddy_proto::v1 as pb;
 
+use super::adoptions::{adoption_report, forget_held_on};
 use super::runs::end_run;
 use super::{JobManager, State};
 use crate::error::JobManagerError;
@@ -67,8 +68,9 @@ impl JobManager {
                 "a TaskManager needs an id and at least one slot".into(),
             ));
         }
-        let lost = {
-            let mut state = self.lock();
+        let (lost, held) = {
+            let mut guard = self.lock();
+            let state = &mut *guard;
             let slots = request.slots as usize;
             let again = state
                 .resources
@@ -77,12 +79,14 @@ impl JobManager {
                 .resources
                 .set_http_address(&id, request.http_address.clone());
             // A TaskManager registering again has lost whatever it ran.
-            match again {
-                true => jobs_on(&state, &id),
+            let lost = match again {
+                true => jobs_on(state, &id),
                 false => Vec::new(),
-            }
+            };
+            (lost, self.take_held(state, &id, &request.held))
         };
-        tracing::info!(%id, address = %request.address, slots = request.slots, "taskmanager registered");
+        tracing::info!(%id, address = %request.address, slots = request.slots, held = request.held.len(), "taskmanager registered");
+        self.send(held);
         for job_id in lost {
             self.fail(&job_id, format!("TaskManager {id} restarted"));
         }
@@ -172,6 +176,9 @@ impl JobManager {
         let job = state.job_mut(&execution.job)?;
         if job.attempt != execution.attempt {
             tracing::info!(job = %execution.job, attempt = execution.attempt, current = job.attempt, "fenced a report from an earlier attempt");
+            return Ok((ReportOutcome::Nothing, false));
+        }
+        if adoption_report(job, key, reported, report.input_ended) {
             return Ok((ReportOutcome::Nothing, false));
         }
         let record = job
@@ -272,6 +279,7 @@ impl JobManager {
                 if state.resources.contains(&id) {
                     let jobs = jobs_on(&state, &id);
                     state.resources.remove(&id);
+                    forget_held_on(&mut state, &id);
                     lost.push((id, jobs));
                 }
             }
