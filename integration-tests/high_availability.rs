@@ -287,5 +287,9 @@ fn a_paused_leader_is_fenced_off_when_it_wakes() {
         }
     }
     finished(&cluster, &job_id);
+    // The TaskManagers found the new leader once their calls to the paused one timed out,
+    // and it adopted the run.
+    let status = cluster.status(&job_id);
+    assert_eq!(restarts(&status), 0, "the run was restarted: {status}");
     assert_exact(&systems, &cluster, seen(&systems, "split"));
 }

@@ -12,6 +12,11 @@ pub mod auth;
 pub mod http_listener;
 pub mod tls;
 
+/// How long a TaskManager's call to a JobManager may take before it tries the next one
+/// (a paused JobManager holds a call that long): with its heartbeat interval, the longest a
+/// TaskManager takes to find a new leader once that one serves.
+pub const JOBMANAGER_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The addresses of a comma-separated list of JobManagers (several with high
 /// availability), blanks skipped.
 pub fn jobmanager_addresses(list: &str) -> impl Iterator<Item = &str> {

@@ -122,7 +122,7 @@ impl pb::task_executor_server::TaskExecutor for TaskExecutorService {
 
 /// How long a call to the JobManager may take: a paused JobManager holds a call that long
 /// before the next one is tried.
-const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+const CALL_TIMEOUT: Duration = eddy_proto::JOBMANAGER_CALL_TIMEOUT;
 
 /// The JobManager's resource manager over gRPC.
 pub struct GrpcResourceManager {

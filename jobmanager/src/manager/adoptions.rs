@@ -21,8 +21,9 @@ use crate::lifecycle::{JobState, Transition};
 impl JobManager {
     /// Makes a recovered job's last run adoptable: claims the job's commit log (no earlier
     /// JobManager can commit to it any more) and keeps what the log names. Returns how long
-    /// the TaskManagers have to show the run before the job restarts instead; `None` when
-    /// the log cannot be read now (the restart tries again).
+    /// the TaskManagers have to show the run before the job restarts instead (see
+    /// [`JobManager::adoption_window`]); `None` when the log cannot be read now (the
+    /// restart tries again).
     pub(super) async fn await_adoption(
         &self,
         job_id: &str,
@@ -33,13 +34,23 @@ impl JobManager {
             Ok(point) => {
                 record.adoption = Some(Adoption::new(&point));
                 record.reason = "waiting for its TaskManagers to show its running tasks".into();
-                Some(self.config.heartbeat_timeout)
+                Some(self.adoption_window())
             }
             Err(error) => {
                 tracing::warn!(job = %job_id, %error, "cannot read the commit log; the job restarts");
                 None
             }
         }
+    }
+
+    /// How long a recovered job waits for its TaskManagers: as long as a TaskManager may
+    /// take to find this JobManager (a call to the one before timing out, then its next
+    /// heartbeat) and to be missed (the heartbeat timeout). Only a run that cannot be
+    /// adopted waits it whole.
+    fn adoption_window(&self) -> Duration {
+        self.config.heartbeat_timeout
+            + eddy_proto::JOBMANAGER_CALL_TIMEOUT
+            + self.config.heartbeat_interval
     }
 
     /// Takes the tasks a registering TaskManager still runs: those of a run waiting to be
