@@ -540,3 +540,7 @@ pub fn task_id(execution: &ExecutionId, key: TaskKey) -> pb::TaskId {
         subtask: key.subtask as u32,
     }
 }
+
+#[cfg(test)]
+#[path = "node_tests.rs"]
+mod tests;

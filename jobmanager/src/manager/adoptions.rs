@@ -111,8 +111,11 @@ impl JobManager {
         let Some(slots) = job.adoption.as_ref().and_then(|a| a.slots(&job.graph)) else {
             return Vec::new();
         };
-        if job.state() != JobState::Restarting || !state.resources.claim(&slots) {
-            tracing::warn!(job = %job_id, "cannot adopt the run: its slots are taken; it restarts");
+        if job.state() != JobState::Restarting {
+            return Vec::new();
+        }
+        if !state.resources.claim(&slots) {
+            tracing::warn!(job = %job_id, "cannot adopt the run: its slots are taken; it restarts when the wait is over");
             return Vec::new();
         }
         let adoption = job.adoption.take().expect("checked above");

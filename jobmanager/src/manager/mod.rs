@@ -273,8 +273,7 @@ impl JobManager {
     }
 
     /// Reloads the jobs of an earlier JobManager from the job store. A job that was running
-    /// is adopted if its TaskManagers show its whole run in time (see
-    /// [`adoptions`]);
+    /// is adopted if its TaskManagers show its whole run in time (see [`adoptions`]);
     /// otherwise, as every other unfinished job, it restarts from its newest valid
     /// checkpoint once TaskManagers have registered (a job without checkpoints cannot
     /// resume exactly, and fails).
