@@ -12,6 +12,8 @@
 # (EDDY_SOAK_BROKER_RESTARTS=1 restarts it instead: noida-db loses transactions across
 # restarts), S3 behind a fault-injecting proxy answering 503s or hanging. The output is
 # compared with a failure-free run of the same job; every run prints its failures, restarts, rows checked and each difference.
+# EDDY_SOAK_HA=1 runs two JobManagers electing a leader: a JobManager failure is then the
+# leader SIGKILLed (a new standby takes its ports) or paused past its lease and woken.
 # RATE is the source's events per second (default 20000). EDDY_TEST_SEED replays a run;
 # EDDY_SOAK_PROFILE=dev soaks the debug build the test suite already built (default: a
 # release build).

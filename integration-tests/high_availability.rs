@@ -75,14 +75,12 @@ fn start_on_s3(name: &str, systems: &Systems, env: &[(&str, &str)]) -> Cluster {
     )
 }
 
-/// Starts a standby on the port of the leader that died (`cluster.jobmanager`), so that
-/// the TaskManagers' list of addresses stays whole.
+/// Starts a standby on the ports of the leader that died (`cluster.jobmanager`), so that
+/// the TaskManagers' list of addresses stays whole; returns its port.
 fn replace_leader(cluster: &mut Cluster) -> u16 {
-    let address = cluster.address.split(',').next().unwrap();
-    let port: u16 = address.rsplit(':').next().unwrap().parse().unwrap();
     let lease = lease();
-    cluster.jobmanager = cluster.ha_standby((port, &cluster.http), [&lease[0], &lease[1]]);
-    port
+    cluster.replace_ha_jobmanager(0, [&lease[0], &lease[1]], &[]);
+    cluster.ha_jobmanager(0).1
 }
 
 /// The job's restarts so far, as `eddy status` shows them.

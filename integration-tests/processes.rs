@@ -302,15 +302,47 @@ impl Cluster {
     }
 
     /// A new standby JobManager of a cluster of [`Cluster::start_ha`] on `port` and `http`
-    /// (those of one that died, so that the TaskManagers' list of addresses stays whole).
-    pub fn ha_standby(&self, (port, http): (u16, &str), lease: [&str; 2]) -> Daemon {
-        let extra: Vec<&str> = self.jobmanager_args.iter().map(String::as_str).collect();
-        let env: Vec<(&str, &str)> = self
+    /// (those of one that died, so that the TaskManagers' list of addresses stays whole),
+    /// with `extra` in its environment (failpoints).
+    fn ha_standby(
+        &self,
+        (port, http): (u16, &str),
+        lease: [&str; 2],
+        extra: &[(&str, &str)],
+    ) -> Daemon {
+        let args: Vec<&str> = self.jobmanager_args.iter().map(String::as_str).collect();
+        let mut env: Vec<(&str, &str)> = self
             .env
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        ha_jobmanager((port, http), &self.scratch, lease, &extra, &env)
+        env.extend(extra);
+        ha_jobmanager((port, http), &self.scratch, lease, &args, &env)
+    }
+
+    /// JobManager `i` (0 or 1) of a cluster of [`Cluster::start_ha`]: the process, its port
+    /// and its HTTP address.
+    pub fn ha_jobmanager(&mut self, i: usize) -> (&mut Daemon, u16, String) {
+        match i {
+            0 => {
+                let first = self.address.split(',').next().unwrap_or_default();
+                let port = first.rsplit(':').next().and_then(|p| p.parse().ok());
+                (&mut self.jobmanager, port.unwrap_or(0), self.http.clone())
+            }
+            _ => {
+                let (daemon, port, http) = &mut self.standbys[0];
+                (daemon, *port, http.clone())
+            }
+        }
+    }
+
+    /// Replaces JobManager `i` of a cluster of [`Cluster::start_ha`] (killing it, if it
+    /// still runs) by a new standby on its ports, with `extra` in its environment.
+    pub fn replace_ha_jobmanager(&mut self, i: usize, lease: [&str; 2], extra: &[(&str, &str)]) {
+        let (_, port, http) = self.ha_jobmanager(i);
+        let standby = self.ha_standby((port, &http), lease, extra);
+        // The one replaced is killed as it is dropped.
+        *self.ha_jobmanager(i).0 = standby;
     }
 
     /// Leaves variable `key` out of the environment of daemons started from now on.

@@ -13,6 +13,10 @@
 //! fault-injecting proxy) answering 503s or hanging. What
 //! readers see at the end must equal a failure-free run of the same job exactly, with no
 //! transaction left prepared and no file left hidden.
+//!
+//! With `EDDY_SOAK_HA=1` two JobManagers elect a leader (a 2 s lease): a JobManager failure
+//! is then the leader SIGKILLed (replaced by a new standby on its ports) or paused past its
+//! lease and woken (it must stop, fenced, and is replaced too).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -83,6 +87,12 @@ impl Kills {
     }
 }
 
+/// The lease of the soak's JobManagers under `EDDY_SOAK_HA=1`: [duration, renew interval].
+const LEASE: [&str; 2] = ["2s", "250ms"];
+
+/// How long a paused leader sleeps: past its lease, so that the standby takes over.
+const PAUSE: Duration = Duration::from_millis(3500);
+
 /// How long S3 misbehaves at a time.
 const S3_FAULT: Duration = Duration::from_millis(2500);
 
@@ -113,6 +123,12 @@ struct Chaos<'a> {
     cut_off: Option<(usize, Instant)>,
     /// The newest checkpoint seen.
     newest: u64,
+    /// Two JobManagers elect a leader.
+    ha: bool,
+    /// The paused leader (by index), and until when.
+    paused: Option<(usize, Instant)>,
+    /// A woken leader (by index), expected to stop.
+    woken: Option<usize>,
 }
 
 impl<'a> Chaos<'a> {
@@ -123,6 +139,7 @@ impl<'a> Chaos<'a> {
         rng: &'a mut u64,
     ) -> Self {
         let dead = vec![false; cluster.taskmanagers.len()];
+        let ha = !cluster.standbys.is_empty();
         Chaos {
             cluster,
             systems,
@@ -134,6 +151,9 @@ impl<'a> Chaos<'a> {
             dead,
             cut_off: None,
             newest: 0,
+            ha,
+            paused: None,
+            woken: None,
         }
     }
 
@@ -145,6 +165,13 @@ impl<'a> Chaos<'a> {
         loop {
             assert!(Instant::now() < deadline, "the job did not finish in time");
             self.restart_the_aborted();
+            if let Some((i, until)) = self.paused
+                && Instant::now() >= until
+            {
+                signal(self.cluster.ha_jobmanager(i).0.child.id(), "CONT");
+                self.paused = None;
+                self.woken = Some(i);
+            }
             if let Some((i, until)) = self.cut_off
                 && Instant::now() >= until
             {
@@ -172,6 +199,7 @@ impl<'a> Chaos<'a> {
             match status["state"].as_str().unwrap_or_default() {
                 "FINISHED"
                     if self.cut_off.is_none()
+                        && self.paused.is_none()
                         && self.s3_fault.is_none()
                         && self.broker_frozen.is_none() =>
                 {
@@ -195,7 +223,9 @@ impl<'a> Chaos<'a> {
 
     /// Restarts the JobManager and replaces the TaskManagers that aborted at failpoints.
     fn restart_the_aborted(&mut self) {
-        if self.cluster.jobmanager.child.try_wait().unwrap().is_some() {
+        if self.ha {
+            self.replace_stopped_jobmanagers();
+        } else if self.cluster.jobmanager.child.try_wait().unwrap().is_some() {
             self.kills.jobmanager += 1;
             self.kills.failpoints += 1;
             let total = self.kills.total();
@@ -220,6 +250,65 @@ impl<'a> Chaos<'a> {
                 self.replace_taskmanager(i, None);
             }
         }
+    }
+
+    /// Under high availability: replaces the JobManagers that stopped, each by a new
+    /// standby on its ports; one that was not a woken leader (which stops, fenced) aborted
+    /// at its failpoint.
+    fn replace_stopped_jobmanagers(&mut self) {
+        for i in 0..2 {
+            if self
+                .cluster
+                .ha_jobmanager(i)
+                .0
+                .child
+                .try_wait()
+                .unwrap()
+                .is_none()
+            {
+                continue;
+            }
+            if self.woken == Some(i) {
+                self.woken = None;
+            } else {
+                self.kills.jobmanager += 1;
+                self.kills.failpoints += 1;
+                let total = self.kills.total();
+                eprintln!("  failure {total}: JobManager {i} aborted at its failpoint");
+            }
+            self.cluster.replace_ha_jobmanager(i, LEASE, &[]);
+        }
+    }
+
+    /// Under high availability, the leader fails: SIGKILLed and replaced by a standby
+    /// (which may carry a failpoint), or paused past its lease and woken later.
+    fn fail_leader(&mut self, status: &serde_json::Value) {
+        let address = status["leader"]["address"].as_str().unwrap_or_default();
+        let leader = (0..2)
+            .find(|i| address.ends_with(&format!(":{}", self.cluster.ha_jobmanager(*i).1)))
+            .unwrap_or(0);
+        let total = self.kills.total();
+        if self.paused.is_none() && self.woken.is_none() && next(self.rng).is_multiple_of(3) {
+            eprintln!("  failure {total}: SIGSTOP the leader, JobManager {leader}, for {PAUSE:?}");
+            signal(self.cluster.ha_jobmanager(leader).0.child.id(), "STOP");
+            self.paused = Some((leader, Instant::now() + PAUSE));
+            return;
+        }
+        let with = self.failpoint(JOBMANAGER_FAILPOINTS);
+        eprintln!(
+            "  failure {total}: SIGKILL the leader, JobManager {leader} (its replacement with {with:?})"
+        );
+        let extra: Vec<(&str, &str)> = with
+            .iter()
+            .map(|p| ("EDDY_FAILPOINTS", p.as_str()))
+            .collect();
+        if self.woken == Some(leader) {
+            self.woken = None;
+        }
+        if self.paused.is_some_and(|(i, _)| i == leader) {
+            self.paused = None;
+        }
+        self.cluster.replace_ha_jobmanager(leader, LEASE, &extra);
     }
 
     /// Half the time, one of `names` set to a checkpoint soon after the newest.
@@ -256,7 +345,10 @@ impl<'a> Chaos<'a> {
         let victims = if victims.is_empty() { alive } else { victims };
         let victim = victims[(next(self.rng) as usize) % victims.len()];
         let jobmanager_due = self.kills.jobmanager * 3 < self.kills.processes() + 1;
-        if roll < 2 || jobmanager_due {
+        if (roll < 2 || jobmanager_due) && self.ha {
+            self.kills.jobmanager += 1;
+            self.fail_leader(status);
+        } else if roll < 2 || jobmanager_due {
             self.kills.jobmanager += 1;
             let with = self.failpoint(JOBMANAGER_FAILPOINTS);
             let total = self.kills.total();
@@ -435,7 +527,10 @@ fn soak_run(run: u64, target: u64, rate: u64, rng: &mut u64) -> bool {
         systems.kafka_options =
             format!(", 'properties.socket.timeout.ms' = '{KAFKA_REQUEST_TIMEOUT}'");
     }
-    let mut cluster = Cluster::start(&name, 3, 2);
+    let mut cluster = match setting("EDDY_SOAK_HA", 0) {
+        1 => Cluster::start_ha(&name, (3, 2), LEASE, &[], &[]),
+        _ => Cluster::start(&name, 3, 2),
+    };
     let windows = Scratch::new("soak-windows");
     // Enough events to outlast the failures (2-4 s apart, restarts replaying).
     let events = (rate * target * 4).max(200_000);
