@@ -200,8 +200,7 @@ fn a_run_that_lost_a_taskmanager_with_the_leader_restarts_from_its_checkpoint() 
     // The leader and a TaskManager die together: the run cannot be adopted whole.
     cluster.jobmanager.child.kill().unwrap();
     let _ = cluster.jobmanager.child.wait();
-    let lost = cluster.taskmanagers.remove(1);
-    drop(lost);
+    drop(cluster.taskmanagers.remove(1));
     cluster.add_taskmanager(2);
     let after = checkpoint_after(&cluster, &job_id, before, Duration::from_secs(90));
     eprintln!("checkpoint {after} completed after the restart");

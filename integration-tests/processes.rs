@@ -310,14 +310,30 @@ impl Cluster {
         lease: [&str; 2],
         extra: &[(&str, &str)],
     ) -> Daemon {
-        let args: Vec<&str> = self.jobmanager_args.iter().map(String::as_str).collect();
+        let args = self.jobmanager_arguments();
+        ha_jobmanager(
+            (port, http),
+            &self.scratch,
+            lease,
+            &args,
+            &self.env_with(extra),
+        )
+    }
+
+    /// The environment of daemons started now, with `extra`.
+    fn env_with<'a>(&'a self, extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
         let mut env: Vec<(&str, &str)> = self
             .env
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        env.extend(extra);
-        ha_jobmanager((port, http), &self.scratch, lease, &args, &env)
+        env.extend_from_slice(extra);
+        env
+    }
+
+    /// The extra arguments every JobManager of the cluster is started with.
+    fn jobmanager_arguments(&self) -> Vec<&str> {
+        self.jobmanager_args.iter().map(String::as_str).collect()
     }
 
     /// JobManager `i` (0 or 1) of a cluster of [`Cluster::start_ha`]: the process, its port
@@ -360,19 +376,13 @@ impl Cluster {
         self.jobmanager.child.kill().unwrap();
         let _ = self.jobmanager.child.wait();
         let port: u16 = self.address.rsplit(':').next().unwrap().parse().unwrap();
-        let args: Vec<&str> = self.jobmanager_args.iter().map(String::as_str).collect();
-        let mut env: Vec<(&str, &str)> = self
-            .env
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        env.extend_from_slice(extra);
-        self.jobmanager = Daemon::spawn(jobmanager_command(
+        let command = jobmanager_command(
             (port, &self.http),
             &self.scratch,
-            &args,
-            &env,
-        ));
+            &self.jobmanager_arguments(),
+            &self.env_with(extra),
+        );
+        self.jobmanager = Daemon::spawn(command);
     }
 
     /// Starts one more TaskManager (without waiting for it to register).
@@ -385,8 +395,7 @@ impl Cluster {
         self.next_id += 1;
         let id = format!("tm-{}", self.next_id);
         let mut command = eddy();
-        command.envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        command.envs(extra.iter().copied());
+        command.envs(self.env_with(extra));
         command.args([
             "taskmanager",
             "--jobmanager",

@@ -84,12 +84,7 @@ impl pb::job_service_server::JobService for JobServiceImpl {
         request: Request<pb::GetJobRequest>,
     ) -> Result<Response<pb::JobInfo>, Status> {
         let mut job = self.0.job(&request.into_inner().job_id).map_err(status)?;
-        job.leader = self.0.lease().map(|lease| pb::Leadership {
-            term: lease.term,
-            holder: lease.holder.clone(),
-            address: lease.address.clone(),
-            since_ms: lease.since_ms,
-        });
+        job.leader = self.0.leadership();
         Ok(Response::new(job))
     }
 

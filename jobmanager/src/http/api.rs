@@ -216,7 +216,7 @@ pub async fn taskmanagers(State(jm): Jm) -> Json<Vec<TaskManager>> {
 #[utoipa::path(get, path = "/v1/leader", tag = "cluster",
     responses((status = 200, body = Leader)))]
 pub async fn leader(State(jm): Jm) -> Json<Leader> {
-    Json(Leader::of(jm.lease()))
+    Json(Leader::from(jm.leadership()))
 }
 
 /// A request for a path no route serves.

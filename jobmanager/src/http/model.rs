@@ -397,24 +397,17 @@ pub struct Leader {
     pub since_ms: i64,
 }
 
-impl Leader {
-    /// How `lease` (if any: under high availability) makes a JobManager lead.
-    pub fn of(lease: Option<&crate::leadership::Lease>) -> Self {
-        match lease {
-            Some(lease) => Leader {
-                high_availability: true,
-                term: lease.term,
-                holder: lease.holder.clone(),
-                address: lease.address.clone(),
-                since_ms: lease.since_ms,
-            },
-            None => Leader {
-                high_availability: false,
-                term: 0,
-                holder: String::new(),
-                address: String::new(),
-                since_ms: 0,
-            },
+impl From<Option<pb::Leadership>> for Leader {
+    /// The leader as a JobManager holds it (`None`: no high availability, term 0).
+    fn from(leadership: Option<pb::Leadership>) -> Self {
+        let high_availability = leadership.is_some();
+        let l = leadership.unwrap_or_default();
+        Leader {
+            high_availability,
+            term: l.term,
+            holder: l.holder,
+            address: l.address,
+            since_ms: l.since_ms,
         }
     }
 }

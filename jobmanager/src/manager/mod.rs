@@ -142,6 +142,17 @@ impl JobManager {
         self.config.lease.as_ref()
     }
 
+    /// Who leads, as `eddy status` and the REST API show it (`None` without high
+    /// availability).
+    pub fn leadership(&self) -> Option<pb::Leadership> {
+        self.lease().map(|lease| pb::Leadership {
+            term: lease.term,
+            holder: lease.holder.clone(),
+            address: lease.address.clone(),
+            since_ms: lease.since_ms,
+        })
+    }
+
     /// Its leader term: its lease's, 0 without high availability.
     pub fn term(&self) -> u64 {
         self.config.term()
