@@ -6,18 +6,8 @@ use arrow::datatypes::{DataType, TimeUnit};
 /// `TIMESTAMP(3)`, `STRING`, ...) to its Arrow type; `None` for a type Eddy lacks.
 pub fn arrow_type(sql_type: &str) -> Option<DataType> {
     let normalized = sql_type.trim().to_ascii_uppercase();
-    let (name, args) = match normalized.find('(') {
-        Some(open) => {
-            let close = normalized.rfind(')')?;
-            let args: Vec<&str> = normalized[open + 1..close]
-                .split(',')
-                .map(str::trim)
-                .collect();
-            (normalized[..open].trim().to_string(), args)
-        }
-        None => (normalized.clone(), Vec::new()),
-    };
-    let arg = |i: usize| args.get(i).and_then(|a| a.parse::<u8>().ok());
+    let (name, args) = split_arguments(&normalized)?;
+    let arg = |i: usize| args.get(i).copied();
     let data_type = match name.as_str() {
         "BOOLEAN" | "BOOL" => DataType::Boolean,
         "TINYINT" => DataType::Int8,
@@ -27,7 +17,12 @@ pub fn arrow_type(sql_type: &str) -> Option<DataType> {
         "FLOAT" | "REAL" => DataType::Float32,
         "DOUBLE" | "DOUBLE PRECISION" => DataType::Float64,
         "DECIMAL" | "DEC" | "NUMERIC" => {
-            DataType::Decimal128(arg(0).unwrap_or(10), arg(1).unwrap_or(0) as i8)
+            let (precision, scale) = (arg(0).unwrap_or(10), arg(1).unwrap_or(0));
+            // Flink's bounds: 1 <= precision <= 38, 0 <= scale <= precision.
+            if !(1..=38).contains(&precision) || scale > precision {
+                return None;
+            }
+            DataType::Decimal128(precision as u8, scale as i8)
         }
         "STRING" | "VARCHAR" | "CHAR" | "TEXT" | "CHARACTER VARYING" | "CHARACTER" => {
             DataType::Utf8
@@ -35,23 +30,45 @@ pub fn arrow_type(sql_type: &str) -> Option<DataType> {
         "BYTES" | "VARBINARY" | "BINARY" => DataType::Binary,
         "DATE" => DataType::Date32,
         "TIMESTAMP" | "TIMESTAMP WITHOUT TIME ZONE" => {
-            DataType::Timestamp(time_unit(arg(0).unwrap_or(6)), None)
+            DataType::Timestamp(time_unit(arg(0).unwrap_or(6))?, None)
         }
         "TIMESTAMP_LTZ" | "TIMESTAMP WITH LOCAL TIME ZONE" | "TIMESTAMP WITH TIME ZONE" => {
-            DataType::Timestamp(time_unit(arg(0).unwrap_or(6)), Some("UTC".into()))
+            DataType::Timestamp(time_unit(arg(0).unwrap_or(6))?, Some("UTC".into()))
         }
         _ => return None,
     };
     Some(data_type)
 }
 
-fn time_unit(precision: u8) -> TimeUnit {
-    match precision {
+/// A type's name and its numeric arguments: `TIMESTAMP(3) WITH LOCAL TIME ZONE` is
+/// `("TIMESTAMP WITH LOCAL TIME ZONE", [3])`. `None` when the parentheses do not close
+/// once, in order, or an argument is not a number.
+fn split_arguments(sql_type: &str) -> Option<(String, Vec<u32>)> {
+    let Some(open) = sql_type.find('(') else {
+        return Some((sql_type.to_string(), Vec::new()));
+    };
+    let close = open + sql_type[open..].find(')')?;
+    let (inside, after) = (&sql_type[open + 1..close], &sql_type[close + 1..]);
+    if after.contains(['(', ')']) {
+        return None;
+    }
+    let args = inside
+        .split(',')
+        .map(|arg| arg.trim().parse::<u32>().ok())
+        .collect::<Option<Vec<u32>>>()?;
+    let name = format!("{} {}", sql_type[..open].trim(), after.trim());
+    Some((name.trim().to_string(), args))
+}
+
+/// The Arrow unit holding a timestamp precision (0 to 9, as Flink allows).
+fn time_unit(precision: u32) -> Option<TimeUnit> {
+    Some(match precision {
         0 => TimeUnit::Second,
         1..=3 => TimeUnit::Millisecond,
         4..=6 => TimeUnit::Microsecond,
-        _ => TimeUnit::Nanosecond,
-    }
+        7..=9 => TimeUnit::Nanosecond,
+        _ => return None,
+    })
 }
 
 /// How a type is written in SQL, for messages and `EXPLAIN`.
@@ -107,7 +124,32 @@ mod tests {
             Some(DataType::Timestamp(TimeUnit::Millisecond, None))
         );
         assert_eq!(arrow_type("VARCHAR(20)"), Some(DataType::Utf8));
+        assert_eq!(arrow_type("VARCHAR(2147483647)"), Some(DataType::Utf8));
         assert_eq!(arrow_type("GEOMETRY"), None);
+        assert_eq!(
+            arrow_type("TIMESTAMP(3) WITH LOCAL TIME ZONE"),
+            Some(DataType::Timestamp(
+                TimeUnit::Millisecond,
+                Some("UTC".into())
+            ))
+        );
+    }
+
+    #[test]
+    fn refuses_malformed_and_out_of_range_types() {
+        for bad in [
+            "K ) AS (X",
+            ") (",
+            "DECIMAL(x)",
+            "DECIMAL(39, 0)",
+            "DECIMAL(5, 6)",
+            "DECIMAL(0)",
+            "TIMESTAMP(10)",
+            "BIGINT(1)(2)",
+            "VARCHAR(-1)",
+        ] {
+            assert_eq!(arrow_type(bad), None, "{bad}");
+        }
         assert_eq!(sql_name(&DataType::Int64), "BIGINT");
     }
 }

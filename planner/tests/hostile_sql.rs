@@ -151,8 +151,15 @@ fn apply(mut sql: String, edits: &[Edit]) -> String {
     sql
 }
 
-/// Whether an error says where: a `line:column`, or the table or option at fault.
+/// Errors about a script as a whole, which have no place in it to name.
+const WHOLE_SCRIPT_ERRORS: &[&str] = &["the script has no INSERT INTO statement"];
+
+/// Whether an error says where: a `line:column`, the table or option at fault, or that the
+/// script as a whole is at fault.
 fn says_where(message: &str) -> bool {
+    if WHOLE_SCRIPT_ERRORS.iter().any(|e| message.contains(e)) {
+        return true;
+    }
     let located = message
         .split(|c: char| !c.is_ascii_digit() && c != ':')
         .any(|part| {

@@ -115,7 +115,7 @@ fn sql_error(location: Location, message: impl Into<String>) -> EddyError {
 }
 
 /// Attaches a statement's position to an error that has none.
-fn locate(error: EddyError, location: Location) -> EddyError {
+pub(crate) fn locate(error: EddyError, location: Location) -> EddyError {
     match error {
         EddyError::Sql { .. } => error,
         other => sql_error(location, other.to_string()),
