@@ -3,6 +3,7 @@
 
 use datafusion_common::{Column, DFSchema};
 use datafusion_expr::expr::AggregateFunction;
+use datafusion_expr::utils::grouping_set_to_exprlist;
 use datafusion_expr::{Expr, ExprSchemable};
 use eddy_common::{EddyError, Result};
 use eddy_operators::OrEddy;
@@ -69,7 +70,6 @@ impl Planner {
         &mut self,
         aggregate: &datafusion_expr::Aggregate,
     ) -> Result<Stream> {
-        let input = self.plan(&aggregate.input)?;
         if aggregate
             .group_expr
             .iter()
@@ -77,6 +77,18 @@ impl Planner {
         {
             return Err(unsupported("GROUPING SETS, CUBE and ROLLUP"));
         }
+        // `GROUP BY a, a` groups by `a` once, as the aggregate's output schema has it.
+        let groups = grouping_set_to_exprlist(&aggregate.group_expr).or_eddy()?;
+        if groups.len() < aggregate.group_expr.len() {
+            let distinct = datafusion_expr::Aggregate::try_new(
+                aggregate.input.clone(),
+                groups.into_iter().cloned().collect(),
+                aggregate.aggr_expr.clone(),
+            )
+            .or_eddy()?;
+            return self.plan_aggregate(&distinct);
+        }
+        let input = self.plan(&aggregate.input)?;
         let window_bounds = window_bounds(aggregate, &input)?;
         let append_only = input.changelog == Changelog::AppendOnly;
         let (calls, call_names) = self.aggregate_calls(aggregate, &input.schema, append_only)?;
@@ -269,5 +281,36 @@ fn window_columns(aggregate: &datafusion_expr::Aggregate, window: &GroupWindow) 
         start: window.start,
         end: window.end,
         layout,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// An INSERT of `select` from a bid table with event time into a print table.
+    fn plan_of(select: &str) -> String {
+        let script = format!(
+            "CREATE TABLE bid (auction BIGINT, price BIGINT, ts TIMESTAMP(3),
+               WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ('connector' = 'datagen');
+             CREATE TABLE o (a TIMESTAMP(3), b BIGINT, c BIGINT) WITH ('connector' = 'print');
+             INSERT INTO o {select};"
+        );
+        crate::plan(&script, &[]).unwrap().explain()
+    }
+
+    #[test]
+    fn a_key_grouped_by_twice_is_grouped_by_once() {
+        let unbounded = "SELECT CAST(NULL AS TIMESTAMP(3)), auction, COUNT(*) FROM bid GROUP BY";
+        assert_eq!(
+            plan_of(&format!("{unbounded} auction, auction")),
+            plan_of(&format!("{unbounded} auction"))
+        );
+        let window = "SELECT window_start, auction, COUNT(*) \
+                      FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), INTERVAL '2' SECOND)) GROUP BY";
+        assert_eq!(
+            plan_of(&format!(
+                "{window} window_start, window_start, window_end, auction, window_end, auction"
+            )),
+            plan_of(&format!("{window} window_start, window_end, auction"))
+        );
     }
 }
