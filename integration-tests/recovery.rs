@@ -413,6 +413,44 @@ fn a_restarted_jobmanager_adopts_its_running_job_exactly() {
     assert_eq!(largest_counts(&cluster.printed()), expected);
 }
 
+/// [`job`] without checkpoints (at-most-once: nothing to restart from).
+fn job_without_checkpoints(events: u64, rate: u64) -> String {
+    let script = job(events, rate, "AT_LEAST_ONCE", "200ms");
+    let without = script.replace("SET 'execution.checkpointing.interval' = '500ms';", "");
+    assert_ne!(script, without);
+    without
+}
+
+/// A job without checkpoints lives through a JobManager restart as well: its run is
+/// adopted, and its output is the failure-free run's, nothing lost, nothing repeated.
+#[test]
+fn a_restarted_jobmanager_adopts_a_job_without_checkpoints() {
+    let mut cluster = Cluster::start("jobmanager-kill-no-checkpoints", 2, 2);
+    let job_id = cluster.submit(&job_without_checkpoints(200_000, 25_000), 4);
+    cluster.wait_for(&job_id, "RUNNING", TWO_MINUTES);
+    std::thread::sleep(Duration::from_secs(2));
+    cluster.restart_jobmanager();
+    let status = cluster.wait_for(&job_id, "FINISHED", TWO_MINUTES);
+    assert_eq!(status["restarts"].as_u64().unwrap_or(0), 0, "{status}");
+    let expected = failure_free(&cluster.scratch, 200_000);
+    assert_eq!(largest_counts(&cluster.printed()), expected);
+}
+
+/// A job without checkpoints whose run loses a TaskManager together with the JobManager
+/// cannot be adopted, and has nothing to restart from: it fails, saying why.
+#[test]
+fn a_job_without_checkpoints_fails_when_its_run_cannot_be_adopted() {
+    let mut cluster = Cluster::start("jobmanager-kill-no-checkpoints-tm", 2, 2);
+    let job_id = cluster.submit(&job_without_checkpoints(2_000_000, 25_000), 4);
+    cluster.wait_for(&job_id, "RUNNING", TWO_MINUTES);
+    cluster.taskmanagers[0].child.kill().unwrap();
+    cluster.restart_jobmanager();
+    let status = cluster.wait_for(&job_id, "FAILED", TWO_MINUTES);
+    let reason = status["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("did not run on whole"), "{status}");
+    assert!(reason.contains("keeps no checkpoints"), "{status}");
+}
+
 /// 2-second tumbling windows of Nexmark bids per auction, exactly once into files under
 /// `output`: the shape of the soak that found the hole of a replaced JobManager. Its
 /// tables are `{prefix}bid` and `{prefix}windows`.

@@ -29,7 +29,13 @@ impl JobManager {
         job_id: &str,
         record: &mut JobRecord,
     ) -> Option<Duration> {
-        let (_, storage) = record.storage.as_ref()?;
+        let Some((_, storage)) = record.storage.as_ref() else {
+            // A job without checkpoints has no log to claim and nothing to restart from:
+            // its run is adopted, or the job fails.
+            record.adoption = Some(Adoption::default());
+            record.reason = "waiting for its TaskManagers to show its running tasks".into();
+            return Some(self.adoption_window());
+        };
         match storage.restart_point(record.unreadable_checkpoints()).await {
             Ok(point) => {
                 record.adoption = Some(Adoption::new(&point));

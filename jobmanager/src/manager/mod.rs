@@ -319,15 +319,15 @@ impl JobManager {
             record.submitted_at_ms = stored.submitted_at_ms;
             record.restore_from = stored.restore_from;
             let checkpointing = record.storage.is_some();
-            let actions = if checkpointing {
+            record.reason = "resuming after a JobManager restart".into();
+            // A run that was running may still run whole: the TaskManagers get a while to
+            // show it before the job restarts from its checkpoint (or, keeping none, fails).
+            let wait = match stored.state {
+                JobState::Running => self.await_adoption(&job_id, &mut record).await,
+                _ => None,
+            };
+            let actions = if checkpointing || wait.is_some() {
                 record.transition(&job_id, Transition::Failed { restart: true });
-                record.reason = "resuming after a JobManager restart".into();
-                // A run that was running may still run whole: the TaskManagers get a
-                // while to show it before the job restarts from its checkpoint.
-                let wait = match stored.state {
-                    JobState::Running => self.await_adoption(&job_id, &mut record).await,
-                    _ => None,
-                };
                 vec![Action::Restart(
                     ExecutionId::new(&job_id, record.attempt),
                     wait.unwrap_or_default(),

@@ -126,14 +126,20 @@ impl JobManager {
     fn fail_for_good(self: &Arc<Self>, execution: &ExecutionId, reason: String) {
         let actions = {
             let mut state = self.lock();
-            let Some(job) = state.transition_run(execution, Transition::Unrestorable) else {
+            if state
+                .transition_run(execution, Transition::Unrestorable)
+                .is_none()
+            {
                 return;
-            };
+            }
+            let mut actions = abandon_adoption(&mut state, &execution.job);
+            let job = state.jobs.get_mut(&execution.job).expect("job exists");
             tracing::error!(job = %execution.job, %reason, "job failed; it cannot restart");
             job.reason = reason;
-            self.persisted(&execution.job, job)
+            actions.extend(self.persisted(&execution.job, job));
+            actions
         };
-        self.send(actions.into_iter().collect());
+        self.send(actions);
     }
 
     /// A failure reported for a run: applies only to the job's current run.
@@ -167,14 +173,14 @@ impl JobManager {
         };
         // Metadata being written now is waited for, so that it counts.
         drop(self.commits.write().await);
-        let point = match &storage {
-            Some(storage) => storage.restart_point(unreadable).await,
-            None => Ok(RestartPoint {
-                checkpoint: None,
-                newest_id: 0,
-            }),
+        let Some(storage) = storage else {
+            // Only a recovered job that waited to adopt its run comes here without checkpoints.
+            let reason = "the JobManager changed, the run did not run on whole, and the job \
+                          keeps no checkpoints to restart from";
+            self.fail_for_good(&execution, reason.into());
+            return;
         };
-        let point = match point {
+        let point = match storage.restart_point(unreadable).await {
             Ok(point) => point,
             Err(error @ EddyError::UnrestorableCheckpoint { .. }) => {
                 self.fail_for_good(&execution, error.to_string());
