@@ -19,8 +19,9 @@ use crate::job::{JobRecord, TaskRecord};
 use crate::lifecycle::{JobState, Transition};
 
 impl JobManager {
-    /// Makes a recovered job's last run adoptable: claims the job's commit log (no earlier
-    /// JobManager can commit to it any more) and keeps what the log names. Returns how long
+    /// Makes a recovered job's last run adoptable: claims the job's commit log, if it
+    /// checkpoints (no earlier JobManager can commit to it any more), and keeps what the
+    /// log names. Returns how long
     /// the TaskManagers have to show the run before the job restarts instead (see
     /// [`JobManager::adoption_window`]); `None` when the log cannot be read now (the
     /// restart tries again).
@@ -29,24 +30,23 @@ impl JobManager {
         job_id: &str,
         record: &mut JobRecord,
     ) -> Option<Duration> {
-        let Some((_, storage)) = record.storage.as_ref() else {
+        let adoption = match record.storage.as_ref() {
             // A job without checkpoints has no log to claim and nothing to restart from:
             // its run is adopted, or the job fails.
-            record.adoption = Some(Adoption::default());
-            record.reason = "waiting for its TaskManagers to show its running tasks".into();
-            return Some(self.adoption_window());
+            None => Adoption::default(),
+            Some((_, storage)) => {
+                match storage.restart_point(record.unreadable_checkpoints()).await {
+                    Ok(point) => Adoption::new(&point),
+                    Err(error) => {
+                        tracing::warn!(job = %job_id, %error, "cannot read the commit log; the job restarts");
+                        return None;
+                    }
+                }
+            }
         };
-        match storage.restart_point(record.unreadable_checkpoints()).await {
-            Ok(point) => {
-                record.adoption = Some(Adoption::new(&point));
-                record.reason = "waiting for its TaskManagers to show its running tasks".into();
-                Some(self.adoption_window())
-            }
-            Err(error) => {
-                tracing::warn!(job = %job_id, %error, "cannot read the commit log; the job restarts");
-                None
-            }
-        }
+        record.adoption = Some(adoption);
+        record.reason = "waiting for its TaskManagers to show its running tasks".into();
+        Some(self.adoption_window())
     }
 
     /// How long a recovered job waits for its TaskManagers: as long as a TaskManager may

@@ -286,8 +286,8 @@ impl JobManager {
     /// Reloads the jobs of an earlier JobManager from the job store. A job that was running
     /// is adopted if its TaskManagers show its whole run in time (see [`adoptions`]);
     /// otherwise, as every other unfinished job, it restarts from its newest valid
-    /// checkpoint once TaskManagers have registered (a job without checkpoints cannot
-    /// resume exactly, and fails).
+    /// checkpoint once TaskManagers have registered (a job without checkpoints has none to
+    /// restart from, and fails).
     pub async fn recover(self: &Arc<Self>) -> eddy_common::Result<()> {
         let Some(store) = &self.store else {
             return Ok(());

@@ -171,8 +171,6 @@ impl JobManager {
                 _ => return,
             }
         };
-        // Metadata being written now is waited for, so that it counts.
-        drop(self.commits.write().await);
         let Some(storage) = storage else {
             // Only a recovered job that waited to adopt its run comes here without checkpoints.
             let reason = "the JobManager changed, the run did not run on whole, and the job \
@@ -180,6 +178,8 @@ impl JobManager {
             self.fail_for_good(&execution, reason.into());
             return;
         };
+        // Metadata being written now is waited for, so that it counts.
+        drop(self.commits.write().await);
         let point = match storage.restart_point(unreadable).await {
             Ok(point) => point,
             Err(error @ EddyError::UnrestorableCheckpoint { .. }) => {

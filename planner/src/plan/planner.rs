@@ -49,6 +49,7 @@ pub fn plan_job(script: &CompiledScript) -> Result<JobGraph> {
         used_hints: BTreeSet::new(),
     };
     for insert in &script.inserts {
+        // An error planning the statement says where it is.
         planner
             .plan_insert(insert)
             .map_err(|error| crate::sql::locate(error, insert.location))?;
@@ -273,13 +274,10 @@ impl Planner {
             .keys()
             .find(|name| !self.used_hints.contains(*name))
         {
-            return Err(EddyError::Sql {
-                location: insert.location,
-                message: format!(
-                    "STATE_TTL names '{unused}', which is no input of a regular join or an \
-                     unbounded GROUP BY of the query (name a table, view or alias they read)"
-                ),
-            });
+            return Err(EddyError::Plan(format!(
+                "STATE_TTL names '{unused}', which is no input of a regular join or an \
+                 unbounded GROUP BY of the query (name a table, view or alias they read)"
+            )));
         }
         if stream
             .window
