@@ -69,7 +69,6 @@ pub fn job(name: &str, events: u64, rate: u64, guarantee: &str, systems: &System
         "SET 'execution.checkpointing.interval' = '300ms';
          SET 'restart-strategy.exponential-delay.initial-backoff' = '200ms';
          SET 'restart-strategy.exponential-delay.max-backoff' = '200ms';
-         SET 'restart-strategy.exponential-delay.attempts-before-reset-backoff' = '100';
          CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR,
            dateTime TIMESTAMP(3), WATERMARK FOR dateTime AS dateTime - INTERVAL '1' SECOND)
            WITH ('connector' = 'nexmark', 'nexmark.table' = 'bid', 'events.num' = '{events}',

@@ -383,7 +383,6 @@ fn job(name: &str, url: &str, rate: u64) -> String {
         "SET 'execution.checkpointing.interval' = '300ms';
          SET 'restart-strategy.exponential-delay.initial-backoff' = '200ms';
          SET 'restart-strategy.exponential-delay.max-backoff' = '500ms';
-         SET 'restart-strategy.exponential-delay.attempts-before-reset-backoff' = '100';
          CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT)
            WITH ('connector' = 'nexmark', 'nexmark.table' = 'bid', 'events.num' = '150000',
            'events.rate' = '{rate}');

@@ -471,7 +471,6 @@ fn the_kafka_sink_stays_exact_while_the_broker_freezes() {
         "SET 'execution.checkpointing.interval' = '500ms';
          SET 'restart-strategy.exponential-delay.initial-backoff' = '100ms';
          SET 'restart-strategy.exponential-delay.max-backoff' = '500ms';
-         SET 'restart-strategy.exponential-delay.attempts-before-reset-backoff' = '1000';
          CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT) WITH (
            'connector' = 'nexmark', 'nexmark.table' = 'bid', 'events.num' = '200000',
            'events.rate' = '20000');

@@ -29,6 +29,7 @@ mod postgres;
 mod processes;
 mod processing_time;
 mod recovery;
+mod restarts;
 mod s3;
 mod security;
 mod semi_joins;

@@ -487,7 +487,7 @@ fn windows_job(output: &std::path::Path, events: u64, rate: u64) -> String {
 
 /// The windows in `output` are those of a failure-free run of [`windows_job`] (400 000
 /// events), each once, and no file is left hidden.
-fn assert_windows_exact(cluster: &Cluster, output: &std::path::Path) {
+pub fn assert_windows_exact(cluster: &Cluster, output: &std::path::Path) {
     let reference = cluster.scratch.path().join("reference");
     let script = windows_job(&reference, 400_000, 0);
     assert!(run_script(&cluster.scratch, &script, 2).status.success());

@@ -51,7 +51,6 @@ fn soak_job(name: &str, events: u64, rate: u64, systems: &Systems, windows: &Pat
          SET 'execution.checkpointing.interval' = '1s';
          SET 'restart-strategy.exponential-delay.initial-backoff' = '100ms';
          SET 'restart-strategy.exponential-delay.max-backoff' = '1s';
-         SET 'restart-strategy.exponential-delay.attempts-before-reset-backoff' = '1000';
          {}",
         job(name, events, rate, "exactly-once", systems),
         windows_into_files("time_", windows, events, rate)

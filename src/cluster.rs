@@ -676,6 +676,20 @@ pub async fn top(target: &Target, job_id: String, interval_ms: u64) -> Result<()
     }
 }
 
+/// The restarts as `eddy status` shows them: in all, against the strategy's budget, and
+/// the strategy's last reset.
+fn restarts_line(job: &pb::JobInfo) -> String {
+    let mut line = format!(
+        "{} ({} counted by {})",
+        job.restarts, job.restart_attempts, job.restart_strategy
+    );
+    if job.restart_reset_at_ms > 0 {
+        let ago = (eddy_common::event::wall_clock() - job.restart_reset_at_ms).max(0) / 1000;
+        line.push_str(&format!("; backoff reset {ago} s ago"));
+    }
+    line
+}
+
 /// `eddy status`.
 pub async fn status(
     target: &Target,
@@ -723,7 +737,9 @@ pub async fn status(
             let value = serde_json::json!({
                 "job_id": job.job_id, "name": job.name, "state": job_state(job.state), "reason": job.reason,
                 "submitted_at_ms": job.submitted_at_ms, "started_at_ms": job.started_at_ms,
-                "restarts": job.restarts, "restored_from": job.restored_from, "vertices": vertices,
+                "restarts": job.restarts, "restart_strategy": job.restart_strategy,
+                "restart_attempts": job.restart_attempts, "restart_reset_at_ms": job.restart_reset_at_ms,
+                "restored_from": job.restored_from, "vertices": vertices,
                 "checkpoints": checkpoint_list, "leader": leader,
             });
             println!("{}", serde_json::to_string_pretty(&value)?);
@@ -738,7 +754,7 @@ pub async fn status(
             if !job.reason.is_empty() {
                 println!("  {}", job.reason);
             }
-            println!("  restarts: {}", job.restarts);
+            println!("  restarts: {}", restarts_line(&job));
             if let Some(leader) = &job.leader {
                 let now = eddy_common::event::wall_clock();
                 println!(

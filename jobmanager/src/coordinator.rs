@@ -254,17 +254,24 @@ impl CheckpointCoordinator {
 
     /// A source's TaskManager could not be given the trigger of `checkpoint`: it can never
     /// complete (and aligned tasks would hold back the sources that did get it until the
-    /// timeout), so it is aborted now. `true` when failures exceed the tolerance.
-    pub fn trigger_failed(&mut self, checkpoint: u64, reason: &str) -> bool {
-        match &self.pending {
-            Some(p) if p.id == checkpoint => {
-                self.abort(&format!("its trigger was not delivered: {reason}"))
-            }
-            _ => false,
+    /// timeout), so it is aborted now. As in Flink, this does not count towards
+    /// `tolerable-failed-checkpoints`: a task that does not run is the failover's to handle
+    /// (its TaskManager lost, or the run failing), not a checkpoint's failure.
+    pub fn trigger_failed(&mut self, checkpoint: u64, reason: &str) {
+        if self.pending.as_ref().is_some_and(|p| p.id == checkpoint) {
+            self.end_pending(&format!("its trigger was not delivered: {reason}"));
         }
     }
 
+    /// Aborts the pending checkpoint for a failure that counts (a decline, a timeout);
+    /// returns whether failures now exceed the tolerance.
     fn abort(&mut self, reason: &str) -> bool {
+        self.end_pending(reason);
+        self.failed()
+    }
+
+    /// Ends the pending checkpoint as failed for `reason`.
+    fn end_pending(&mut self, reason: &str) {
         if let Some(mut pending) = self.pending.take() {
             tracing::warn!(checkpoint = pending.id, %reason, "checkpoint aborted");
             pending.info.state = pb::CheckpointState::Failed as i32;
@@ -273,7 +280,6 @@ impl CheckpointCoordinator {
             self.remember(pending.info);
         }
         self.last_end = Instant::now();
-        self.failed()
     }
 
     fn failed(&mut self) -> bool {
@@ -408,29 +414,39 @@ mod tests {
     }
 
     #[test]
-    fn an_undelivered_trigger_aborts_its_checkpoint_at_once() {
-        let mut c = coordinator(1);
-        let later = Instant::now() + Duration::from_secs(1);
+    fn an_undelivered_trigger_aborts_its_checkpoint_at_once_without_counting() {
+        let mut c = coordinator(0);
+        let mut later = Instant::now() + Duration::from_secs(1);
         let first = c.due(later).unwrap();
-        assert!(
-            !c.trigger_failed(first.checkpoint + 1, "stale"),
-            "another checkpoint"
-        );
+        c.trigger_failed(first.checkpoint + 1, "stale");
         assert_eq!(
             c.acknowledge(TaskKey::new(0, 0), ack(first.checkpoint, 0)),
             AckOutcome::Waiting,
-            "still pending"
+            "another checkpoint's trigger leaves this one pending"
         );
-        assert!(!c.trigger_failed(first.checkpoint, "job does not run here"));
+        c.trigger_failed(first.checkpoint, "job does not run here");
         assert_eq!(
             c.acknowledge(TaskKey::new(1, 0), ack(first.checkpoint, 1)),
             AckOutcome::Ignored,
             "aborted"
         );
-        let second = c.due(later + Duration::from_secs(1)).unwrap();
-        assert!(
-            c.trigger_failed(second.checkpoint, "unreachable"),
-            "a second failure exceeds one tolerated"
+        // However many triggers go undelivered, none counts against zero tolerated
+        // failures; a decline after them is the first that counts.
+        for _ in 0..5 {
+            later += Duration::from_secs(1);
+            let next = c.due(later).unwrap();
+            c.trigger_failed(next.checkpoint, "unreachable");
+        }
+        assert_eq!(c.counts(), (0, 6));
+        later += Duration::from_secs(1);
+        let declined = c.due(later).unwrap();
+        let decline = Acknowledgement {
+            result: Err("disk full".into()),
+            ..ack(declined.checkpoint, 0)
+        };
+        assert_eq!(
+            c.acknowledge(TaskKey::new(0, 0), decline),
+            AckOutcome::Aborted(true)
         );
     }
 

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use eddy_common::checkpoint::{CheckpointStorage, Unreadable};
+use eddy_common::config::restart::{RestartDecision, RestartTracker, jitter_draw};
 use eddy_common::ids::{ExecutionId, TaskKey};
 use eddy_planner::plan::explain::operators;
 use eddy_planner::plan::{JobGraph, VertexOutput};
@@ -107,8 +108,13 @@ pub struct JobRecord {
     pub started_at_ms: i64,
     /// The current run's number.
     pub attempt: u32,
-    /// Restarts so far.
+    /// Restarts so far, in the job's whole life.
     pub restarts: u32,
+    /// Its restart strategy and what it remembers of the failures (kept in memory: a
+    /// new JobManager starts it afresh, as Flink's does).
+    pub restart: RestartTracker,
+    /// When the restart strategy last reset its backoff and count (0: never).
+    pub restart_reset_at_ms: i64,
     /// The current run's tasks.
     pub tasks: BTreeMap<TaskKey, TaskRecord>,
     /// The slots the current run holds: slot `k` (on that TaskManager) runs subtask `k`
@@ -159,6 +165,7 @@ impl JobRecord {
             .iter()
             .map(|(k, v)| (k.clone(), redacted(k, v).to_string()))
             .collect();
+        let restart_strategy = graph.config.restart_strategy();
         JobRecord {
             name: graph.config.name.clone(),
             explained: graph.explain(),
@@ -174,6 +181,8 @@ impl JobRecord {
             started_at_ms: 0,
             attempt: 1,
             restarts: 0,
+            restart: RestartTracker::new(restart_strategy),
+            restart_reset_at_ms: 0,
             tasks: BTreeMap::new(),
             slots: Vec::new(),
             storage,
@@ -256,6 +265,19 @@ impl JobRecord {
             .iter()
             .filter(|(key, _)| self.graph.vertices[key.vertex].source.is_some())
             .all(|(_, t)| t.input_ended)
+    }
+
+    /// What its restart strategy decides about a failure now; notes a reset of the
+    /// strategy's backoff and count.
+    pub fn restart_decision(&mut self) -> RestartDecision {
+        let resets = self.restart.resets();
+        let decision = self
+            .restart
+            .on_failure(std::time::Instant::now(), jitter_draw());
+        if self.restart.resets() != resets {
+            self.restart_reset_at_ms = eddy_common::event::wall_clock();
+        }
+        decision
     }
 
     /// Counts a restart, for `cause`, in its restarts and their history.
@@ -394,6 +416,9 @@ impl JobRecord {
             submitted_at_ms: self.submitted_at_ms,
             started_at_ms: self.started_at_ms,
             restarts: self.restarts,
+            restart_strategy: self.restart.strategy().to_string(),
+            restart_attempts: self.restart.attempts(),
+            restart_reset_at_ms: self.restart_reset_at_ms,
             vertices,
             plan: self.explained.clone(),
             restored_from: self.restore_from,

@@ -1,4 +1,4 @@
-//! Checkpointing and restart options, named as in Flink.
+//! Checkpointing options, named as in Flink.
 
 use std::time::Duration;
 
@@ -54,47 +54,6 @@ impl Default for CheckpointConfig {
     }
 }
 
-/// `restart-strategy.*`: how a failed job is restarted from its latest checkpoint.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RestartStrategy {
-    /// Whether to restart at all (`restart-strategy.type` = `none` disables it).
-    pub enabled: bool,
-    /// First delay.
-    pub initial_backoff: Duration,
-    /// Largest delay.
-    pub max_backoff: Duration,
-    /// Factor between consecutive delays.
-    pub multiplier: f64,
-    /// Restarts allowed before the job fails for good.
-    pub max_attempts: u32,
-}
-
-impl Default for RestartStrategy {
-    fn default() -> Self {
-        RestartStrategy {
-            enabled: true,
-            initial_backoff: Duration::from_millis(500),
-            max_backoff: Duration::from_secs(30),
-            multiplier: 2.0,
-            max_attempts: 10,
-        }
-    }
-}
-
-impl RestartStrategy {
-    /// The delay before restart number `attempt` (from 1), at most the largest delay
-    /// however many restarts came before.
-    pub fn backoff(&self, attempt: u32) -> Duration {
-        let exponent = i32::try_from(attempt.saturating_sub(1)).unwrap_or(i32::MAX);
-        let seconds = self.initial_backoff.as_secs_f64() * self.multiplier.powi(exponent);
-        // Past the largest delay (or overflowing to infinity, or NaN): the largest delay.
-        if seconds.is_nan() || seconds >= self.max_backoff.as_secs_f64() {
-            return self.max_backoff;
-        }
-        Duration::from_secs_f64(seconds)
-    }
-}
-
 /// Parses a duration as Flink writes them: `500ms`, `1s`, `2 min`, `1h`, or plain
 /// milliseconds.
 pub fn parse_duration(key: &str, value: &str) -> Result<Duration> {
@@ -126,7 +85,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_and_backoff() {
+    fn durations() {
         assert_eq!(parse_duration("k", "1s").unwrap(), Duration::from_secs(1));
         assert_eq!(
             parse_duration("k", "250 ms").unwrap(),
@@ -141,20 +100,6 @@ mod tests {
             Duration::from_millis(1500)
         );
         assert!(parse_duration("k", "soon").is_err());
-        let strategy = RestartStrategy::default();
-        assert_eq!(strategy.backoff(1), Duration::from_millis(500));
-        assert_eq!(strategy.backoff(3), Duration::from_secs(2));
-        assert_eq!(strategy.backoff(30), Duration::from_secs(30));
-        // Many restarts (the soak restarted a job 95 times with 100 allowed before the
-        // backoff resets) and an infinite multiplier stay at the largest delay.
-        assert_eq!(strategy.backoff(95), Duration::from_secs(30));
-        assert_eq!(strategy.backoff(u32::MAX), Duration::from_secs(30));
-        let infinite = RestartStrategy {
-            multiplier: f64::INFINITY,
-            ..RestartStrategy::default()
-        };
-        assert_eq!(infinite.backoff(2), Duration::from_secs(30));
-        assert_eq!(infinite.backoff(1), Duration::from_millis(500));
     }
 
     #[test]

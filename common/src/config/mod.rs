@@ -3,9 +3,11 @@
 use std::collections::BTreeMap;
 
 pub mod checkpointing;
+pub mod restart;
 
 use crate::{EddyError, Result};
-use checkpointing::{CheckpointConfig, CheckpointingMode, RestartStrategy, parse_duration};
+use checkpointing::{CheckpointConfig, CheckpointingMode, parse_duration};
+use restart::{RestartOptions, RestartStrategy};
 
 /// Default parallelism of every operator (`parallelism.default`).
 pub const PARALLELISM: &str = "parallelism.default";
@@ -37,11 +39,6 @@ const KNOWN_KEYS: &[&str] = &[
     "state.backend.incremental",
     "execution.checkpointing.dir",
     "state.checkpoints.dir",
-    "restart-strategy.type",
-    "restart-strategy.exponential-delay.initial-backoff",
-    "restart-strategy.exponential-delay.max-backoff",
-    "restart-strategy.exponential-delay.backoff-multiplier",
-    "restart-strategy.exponential-delay.attempts-before-reset-backoff",
 ];
 
 /// The cache a lookup join keeps of its table (Flink's `lookup.cache` = `PARTIAL`), as
@@ -71,8 +68,8 @@ pub struct JobConfig {
     pub name: String,
     /// Checkpointing.
     pub checkpoints: CheckpointConfig,
-    /// Restarts after failures.
-    pub restart: RestartStrategy,
+    /// Restarts after failures, as set (see [`JobConfig::restart_strategy`]).
+    pub restart: RestartOptions,
     /// Idle state retention of unbounded keyed state (`None`: kept for good).
     pub state_ttl: Option<std::time::Duration>,
     raw: BTreeMap<String, String>,
@@ -86,7 +83,7 @@ impl Default for JobConfig {
             batch_size: 4096,
             name: "eddy-job".to_string(),
             checkpoints: CheckpointConfig::default(),
-            restart: RestartStrategy::default(),
+            restart: RestartOptions::default(),
             state_ttl: None,
             raw: BTreeMap::new(),
         }
@@ -149,40 +146,16 @@ impl JobConfig {
             "execution.checkpointing.dir" | "state.checkpoints.dir" => {
                 self.checkpoints.directory = Some(value.trim().to_string())
             }
-            "restart-strategy.type" => {
-                self.restart.enabled = match value.trim().to_ascii_lowercase().as_str() {
-                    "none" | "disable" | "off" => false,
-                    "exponential-delay" | "exponentialdelay" | "exponential" => true,
-                    _ => {
-                        return Err(EddyError::Config(format!(
-                            "'{key}' = '{value}': expected exponential-delay or none"
-                        )));
-                    }
-                }
-            }
-            "restart-strategy.exponential-delay.initial-backoff" => {
-                self.restart.initial_backoff = parse_duration(key, value)?
-            }
-            "restart-strategy.exponential-delay.max-backoff" => {
-                self.restart.max_backoff = parse_duration(key, value)?
-            }
-            "restart-strategy.exponential-delay.backoff-multiplier" => {
-                self.restart.multiplier = match value.trim().parse::<f64>() {
-                    Ok(m) if m >= 1.0 => m,
-                    _ => {
-                        return Err(EddyError::Config(format!(
-                            "'{key}' = '{value}': expected a number of at least 1"
-                        )));
-                    }
-                }
-            }
-            "restart-strategy.exponential-delay.attempts-before-reset-backoff" => {
-                self.restart.max_attempts = parse_count(key, value)? as u32
-            }
+            _ if self.restart.set(key, value)? => {}
             _ => {
                 return Err(EddyError::Config(format!(
                     "unknown option '{key}'; valid options are: {}",
-                    KNOWN_KEYS.join(", ")
+                    KNOWN_KEYS
+                        .iter()
+                        .chain(restart::KEYS)
+                        .copied()
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )));
             }
         }
@@ -190,8 +163,15 @@ impl JobConfig {
         Ok(())
     }
 
+    /// The restart strategy in force: as set, or Flink's default for the job's
+    /// checkpointing.
+    pub fn restart_strategy(&self) -> RestartStrategy {
+        self.restart.strategy(self.checkpoints.interval.is_some())
+    }
+
     /// Checks the options fit together.
     pub fn validate(&self) -> Result<()> {
+        self.restart.validate()?;
         if self.checkpoints.unaligned && self.checkpoints.mode == CheckpointingMode::AtLeastOnce {
             return Err(EddyError::Config(
                 "unaligned checkpoints need execution.checkpointing.mode = EXACTLY_ONCE".into(),

@@ -77,6 +77,13 @@ pub struct JobDetail {
     pub started_at_ms: i64,
     /// Restarts so far.
     pub restarts: u32,
+    /// The restart strategy in force, with its options.
+    pub restart_strategy: String,
+    /// Restarts the strategy counts against its budget (since its last reset, for
+    /// exponential-delay).
+    pub restart_attempts: u32,
+    /// When exponential-delay last reset its backoff and count (0: never).
+    pub restart_reset_at_ms: i64,
     /// The checkpoint the current run restored (0: none).
     pub restored_from: u64,
     /// The streaming plan as `eddy explain` prints it.
@@ -103,6 +110,9 @@ impl From<pb::JobInfo> for JobDetail {
             submitted_at_ms: j.submitted_at_ms,
             started_at_ms: j.started_at_ms,
             restarts: j.restarts,
+            restart_strategy: j.restart_strategy,
+            restart_attempts: j.restart_attempts,
+            restart_reset_at_ms: j.restart_reset_at_ms,
             restored_from: j.restored_from,
             plan: j.plan,
             vertices: j.vertices.into_iter().map(Vertex::from).collect(),

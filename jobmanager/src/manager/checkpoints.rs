@@ -89,27 +89,18 @@ impl JobManager {
         Ok(())
     }
 
-    /// Aborts `checkpoint` of the run `execution` when a trigger of it was not delivered.
-    pub(super) fn trigger_failed(
-        self: &Arc<Self>,
-        execution: &ExecutionId,
-        checkpoint: u64,
-        reason: &str,
-    ) {
-        let too_many = {
-            let mut state = self.lock();
-            let Some(job) = state.jobs.get_mut(&execution.job) else {
-                return;
-            };
-            if job.attempt != execution.attempt || job.state() != JobState::Running {
-                return;
-            }
-            job.coordinator
-                .as_mut()
-                .is_some_and(|c| c.trigger_failed(checkpoint, reason))
+    /// Aborts `checkpoint` of the run `execution` when a trigger of it was not delivered
+    /// (not a failure that counts: see [`crate::coordinator::CheckpointCoordinator::trigger_failed`]).
+    pub(super) fn trigger_failed(&self, execution: &ExecutionId, checkpoint: u64, reason: &str) {
+        let mut state = self.lock();
+        let Some(job) = state.jobs.get_mut(&execution.job) else {
+            return;
         };
-        if too_many {
-            self.fail(&execution.job, "too many failed checkpoints".into());
+        if job.attempt != execution.attempt || job.state() != JobState::Running {
+            return;
+        }
+        if let Some(coordinator) = job.coordinator.as_mut() {
+            coordinator.trigger_failed(checkpoint, reason);
         }
     }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use eddy_common::EddyError;
 use eddy_common::checkpoint::RestartPoint;
+use eddy_common::config::restart::RestartDecision;
 use eddy_common::event::StopRequest;
 use eddy_common::ids::{ExecutionId, TaskKey};
 use eddy_proto::v1 as pb;
@@ -89,31 +90,38 @@ impl JobManager {
         self.send(actions);
     }
 
-    /// A run of a job failed: restart it from its latest checkpoint, or fail it for good.
+    /// A run of a job failed: restart it from its latest checkpoint when its restart
+    /// strategy allows, or fail it for good.
     pub(super) fn fail(self: &Arc<Self>, job_id: &str, reason: String) {
         let actions = {
             let mut state = self.lock();
-            let Some(job) = state.jobs.get(job_id) else {
+            let Some(job) = state.jobs.get_mut(job_id) else {
                 return;
             };
-            let strategy = job.graph.config.restart.clone();
-            let restart =
-                job.storage.is_some() && strategy.enabled && job.restarts < strategy.max_attempts;
-            if !job.state().allows(Transition::Failed { restart }) {
+            if !job.state().allows(Transition::Failed { restart: true }) {
                 return;
             }
+            let decision = match job.storage {
+                Some(_) => job.restart_decision(),
+                None => RestartDecision::GiveUp {
+                    reason: "the job keeps no checkpoints to restart from".into(),
+                },
+            };
+            let restart = matches!(decision, RestartDecision::Restart { .. });
             let mut actions = end_run(&mut state, job_id, Some(StopRequest::Cancel));
             let job = state.jobs.get_mut(job_id).expect("job exists");
             job.transition(job_id, Transition::Failed { restart });
-            if restart {
-                job.count_restart(&reason);
-                let backoff = strategy.backoff(job.restarts);
-                job.reason = format!("{reason}; restart {} in {backoff:?}", job.restarts);
-                tracing::warn!(job = %job_id, %reason, restart = job.restarts, "job failed, restarting");
-                actions.push(Action::Restart(job.execution(job_id), backoff));
-            } else {
-                job.reason = reason.clone();
-                tracing::warn!(job = %job_id, %reason, "job failed");
+            match decision {
+                RestartDecision::Restart { delay } => {
+                    job.count_restart(&reason);
+                    job.reason = format!("{reason}; restart {} in {delay:?}", job.restarts);
+                    tracing::warn!(job = %job_id, %reason, restart = job.restarts, ?delay, "job failed, restarting");
+                    actions.push(Action::Restart(job.execution(job_id), delay));
+                }
+                RestartDecision::GiveUp { reason: why } => {
+                    job.reason = format!("{reason}; not restarted: {why}");
+                    tracing::warn!(job = %job_id, %reason, not_restarted = %why, "job failed");
+                }
             }
             actions.extend(self.persisted(job_id, job));
             actions

@@ -255,13 +255,21 @@ function checkpointTable(checkpoints) {
       el("td", {}, c.failure || ""))));
 }
 
+function restartStrategy(job) {
+  const reset = job.restart_reset_at_ms ? " · backoff reset " + dateTime(job.restart_reset_at_ms) : "";
+  return el("p", { class: "muted restart-strategy" },
+    job.restart_strategy + " · " + job.restart_attempts + " counted" + reset);
+}
+
 function restartTable(job) {
-  if (!job.restart_history.length) return el("p", { class: "muted" }, "No restarts.");
-  return el("table", {},
+  if (!job.restart_history.length) {
+    return el("div", {}, restartStrategy(job), el("p", { class: "muted" }, "No restarts."));
+  }
+  return el("div", {}, restartStrategy(job), el("table", {},
     el("tr", {}, el("th", {}, "At"), el("th", {}, "Cause"), el("th", { class: "num" }, "Resumed from")),
     job.restart_history.slice().reverse().map((r) => el("tr", { class: "restart" },
       el("td", {}, dateTime(r.at_ms)), el("td", {}, r.cause),
-      el("td", { class: "num" }, r.restored_from ? "checkpoint " + r.restored_from : "—"))));
+      el("td", { class: "num" }, r.restored_from ? "checkpoint " + r.restored_from : "—")))));
 }
 
 // The result of the last action stays on the page across refreshes.
