@@ -4,7 +4,9 @@
 
 mod chaos;
 mod cli;
+mod clock_step;
 mod cluster;
+mod disk_full;
 mod docker;
 mod examples;
 mod faults;
@@ -25,6 +27,7 @@ mod observability;
 mod outer_joins;
 mod over;
 mod partitioned;
+mod partitions;
 mod postgres;
 mod processes;
 mod processing_time;

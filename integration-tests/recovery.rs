@@ -487,10 +487,10 @@ fn windows_job(output: &std::path::Path, events: u64, rate: u64) -> String {
 
 /// The windows in `output` are those of a failure-free run of [`windows_job`] (400 000
 /// events), each once, and no file is left hidden.
-pub fn assert_windows_exact(cluster: &Cluster, output: &std::path::Path) {
-    let reference = cluster.scratch.path().join("reference");
+pub fn assert_windows_exact(scratch: &Scratch, output: &std::path::Path) {
+    let reference = scratch.path().join("reference");
     let script = windows_job(&reference, 400_000, 0);
-    assert!(run_script(&cluster.scratch, &script, 2).status.success());
+    assert!(run_script(scratch, &script, 2).status.success());
     let (mut got, mut expected) = (visible_lines(output), visible_lines(&reference));
     got.sort();
     expected.sort();
@@ -519,7 +519,7 @@ fn replaced_jobmanagers_leave_no_row_committed_twice() {
         cluster.restart_jobmanager();
     }
     cluster.wait_for(&job_id, "FINISHED", TWO_MINUTES);
-    assert_windows_exact(&cluster, &output);
+    assert_windows_exact(&cluster.scratch, &output);
 }
 
 /// The hidden (uncommitted) files of a directory.
@@ -565,7 +565,7 @@ fn a_stop_with_savepoint_commits_what_it_covers_and_resumes_exactly() {
         .trim()
         .to_string();
     cluster.wait_for(&resumed, "FINISHED", TWO_MINUTES);
-    assert_windows_exact(&cluster, &output);
+    assert_windows_exact(&cluster.scratch, &output);
 }
 
 /// Stops `job_id` with a savepoint after `checkpoints` checkpoints (a savepoint then

@@ -88,7 +88,7 @@ fn a_job_with_the_default_restart_strategy_survives_fifty_taskmanager_kills() {
         "{status}"
     );
     assert_eq!(status["restart_reset_at_ms"].as_i64(), Some(0), "{status}");
-    assert_windows_exact(&cluster, &output);
+    assert_windows_exact(&cluster.scratch, &output);
 }
 
 /// A job that does not end by itself (at parallelism 4 on two TaskManagers of 2 slots, so

@@ -8,7 +8,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// The `eddy` binary built for these tests; its log level is `EDDY_TEST_LOG` (default
 /// `warn`), e.g. `EDDY_TEST_LOG=info,eddy_taskmanager=debug` to follow a failing test.
 pub fn eddy() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_eddy"));
+    with_test_log(Command::new(env!("CARGO_BIN_EXE_eddy")))
+}
+
+/// [`eddy`] run inside network namespace `namespace` (`ip netns exec`, which needs root).
+pub fn eddy_in_namespace(namespace: &str) -> Command {
+    let mut command = Command::new("ip");
+    command.args(["netns", "exec", namespace, env!("CARGO_BIN_EXE_eddy")]);
+    with_test_log(command)
+}
+
+fn with_test_log(mut command: Command) -> Command {
     let level = std::env::var("EDDY_TEST_LOG").unwrap_or_else(|_| "warn".into());
     command.env_remove("RUST_LOG").env("EDDY_LOG", level);
     command
