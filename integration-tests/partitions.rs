@@ -119,6 +119,25 @@ impl Network {
         );
     }
 
+    /// Drops, inside host `i`, the packets it receives from every other host (not from the
+    /// machine's own end, where the test's clients are).
+    fn cut_from_all(&self, i: usize) {
+        let namespace = self.namespace(&i.to_string());
+        let (own, subnet) = (
+            format!("10.231.{}.1", self.subnet),
+            format!("10.231.{}.0/24", self.subnet),
+        );
+        for (source, verdict) in [(own.as_str(), "ACCEPT"), (subnet.as_str(), "DROP")] {
+            run(
+                "ip",
+                &[
+                    "netns", "exec", &namespace, "iptables", "-A", "INPUT", "-s", source, "-j",
+                    verdict,
+                ],
+            );
+        }
+    }
+
     /// Lets every packet of host `i` through again.
     fn heal(&self, i: usize) {
         let namespace = self.namespace(&i.to_string());
@@ -234,14 +253,24 @@ fn partition_and_heal(
     chain: &str,
     cut: impl Fn(&PartitionedCluster, &str) -> (usize, usize),
 ) -> u64 {
+    cut_and_heal(name, |cluster, job| {
+        let (host, peer) = cut(cluster, job);
+        eprintln!("partition: host {host} drops {chain} packets of host {peer}");
+        cluster.network.cut(host, chain, peer);
+        host
+    })
+}
+
+/// Runs the windows job, makes a partition with `cut` (returning the host it cut) once
+/// the job has checkpointed, and heals it after [`PARTITION`]; the job must end exact.
+/// Returns the job's restarts.
+fn cut_and_heal(name: &str, cut: impl Fn(&PartitionedCluster, &str) -> usize) -> u64 {
     let _heavy = exclusive();
     let cluster = PartitionedCluster::start(name);
     let output = cluster.scratch.path().join("windows");
     let job = cluster.submit_windows(&output);
     std::thread::sleep(Duration::from_secs(3));
-    let (host, peer) = cut(&cluster, &job);
-    eprintln!("partition: host {host} drops {chain} packets of host {peer}");
-    cluster.network.cut(host, chain, peer);
+    let host = cut(&cluster, &job);
     std::thread::sleep(PARTITION);
     cluster.network.heal(host);
     eprintln!("partition healed");
@@ -286,4 +315,16 @@ fn a_jobmanager_mute_to_a_taskmanager() {
     partition_and_heal("partition-jm-mute", "OUTPUT", |cluster, job| {
         (0, cluster.busy_taskmanager(job))
     });
+}
+
+/// The JobManager hears none of its TaskManagers (they still hear it, reach the disk and
+/// each other): it loses them all, and the job waits for slots until the partition heals.
+#[test]
+fn a_jobmanager_deaf_to_every_taskmanager() {
+    let restarts = cut_and_heal("partition-jm-alone", |cluster, _| {
+        eprintln!("partition: the JobManager drops what every TaskManager sends");
+        cluster.network.cut_from_all(0);
+        0
+    });
+    assert!(restarts >= 1, "the lost TaskManagers went unnoticed");
 }
