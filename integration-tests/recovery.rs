@@ -413,6 +413,30 @@ fn a_restarted_jobmanager_adopts_its_running_job_exactly() {
     assert_eq!(largest_counts(&cluster.printed()), expected);
 }
 
+/// A JobManager that stops between a checkpoint's commit point (its commit log) and its
+/// `_metadata` (the soak found this window: every restart's TaskManagers failed to read
+/// the metadata, for ever). With a TaskManager lost too, the run cannot be adopted: the
+/// next JobManager restarts the job from that checkpoint, writing its metadata first.
+#[test]
+fn a_checkpoint_committed_without_its_metadata_is_restored() {
+    let failpoint = [("EDDY_FAILPOINTS", "jobmanager.after-commit-log=3")];
+    let mut cluster = Cluster::start_with("unwritten-metadata", 2, 2, &[], &failpoint);
+    let job_id = cluster.submit(&job(200_000, 25_000, "EXACTLY_ONCE", "200ms"), 4);
+    let deadline = Instant::now() + TWO_MINUTES;
+    while cluster.jobmanager.child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the failpoint was not reached");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    cluster.taskmanagers[0].child.kill().unwrap();
+    cluster.add_taskmanager(2);
+    cluster.remove_env("EDDY_FAILPOINTS");
+    cluster.restart_jobmanager();
+    let status = cluster.wait_for(&job_id, "FINISHED", TWO_MINUTES);
+    assert!(status["restored_from"].as_u64().unwrap() >= 3, "{status}");
+    let expected = failure_free(&cluster.scratch, 200_000);
+    assert_eq!(largest_counts(&cluster.printed()), expected);
+}
+
 /// [`job`] without checkpoints (at-most-once: nothing to restart from).
 fn job_without_checkpoints(events: u64, rate: u64) -> String {
     let script = job(events, rate, "AT_LEAST_ONCE", "200ms");

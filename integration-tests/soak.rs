@@ -28,7 +28,11 @@ use crate::recovery::{next, seeded, windows_into_files};
 use crate::support::{Scratch, run_ok, visible_lines};
 
 /// The failpoints a restarted JobManager may carry, each aborting it at a checkpoint.
-const JOBMANAGER_FAILPOINTS: &[&str] = &["jobmanager.before-metadata", "jobmanager.before-notify"];
+const JOBMANAGER_FAILPOINTS: &[&str] = &[
+    "jobmanager.before-metadata",
+    "jobmanager.after-commit-log",
+    "jobmanager.before-notify",
+];
 /// The failpoints a replacement TaskManager may carry.
 const TASKMANAGER_FAILPOINTS: &[&str] = &["taskmanager.after-prepare", "taskmanager.before-commit"];
 

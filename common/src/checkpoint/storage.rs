@@ -468,6 +468,8 @@ impl CheckpointStorage {
         });
         futures::future::try_join_all(checks).await?;
         log.append(metadata).await?;
+        // Committed, its `_metadata` not written yet (a restart writes it).
+        crate::failpoint::crash_if("jobmanager.after-commit-log", metadata.checkpoint);
         let json = serde_json::to_vec_pretty(metadata).expect("checkpoint metadata serializes");
         let path = self.path(metadata.checkpoint, METADATA);
         if let Err(error) = self.location.store.put(&path, PutPayload::from(json)).await {
@@ -592,6 +594,7 @@ impl CheckpointStorage {
             let id = metadata.checkpoint;
             match self.directory(id).verify(&metadata).await {
                 Ok(()) => {
+                    self.write_missing_metadata(&metadata).await?;
                     return Ok(RestartPoint {
                         checkpoint: Some(metadata),
                         newest_id,
@@ -619,6 +622,33 @@ impl CheckpointStorage {
             checkpoint: None,
             newest_id,
         })
+    }
+
+    /// Writes a committed checkpoint's `_metadata` if its commit wrote none (its JobManager
+    /// stopped between the commit point and that write): restores read it from the
+    /// directory, and retention takes a checkpoint without it for incomplete.
+    async fn write_missing_metadata(&self, metadata: &CheckpointMetadata) -> Result<()> {
+        let path = self.path(metadata.checkpoint, METADATA);
+        match self.location.store.head(&path).await {
+            Ok(_) => return Ok(()),
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(error) => return Err(error.into()),
+        }
+        tracing::warn!(
+            checkpoint = metadata.checkpoint,
+            "the committed checkpoint has no _metadata: written from the commit log"
+        );
+        let json = serde_json::to_vec_pretty(metadata).expect("checkpoint metadata serializes");
+        let create = PutOptions::from(PutMode::Create);
+        match self
+            .location
+            .store
+            .put_opts(&path, PutPayload::from(json), create)
+            .await
+        {
+            Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
+            Err(error) => Err(error.into()),
+        }
     }
 
     /// Checkpoint `id` is complete but cannot be read: an error, or a warning before an
@@ -930,6 +960,36 @@ mod tests {
         assert!(
             dir.join("job/chk-4/0-0.state").exists(),
             "newer than the committed one: kept"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The soak's JobManager was SIGKILLed between a checkpoint's commit point and its
+    /// `_metadata`: every restart's TaskManagers then failed to read it, forever.
+    #[tokio::test]
+    async fn a_restart_writes_the_metadata_a_commit_left_unwritten() {
+        let dir = std::env::temp_dir().join(format!("eddy-chk-unwritten-{}", std::process::id()));
+        let root = resolve(dir.to_str().unwrap(), &[]).unwrap();
+        let storage = CheckpointStorage::new(&root, "job");
+        let task = storage
+            .write_task(1, 0, 0, vec![Bytes::from(vec![1; 4])], Vec::new())
+            .await
+            .unwrap();
+        let metadata = CheckpointMetadata {
+            checkpoint: 1,
+            completed_at_ms: 0,
+            vertex_parallelism: vec![1],
+            tasks: vec![task],
+            end_of_input: false,
+        };
+        storage.commit(&metadata).await.unwrap();
+        std::fs::remove_file(dir.join("job/chk-1/_metadata")).unwrap();
+        let point = storage.restart_point(Unreadable::Fail).await.unwrap();
+        assert_eq!(point.checkpoint.unwrap().checkpoint, 1);
+        assert_eq!(
+            storage.verified(1).await.unwrap(),
+            metadata,
+            "restores read it"
         );
         let _ = std::fs::remove_dir_all(&dir);
     }
