@@ -225,13 +225,23 @@ fn stop_on_panic(daemon: &'static str) {
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         report(info);
+        if std::thread::current().name() == Some(eddy_planner::PLANNING_THREAD) {
+            // A bug met planning a request: the request fails (see eddy_planner::plan).
+            return;
+        }
         tracing::error!(%info, "the {daemon} panicked; it stops");
         std::process::exit(70);
     }));
 }
 
+/// The stack of every runtime thread: tasks evaluate expressions as deep as the planner
+/// accepts ([`eddy_planner::sql::depth::MAX_CHAIN`] operators in a chain) recursively.
+/// Reserved, not resident: a thread touches only the pages it uses.
+const THREAD_STACK: usize = 32 << 20;
+
 fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
+        .thread_stack_size(THREAD_STACK)
         .enable_all()
         .build()
         .context("cannot start the runtime")

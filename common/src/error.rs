@@ -169,3 +169,12 @@ pub enum CallError {
     #[error("refused: {0}")]
     Refused(String),
 }
+
+/// What a caught panic said (its `&str` or `String` payload), or `default`.
+pub fn panic_message<'a>(panic: &'a (dyn std::any::Any + Send), default: &'a str) -> &'a str {
+    panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or(default)
+}

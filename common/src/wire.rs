@@ -42,11 +42,7 @@ pub fn decode_chunk(bytes: Vec<u8>) -> Result<Chunk> {
     // arrow-ipc panics on some malformed messages (e.g. an integer type of width 0) instead
     // of failing: a hostile or corrupted frame must fail the call, not the process.
     std::panic::catch_unwind(move || decode_arrow(bytes)).unwrap_or_else(|panic| {
-        let reason = panic
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| panic.downcast_ref::<&str>().copied())
-            .unwrap_or("the Arrow decoder panicked");
+        let reason = crate::error::panic_message(&*panic, "the Arrow decoder panicked");
         Err(EddyError::Frame(format!(
             "malformed Arrow IPC message: {reason}"
         )))

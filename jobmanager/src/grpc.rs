@@ -54,10 +54,14 @@ impl pb::job_service_server::JobService for JobServiceImpl {
         let principal = require_write(&request)?;
         let request = request.into_inner();
         let restore_path = (!request.restore_path.is_empty()).then_some(request.restore_path);
-        let job_id = self
-            .0
-            .submit(request.sql, request.options, restore_path, &principal.name)
-            .map_err(status)?;
+        let jobmanager = self.0.clone();
+        // Planning is CPU work: off the server's threads.
+        let job_id = tokio::task::spawn_blocking(move || {
+            jobmanager.submit(request.sql, request.options, restore_path, &principal.name)
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?
+        .map_err(status)?;
         Ok(Response::new(pb::SubmitJobResponse { job_id }))
     }
 

@@ -191,3 +191,148 @@ proptest! {
         }
     }
 }
+
+/// A statement long or deep in one way, past the planner's limits or within them.
+#[derive(Debug, Clone)]
+enum Shape {
+    /// `a op a op … op a` in the `WHERE` (or `SELECT`) clause.
+    Chain { op: &'static str, terms: usize },
+    /// One kind of nesting, `depth` levels deep.
+    Nested { kind: usize, depth: usize },
+    /// `SELECT … UNION [ALL] SELECT …`, of one kind or alternating with `EXCEPT`.
+    Unions { branches: usize, mixed: bool },
+    /// One `FROM` joining the table this many times.
+    Joins { count: usize },
+    /// Views on views, each using the one below once or twice.
+    Views { depth: usize, twice: bool },
+    /// `a IN (0, 1, …)`.
+    InList { values: usize },
+}
+
+const OPERATORS: &[&str] = &["+", "-", "*", "||", "AND", "OR", "=", "<"];
+
+/// Small, middling and huge sizes alike: the limits sit between them.
+fn size() -> impl Strategy<Value = usize> {
+    prop_oneof![1..64usize, 64..3_000usize, 3_000..250_000usize]
+}
+
+fn shape() -> impl Strategy<Value = Shape> {
+    prop_oneof![
+        (prop::sample::select(OPERATORS), size())
+            .prop_map(|(op, terms)| Shape::Chain { op, terms }),
+        (0..5usize, size()).prop_map(|(kind, depth)| Shape::Nested {
+            kind,
+            depth: depth.min(5_000)
+        }),
+        (size(), any::<bool>()).prop_map(|(branches, mixed)| Shape::Unions {
+            branches: branches.min(3_000),
+            mixed
+        }),
+        size().prop_map(|count| Shape::Joins {
+            count: count.min(3_000)
+        }),
+        (1..400usize, any::<bool>()).prop_map(|(depth, twice)| Shape::Views {
+            depth: if twice { depth.min(40) } else { depth },
+            twice
+        }),
+        size().prop_map(|values| Shape::InList { values }),
+    ]
+}
+
+/// The script of a shape, over one table.
+fn shaped_script(shape: &Shape) -> String {
+    let term = |op: &str, i: usize| match op {
+        "AND" | "OR" => format!("a > {i}"),
+        "||" => "b".to_string(),
+        _ => "a".to_string(),
+    };
+    let query = match shape {
+        Shape::Chain { op, terms } => {
+            let chain = (0..*terms).map(|i| term(op, i)).collect::<Vec<_>>();
+            let chain = chain.join(&format!(" {op} "));
+            match *op {
+                "AND" | "OR" | "=" | "<" => format!("SELECT a FROM s WHERE {chain}"),
+                "||" => format!("SELECT CHAR_LENGTH({chain}) FROM s"),
+                _ => format!("SELECT {chain} FROM s"),
+            }
+        }
+        Shape::Nested { kind, depth } => {
+            let wrap = |inner: String, i: usize| match kind {
+                0 => format!("({inner})"),
+                1 => format!("CASE WHEN a > {i} THEN {inner} ELSE 0 END"),
+                2 => format!("ABS({inner})"),
+                3 => format!("- {inner}"),
+                _ => inner,
+            };
+            match kind {
+                4 => (0..*depth).fold("SELECT a FROM s".to_string(), |q, _| {
+                    format!("SELECT a FROM ({q})")
+                }),
+                _ => format!("SELECT {} FROM s", (0..*depth).fold("a".into(), wrap)),
+            }
+        }
+        Shape::Unions { branches, mixed } => (0..*branches)
+            .map(|i| match (i, mixed, i % 2) {
+                (0, _, _) => format!("SELECT a + {i} FROM s"),
+                (_, true, 1) => format!("EXCEPT SELECT a + {i} FROM s"),
+                _ => format!("UNION ALL SELECT a + {i} FROM s"),
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+        Shape::Joins { count } => {
+            let joins = (1..=*count)
+                .map(|i| format!("JOIN s AS t{i} ON t{i}.a = t0.a"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            format!("SELECT t0.a FROM s AS t0 {joins}")
+        }
+        Shape::Views { depth, twice } => {
+            let mut views = String::from("CREATE VIEW v0 AS SELECT a FROM s;\n");
+            for i in 1..*depth {
+                let below = format!("SELECT a FROM v{}", i - 1);
+                let body = match twice {
+                    true => format!("{below} UNION ALL {below}"),
+                    false => format!("SELECT a + 1 AS a FROM v{}", i - 1),
+                };
+                views.push_str(&format!("CREATE VIEW v{i} AS {body};\n"));
+            }
+            return format!("{TABLES}{views}INSERT INTO o SELECT a FROM v{};", depth - 1);
+        }
+        Shape::InList { values } => {
+            let list = (0..*values).map(|i| i.to_string()).collect::<Vec<_>>();
+            format!("SELECT a FROM s WHERE a IN ({})", list.join(", "))
+        }
+    };
+    format!("{TABLES}INSERT INTO o {query};")
+}
+
+const TABLES: &str = "CREATE TABLE s (a BIGINT, b VARCHAR) WITH ('connector' = 'datagen');
+CREATE TABLE o (a BIGINT) WITH ('connector' = 'blackhole');
+";
+
+/// 64 cases in CI (each plans up to a quarter of a million operators), unless
+/// `PROPTEST_CASES` asks for more.
+fn long_and_deep_config() -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok());
+    ProptestConfig {
+        cases: cases.unwrap_or(64),
+        ..eddy_common::fuzz::config("planner::long_and_deep_sql")
+    }
+}
+
+proptest! {
+    #![proptest_config(long_and_deep_config())]
+
+    /// However long or deep a statement, planning it ends — in a plan or in an error that
+    /// says where — and never overflows a stack (which would abort this test).
+    #[test]
+    fn long_and_deep_statements_plan_or_fail_with_a_location(shape in shape()) {
+        let sql = shaped_script(&shape);
+        if let Err(error) = eddy_planner::plan(&sql, &[]) {
+            let message = error.to_string();
+            prop_assert!(says_where(&message), "an error without a location for {shape:?}: {message}");
+        }
+    }
+}

@@ -9,8 +9,7 @@ use eddy_common::checkpoint::{CheckpointDir, CheckpointStorage};
 use eddy_common::error::CallError;
 use eddy_common::ids::{ExecutionId, TaskKey};
 use eddy_common::object_storage::resolve;
-use eddy_planner::plan::{JobGraph, plan_job};
-use eddy_planner::sql::compile;
+use eddy_planner::plan::JobGraph;
 use eddy_proto::v1 as pb;
 
 use crate::exchange::{InputChannel, OutputChannel, channels};
@@ -49,8 +48,7 @@ impl DeploymentPlan {
             Some(graph) => graph,
             None => {
                 let options: Vec<(String, String)> = request.options.clone().into_iter().collect();
-                let compiled = compile(&request.sql, &options).map_err(refused)?;
-                Arc::new(plan_job(&compiled).map_err(refused)?)
+                Arc::new(eddy_planner::plan(&request.sql, &options).map_err(refused)?)
             }
         };
         let parallelism: Vec<u32> = graph

@@ -283,11 +283,7 @@ impl TaskManager {
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|panic| {
-                    let message = panic
-                        .downcast_ref::<String>()
-                        .map(String::as_str)
-                        .or_else(|| panic.downcast_ref::<&str>().copied())
-                        .unwrap_or("a panic");
+                    let message = eddy_common::error::panic_message(&*panic, "a panic");
                     Err(EddyError::Internal(format!("the task panicked: {message}")))
                 });
             let (state, error) = match &result {

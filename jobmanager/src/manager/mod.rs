@@ -29,8 +29,7 @@ use eddy_common::checkpoint::CheckpointStorage;
 use eddy_common::event::StopRequest;
 use eddy_common::ids::ExecutionId;
 use eddy_common::object_storage::resolve;
-use eddy_planner::plan::{JobGraph, plan_job};
-use eddy_planner::sql::compile;
+use eddy_planner::plan::JobGraph;
 use eddy_proto::v1 as pb;
 use tokio::sync::watch;
 
@@ -191,8 +190,7 @@ impl JobManager {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let compiled = compile(sql, &overrides).map_err(JobManagerError::InvalidJob)?;
-        plan_job(&compiled).map_err(JobManagerError::InvalidJob)
+        eddy_planner::plan(sql, &overrides).map_err(JobManagerError::InvalidJob)
     }
 
     /// A new job's record, with its checkpoint storage.

@@ -3,6 +3,7 @@
 
 mod as_of;
 pub mod catalog;
+pub mod depth;
 mod field_names;
 mod flink_expressions;
 pub(crate) mod functions;
@@ -312,6 +313,7 @@ fn bind_query(
     let plan = planner
         .sql_statement_to_plan(ast::Statement::Query(query))
         .map_err(|e| bind_error(e, location))?;
+    depth::check_plan(&plan).map_err(|message| sql_error(location, message))?;
     analyze(plan).map_err(|e| bind_error(e, location))
 }
 

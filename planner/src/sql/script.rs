@@ -11,6 +11,8 @@ use eddy_common::error::Location;
 use eddy_common::schema::arrow_type;
 use eddy_common::{EddyError, Result};
 
+use super::depth;
+
 /// A statement with the position of its first token.
 #[derive(Debug, Clone)]
 pub struct Located<T> {
@@ -116,7 +118,17 @@ pub fn parse_script(sql: &str) -> Result<Vec<Located<Statement>>> {
             .map(fold_backquoted)
             .collect(),
     );
-    let mut parser = Parser::new(&dialect).with_tokens_with_locations(tokens);
+    for statement in tokens.split(|t| t.token == Token::SemiColon) {
+        if let Some(first) = statement.first() {
+            depth::check_tokens(statement).map_err(|message| EddyError::Sql {
+                location: location_of(first),
+                message,
+            })?;
+        }
+    }
+    let mut parser = Parser::new(&dialect)
+        .with_recursion_limit(depth::PARSER_RECURSION_LIMIT)
+        .with_tokens_with_locations(tokens);
     let mut statements = Vec::new();
     loop {
         while parser.consume_token(&Token::SemiColon) {}
@@ -125,7 +137,8 @@ pub fn parse_script(sql: &str) -> Result<Vec<Located<Statement>>> {
             break;
         }
         let location = location_of(&next);
-        let item = parse_statement(&mut parser).map_err(|e| sql_error(e, location))?;
+        let mut item = parse_statement(&mut parser).map_err(|e| sql_error(e, location))?;
+        guard(&mut item).map_err(|message| EddyError::Sql { location, message })?;
         let after = parser.peek_token();
         if !matches!(after.token, Token::SemiColon | Token::EOF) {
             return Err(EddyError::Sql {
@@ -136,6 +149,25 @@ pub fn parse_script(sql: &str) -> Result<Vec<Located<Statement>>> {
         statements.push(Located { location, item });
     }
     Ok(statements)
+}
+
+/// Balances a statement's long associative chains and bounds its depth (see
+/// [`depth`]).
+fn guard(statement: &mut Statement) -> std::result::Result<(), String> {
+    match statement {
+        Statement::Set { .. } => Ok(()),
+        Statement::CreateView { query, .. } | Statement::Insert { query, .. } => {
+            depth::guard_query(query)
+        }
+        Statement::CreateTable(table) => {
+            let computed = table.columns.iter_mut().filter_map(|c| match &mut c.kind {
+                ColumnKind::Computed(expr) => Some(expr.as_mut()),
+                ColumnKind::Physical { .. } => None,
+            });
+            let watermark = table.watermark.as_mut().map(|(_, expr)| expr);
+            computed.chain(watermark).try_for_each(depth::guard_expr)
+        }
+    }
 }
 
 fn parse_statement(parser: &mut Parser) -> Result<Statement, ParserError> {
