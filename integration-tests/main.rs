@@ -16,6 +16,7 @@ mod functions;
 mod golden;
 mod group_windows;
 mod high_availability;
+mod hostile_requests;
 mod http;
 mod interval_joins;
 mod joins;
