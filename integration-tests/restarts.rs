@@ -104,21 +104,26 @@ fn long_job(options: &str) -> String {
     )
 }
 
+/// [`long_job`] with `options` running on a JobManager and two TaskManagers of 2 slots;
+/// returns them and the job's id.
+fn running_long_job(name: &str, options: &str) -> (Cluster, String) {
+    let cluster = Cluster::start(name, 2, 2);
+    let job_id = cluster.submit(&long_job(options), 4);
+    wait_for_run(&cluster, &job_id, 0);
+    (cluster, job_id)
+}
+
 /// `failure-rate` with its default budget (one failure per interval) and a 6 s interval:
 /// failures 10 s apart are restarted however many come; two within 6 s fail the job, with
 /// the reason naming the strategy.
 #[test]
 fn the_failure_rate_strategy_fails_a_job_when_and_only_when_its_rate_is_exceeded() {
-    let mut cluster = Cluster::start("failure-rate", 2, 2);
-    let job_id = cluster.submit(
-        &long_job(
-            "SET 'restart-strategy.type' = 'failure-rate';
-             SET 'restart-strategy.failure-rate.failure-rate-interval' = '6s';
-             SET 'restart-strategy.failure-rate.delay' = '200ms';",
-        ),
-        4,
+    let (mut cluster, job_id) = running_long_job(
+        "failure-rate",
+        "SET 'restart-strategy.type' = 'failure-rate';
+         SET 'restart-strategy.failure-rate.failure-rate-interval' = '6s';
+         SET 'restart-strategy.failure-rate.delay' = '200ms';",
     );
-    wait_for_run(&cluster, &job_id, 0);
     for kill in 0..3 {
         let last = Instant::now();
         kill_oldest(&mut cluster);
@@ -150,16 +155,12 @@ fn the_failure_rate_strategy_fails_a_job_when_and_only_when_its_rate_is_exceeded
 /// on a spent budget fail the job.
 #[test]
 fn exponential_delay_resets_its_budget_after_running_long_enough() {
-    let mut cluster = Cluster::start("exponential-reset", 2, 2);
-    let job_id = cluster.submit(
-        &long_job(
-            "SET 'restart-strategy.exponential-delay.initial-backoff' = '100ms';
-             SET 'restart-strategy.exponential-delay.reset-backoff-threshold' = '6s';
-             SET 'restart-strategy.exponential-delay.attempts-before-reset-backoff' = '2';",
-        ),
-        4,
+    let (mut cluster, job_id) = running_long_job(
+        "exponential-reset",
+        "SET 'restart-strategy.exponential-delay.initial-backoff' = '100ms';
+         SET 'restart-strategy.exponential-delay.reset-backoff-threshold' = '6s';
+         SET 'restart-strategy.exponential-delay.attempts-before-reset-backoff' = '2';",
     );
-    wait_for_run(&cluster, &job_id, 0);
     for restarts in 1..=2 {
         kill_oldest(&mut cluster);
         wait_for_run(&cluster, &job_id, restarts);
