@@ -14,6 +14,10 @@
 # compared with a failure-free run of the same job; every run prints its failures, restarts, rows checked and each difference.
 # EDDY_SOAK_HA=1 runs two JobManagers electing a leader: a JobManager failure is then the
 # leader SIGKILLed (a new standby takes its ports) or paused past its lease and woken.
+# The job runs with every option at its default but for a shorter restart backoff (100 ms
+# to 1 s): the restart budget is Flink's default, unlimited (it resets after an hour without
+# failing). The long mode is the same with more failures a run, e.g. `bench/chaos-soak.sh
+# 300 1` (about half an hour; events grow with KILLS so the job outlasts them).
 # RATE is the source's events per second (default 20000). EDDY_TEST_SEED replays a run;
 # EDDY_SOAK_PROFILE=dev soaks the debug build the test suite already built (default: a
 # release build).
