@@ -19,7 +19,7 @@ CREATE TABLE o (a BIGINT) WITH ('connector' = 'blackhole');
 fn hostile_scripts() -> Vec<(&'static str, String, &'static str)> {
     let insert = |query: String| format!("{TABLES}INSERT INTO o {query};");
     let nested = |depth: usize, wrap: &dyn Fn(String, usize) -> String| {
-        (0..depth).fold("a".to_string(), |inner, i| wrap(inner, i))
+        (0..depth).fold("a".to_string(), wrap)
     };
     let mut views = String::from(TABLES);
     views.push_str("CREATE VIEW v0 AS SELECT a FROM s;\n");
