@@ -5,8 +5,12 @@
 //! `UNION ALL` after `UNION ALL`) into trees as deep as the chain is long, and every later
 //! walk over them (binding, optimizing, Eddy's planner, evaluating) recurses. So, before
 //! anything else sees a statement:
-//! - its tokens are counted: a statement of more than [`MAX_OPERATORS`] operators is an
-//!   error before it is parsed (parsing is iterative; this bounds the tree dropping it);
+//! - its tokens are counted: a statement of more than [`MAX_OPERATORS`] operators, or
+//!   nesting parentheses, `CASE` or prefix operators more than [`MAX_NESTING`] deep, is an
+//!   error before it is parsed (parsing chains is iterative; this bounds the tree that
+//!   dropping a refused statement walks, and what the parser recurses into);
+//! - a bound plan is checked against [`MAX_PLAN_NODES`] and [`MAX_PLAN_HEIGHT`]
+//!   ([`check_plan`]: views expand where they are used);
 //! - chains of `AND`, `OR` and `||`, exactly associative, are rebuilt balanced (depth
 //!   log2 of their length), and an `OR` of equalities of one column with literals becomes
 //!   that column's `IN` list (one hash lookup instead of a chain of comparisons), as
