@@ -1,5 +1,5 @@
 //! Eddy's planner: the SQL front end ([`sql`]: Flink-style scripts parsed, bound and
-//! optimized into DataFusion logical plans) and the streaming planner ([`plan`]: logical
+//! optimized into DataFusion logical plans) and the streaming planner ([`plan`](mod@plan): logical
 //! plans into a job graph of operator chains, exchanges and changelog kinds). The only
 //! crate that parses SQL.
 

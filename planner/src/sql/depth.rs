@@ -22,7 +22,7 @@
 //!   joins and set operations as many queries; more is an error naming the limit.
 //!
 //! Planning runs on a thread whose stack holds [`MAX_DEPTH`] levels with room to spare
-//! (see [`crate::plan`]).
+//! (see [`crate::plan()`]).
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
