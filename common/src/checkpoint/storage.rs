@@ -470,9 +470,13 @@ impl CheckpointStorage {
         log.append(metadata).await?;
         // Committed, its `_metadata` not written yet (a restart writes it).
         crate::failpoint::crash_if("jobmanager.after-commit-log", metadata.checkpoint);
-        let json = serde_json::to_vec_pretty(metadata).expect("checkpoint metadata serializes");
         let path = self.path(metadata.checkpoint, METADATA);
-        if let Err(error) = self.location.store.put(&path, PutPayload::from(json)).await {
+        if let Err(error) = self
+            .location
+            .store
+            .put(&path, metadata_json(metadata))
+            .await
+        {
             // Committed all the same: restarts read the commit log.
             tracing::warn!(%error, checkpoint = metadata.checkpoint, "writing a committed checkpoint's _metadata failed");
         }
@@ -543,14 +547,13 @@ impl CheckpointStorage {
                 .copy(&from, &target.clone().join(task.file.as_str()))
                 .await?;
         }
-        let json = serde_json::to_vec_pretty(metadata).expect("checkpoint metadata serializes");
         log.check_held().await?;
         let create = PutOptions::from(PutMode::Create);
         let path = target.clone().join(METADATA);
         match self
             .location
             .store
-            .put_opts(&path, PutPayload::from(json), create)
+            .put_opts(&path, metadata_json(metadata), create)
             .await
         {
             Ok(_) => Ok(format!("{}/savepoints/{name}", self.location.display)),
@@ -629,24 +632,21 @@ impl CheckpointStorage {
     /// directory, and retention takes a checkpoint without it for incomplete.
     async fn write_missing_metadata(&self, metadata: &CheckpointMetadata) -> Result<()> {
         let path = self.path(metadata.checkpoint, METADATA);
-        match self.location.store.head(&path).await {
-            Ok(_) => return Ok(()),
-            Err(object_store::Error::NotFound { .. }) => {}
-            Err(error) => return Err(error.into()),
-        }
-        tracing::warn!(
-            checkpoint = metadata.checkpoint,
-            "the committed checkpoint has no _metadata: written from the commit log"
-        );
-        let json = serde_json::to_vec_pretty(metadata).expect("checkpoint metadata serializes");
         let create = PutOptions::from(PutMode::Create);
         match self
             .location
             .store
-            .put_opts(&path, PutPayload::from(json), create)
+            .put_opts(&path, metadata_json(metadata), create)
             .await
         {
-            Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
+            Ok(_) => {
+                tracing::warn!(
+                    checkpoint = metadata.checkpoint,
+                    "the committed checkpoint had no _metadata: written from the commit log"
+                );
+                Ok(())
+            }
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
             Err(error) => Err(error.into()),
         }
     }
@@ -733,6 +733,12 @@ impl CheckpointStorage {
         }
         Ok(())
     }
+}
+
+/// A checkpoint's `_metadata` as written: pretty JSON, for people reading the store.
+fn metadata_json(metadata: &CheckpointMetadata) -> PutPayload {
+    let json = serde_json::to_vec_pretty(metadata).expect("checkpoint metadata serializes");
+    PutPayload::from(json)
 }
 
 #[cfg(test)]
