@@ -50,6 +50,7 @@ fn main() -> anyhow::Result<()> {
         let (mut bids, mut sum) = (0u64, 0i64);
         while let Some(event) = reader.next().await? {
             if let SourceEvent::Rows { rows, .. } = event {
+                let rows = rows.rows();
                 let prices = rows.column(1).as_any().downcast_ref::<Int64Array>();
                 sum = sum.wrapping_add(prices.map_or(0, |p| p.values().iter().sum()));
                 bids += rows.num_rows() as u64;

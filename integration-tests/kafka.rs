@@ -152,6 +152,31 @@ impl Broker {
     /// Every record of a topic a `read_committed` consumer sees, with its partition and
     /// offset.
     pub fn read_committed_at(&self, topic: &str) -> Vec<(i32, i64, String)> {
+        self.read_keyed(topic)
+            .into_iter()
+            .map(|(partition, offset, _, value)| (partition, offset, value.unwrap_or_default()))
+            .collect()
+    }
+
+    /// The table an upsert topic holds: each key's last value, keys whose last record is a
+    /// tombstone left out (records are in offset order within their partition, and a key
+    /// lives in one partition).
+    pub fn upsert_table(&self, topic: &str) -> BTreeMap<String, String> {
+        let mut table = BTreeMap::new();
+        let mut records = self.read_keyed(topic);
+        records.sort_by_key(|(partition, offset, _, _)| (*partition, *offset));
+        for (_, _, key, value) in records {
+            match value {
+                Some(value) => table.insert(key, value),
+                None => table.remove(&key),
+            };
+        }
+        table
+    }
+
+    /// Every record a `read_committed` consumer sees: partition, offset, key (as text) and
+    /// value (`None` for a tombstone).
+    pub fn read_keyed(&self, topic: &str) -> Vec<(i32, i64, String, Option<String>)> {
         let consumer: BaseConsumer = self
             .config()
             .set("group.id", "eddy-tests")
@@ -178,10 +203,12 @@ impl Broker {
                 None => {}
                 Some(Ok(message)) => {
                     at_end.remove(&message.partition());
+                    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
                     records.push((
                         message.partition(),
                         message.offset(),
-                        String::from_utf8_lossy(message.payload().unwrap_or_default()).into_owned(),
+                        text(message.key().unwrap_or_default()),
+                        message.payload().map(text),
                     ));
                 }
                 Some(Err(KafkaError::PartitionEOF(p))) => {

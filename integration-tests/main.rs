@@ -2,6 +2,7 @@
 //! scripts over deterministic inputs, and check its output against results the tests
 //! compute themselves.
 
+mod changelog_formats;
 mod chaos;
 mod cli;
 mod clock_step;
@@ -41,4 +42,5 @@ mod soak;
 mod support;
 mod temporal_joins;
 mod top_n;
+mod upsert_kafka;
 mod window_joins;

@@ -117,7 +117,7 @@ fn run_with_kills(name: &str, mode: &str) -> (Cluster, serde_json::Value) {
 
 /// Submits `script` at parallelism 4 and SIGKILLs a random TaskManager three times at
 /// random moments (starting a replacement each time); returns the final status.
-fn kill_while_running(mut cluster: Cluster, script: &str) -> (Cluster, serde_json::Value) {
+pub fn kill_while_running(mut cluster: Cluster, script: &str) -> (Cluster, serde_json::Value) {
     let mut rng = seeded();
     let job_id = cluster.submit(script, 4);
     cluster.wait_for(&job_id, "RUNNING", TWO_MINUTES);

@@ -12,6 +12,7 @@ use arrow::compute::cast;
 use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
 use eddy_common::Result;
+use eddy_common::chunk::Chunk;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
@@ -227,7 +228,10 @@ impl DatagenReader {
             columns.push(generate(field.data_type(), generator, &indices, seed, now)?);
         }
         let rows = RecordBatch::try_new(self.schema.clone(), columns)?;
-        Ok(Some(SourceEvent::Rows { split: 0, rows }))
+        Ok(Some(SourceEvent::Rows {
+            split: 0,
+            rows: Chunk::inserts(rows),
+        }))
     }
 }
 

@@ -20,7 +20,6 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
-use arrow::record_batch::RecordBatch;
 use eddy_common::checkpoint::CompletedCheckpoint;
 use eddy_common::chunk::Chunk;
 use eddy_common::event::StreamEnd;
@@ -40,6 +39,7 @@ const CONNECTORS: &[&str] = &[
     "nexmark",
     "postgres",
     "print",
+    "upsert-kafka",
 ];
 
 /// A table's connector, configured from its `WITH (...)` options.
@@ -61,6 +61,17 @@ pub trait TableConnector: Debug + Send + Sync {
     /// Whether the table can be written.
     fn is_sink(&self) -> bool {
         false
+    }
+
+    /// The changes the source's rows carry.
+    fn source_changes(&self) -> SourceChanges {
+        SourceChanges::Inserts
+    }
+
+    /// Why the table cannot be written, when [`TableConnector::is_sink`] is false for a
+    /// reason more particular than the connector's.
+    fn write_refusal(&self) -> Option<String> {
+        None
     }
 
     /// Whether the sink can take updates and deletes (`-U`, `+U`, `-D`), not only inserts.
@@ -121,6 +132,22 @@ pub trait TableConnector: Debug + Send + Sync {
     }
 }
 
+/// The changes a source's rows carry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceChanges {
+    /// Inserts only.
+    Inserts,
+    /// Changes of a table kept elsewhere, every kind (`+I`, `-U`, `+U`, `-D`) and each
+    /// update with its before-image, as a changelog format carries them.
+    All,
+    /// A key's new row (`+U`) or its delete (`-D`, which may carry the key alone), keyed
+    /// by these columns, as upsert-kafka's records are.
+    Upsert {
+        /// The key's columns.
+        key: Vec<usize>,
+    },
+}
+
 /// What a source subtask needs to know about itself.
 #[derive(Debug, Clone)]
 pub struct SourceContext {
@@ -161,12 +188,13 @@ pub struct SinkContext {
 /// What a source reader produces next.
 #[derive(Debug)]
 pub enum SourceEvent {
-    /// Rows read from one split (a file, a generator slice).
+    /// Rows read from one split (a file, a generator slice), with their kinds (all `+I`
+    /// but from a changelog source).
     Rows {
         /// Which of the reader's splits.
         split: usize,
         /// The rows.
-        rows: RecordBatch,
+        rows: Chunk,
     },
     /// A split has no more rows: it no longer holds the watermark back.
     SplitEnd(usize),
@@ -290,6 +318,12 @@ pub fn create(
             partition_keys,
         )?),
         "kafka" => Arc::new(kafka::KafkaConnector::new(table, options)?),
+        "upsert-kafka" => Arc::new(kafka::KafkaConnector::upsert(
+            table,
+            options,
+            schema,
+            primary_key,
+        )?),
         "nexmark" => Arc::new(nexmark::NexmarkConnector::new(table, options, schema)?),
         "postgres" => Arc::new(postgres::PostgresConnector::new(
             table,

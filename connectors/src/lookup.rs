@@ -174,7 +174,7 @@ impl FullTable {
         let mut batches = Vec::new();
         while let Some(event) = reader.next().await? {
             match event {
-                SourceEvent::Rows { rows, .. } => batches.push(rows),
+                SourceEvent::Rows { rows, .. } => batches.push(rows.rows().clone()),
                 SourceEvent::SplitEnd(_) => {}
                 SourceEvent::Idle => {
                     return Err(EddyError::Connector {

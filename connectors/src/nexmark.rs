@@ -20,6 +20,7 @@ use arrow::compute::take;
 use arrow::datatypes::{DataType, Field, Fields, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
 use eddy_common::Result;
+use eddy_common::chunk::Chunk;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
@@ -399,7 +400,10 @@ impl NexmarkReader {
             columns.1,
             &arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(columns.0)),
         )?;
-        Ok(Some(SourceEvent::Rows { split: 0, rows }))
+        Ok(Some(SourceEvent::Rows {
+            split: 0,
+            rows: Chunk::inserts(rows),
+        }))
     }
 
     /// The next batch of one stream's rows, as (row count, declared columns), and how
@@ -891,6 +895,7 @@ mod tests {
         let Some(SourceEvent::Rows { rows, .. }) = reader.next().await.unwrap() else {
             panic!("rows first");
         };
+        let rows = rows.rows();
         assert_eq!(rows.num_rows(), 100);
         let types = rows.column(0).as_primitive::<arrow::datatypes::Int32Type>();
         let bids = rows.column(1).as_struct();
@@ -928,6 +933,7 @@ mod tests {
         let Some(SourceEvent::Rows { rows: flat, .. }) = flat.next().await.unwrap() else {
             panic!("rows first");
         };
+        let flat = flat.rows();
         let prices = bids.column(2).as_primitive::<Int64Type>();
         let valid: Vec<i64> = (0..100)
             .filter(|i| bids.is_valid(*i))

@@ -48,6 +48,11 @@ impl<'a> Options<'a> {
         })
     }
 
+    /// The table the options are of.
+    pub fn table(&self) -> &'a str {
+        self.table
+    }
+
     /// The raw value of `key`.
     pub fn get(&self, key: &str) -> Option<&'a str> {
         self.values.get(key).map(String::as_str)

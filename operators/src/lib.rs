@@ -5,6 +5,7 @@ pub mod aggregate;
 pub mod calc;
 mod group_keys;
 pub mod join;
+pub mod normalize;
 pub mod partition;
 pub mod rank;
 pub mod ttl;

@@ -620,9 +620,9 @@ async fn run_source(
                 OperatorMetrics::add(&source_metrics.records_out, count as u64);
                 pipeline
                     .metrics
-                    .taken_in(count, rows.get_array_memory_size());
+                    .taken_in(count, rows.rows().get_array_memory_size());
                 let mut watermark = None;
-                let chunks = scan.process(Chunk::inserts(rows))?;
+                let chunks = scan.process(rows)?;
                 let single = chunks.len() == 1;
                 for chunk in chunks {
                     if let Some(w) = watermarks.as_mut() {

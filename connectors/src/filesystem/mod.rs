@@ -106,9 +106,14 @@ impl FilesystemConnector {
         // Eddy checks the rolling policy at every write (and closes parts at checkpoints),
         // not on a timer: the interval is only validated.
         options.duration_opt("sink.rolling-policy.check-interval")?;
-        let split_size: u64 = options.memory_size_or("source.split-size", DEFAULT_SPLIT_SIZE)?;
+        let mut split_size: u64 =
+            options.memory_size_or("source.split-size", DEFAULT_SPLIT_SIZE)?;
         if split_size == 0 {
             return Err(options.error("option 'source.split-size' must be at least 1 byte".into()));
+        }
+        if format.is_changelog() {
+            // A change must follow the changes before it: one subtask reads a file whole.
+            split_size = u64::MAX;
         }
         let source = FileSourceConfig {
             location,
@@ -246,10 +251,25 @@ impl TableConnector for FilesystemConnector {
     }
 
     fn is_sink(&self) -> bool {
-        true
+        !self.source.format.is_changelog()
+    }
+
+    fn source_changes(&self) -> crate::SourceChanges {
+        match self.source.format.is_changelog() {
+            true => crate::SourceChanges::All,
+            false => crate::SourceChanges::Inserts,
+        }
+    }
+
+    fn write_refusal(&self) -> Option<String> {
+        self.source.format.write_refusal()
     }
 
     fn lookup_kind(&self) -> Option<crate::lookup::LookupKind> {
+        // A changelog is a table's history, not its rows: it cannot be looked up whole.
+        if self.source.format.is_changelog() {
+            return None;
+        }
         Some(crate::lookup::LookupKind::FullScan {
             reload_after: self.lookup_reload,
         })

@@ -368,7 +368,7 @@ impl FileReader {
                         .strip_prefix(self.config.location.path.as_ref())
                         .unwrap_or(relative);
                     let values = partitions.values_of(relative);
-                    rows = partitions.attach(&rows, &values, &split.name)?;
+                    rows = rows.with_rows(partitions.attach(rows.rows(), &values, &split.name)?);
                 }
                 return Ok(Some(SourceEvent::Rows {
                     split: lane.index,
@@ -653,7 +653,7 @@ mod tests {
     fn ids_of(event: SourceEvent) -> Vec<i64> {
         match event {
             SourceEvent::Rows { rows, .. } => {
-                let column = rows.column(0).as_any();
+                let column = rows.rows().column(0).as_any();
                 let column = column.downcast_ref::<arrow::array::Int64Array>().unwrap();
                 column.values().to_vec()
             }

@@ -1,16 +1,23 @@
 //! Record formats of the filesystem and Kafka connectors: CSV ([`csv`]) and JSON, one
-//! object a line ([`json`]), with Flink's options and semantics, so that files pass between
-//! the two engines.
+//! object a line ([`json`]), and the changelog formats of change-data-capture tools
+//! ([`changelog`]: `debezium-json`, `canal-json`, `maxwell-json`), with Flink's options and
+//! semantics, so that files pass between the two engines.
 
+pub mod changelog;
 mod csv;
 mod json;
 
+use arrow::array::UInt8Array;
 use arrow::compute::concat_batches;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
+use eddy_common::chunk::Chunk;
 use eddy_common::metrics::OperatorMetrics;
 use eddy_common::{EddyError, Result};
 
+pub use self::changelog::canal::CanalJson;
+pub use self::changelog::debezium::DebeziumJson;
+pub use self::changelog::maxwell::MaxwellJson;
 pub use self::csv::CsvFormat;
 pub use self::json::JsonFormat;
 use super::Options;
@@ -22,6 +29,12 @@ pub enum Format {
     Csv(CsvFormat),
     /// One JSON object a line.
     Json(JsonFormat),
+    /// Debezium's change events (`debezium-json`).
+    Debezium(DebeziumJson),
+    /// Canal's change messages (`canal-json`).
+    Canal(CanalJson),
+    /// Maxwell's change messages (`maxwell-json`).
+    Maxwell(MaxwellJson),
 }
 
 /// The option keys formats understand.
@@ -29,6 +42,9 @@ pub fn format_keys() -> Vec<&'static str> {
     let mut keys = vec!["format", "format.ignore-parse-errors"];
     keys.extend_from_slice(csv::CSV_KEYS);
     keys.extend_from_slice(json::JSON_KEYS);
+    keys.extend_from_slice(changelog::debezium::KEYS);
+    keys.extend_from_slice(changelog::canal::KEYS);
+    keys.extend_from_slice(changelog::maxwell::KEYS);
     keys
 }
 
@@ -39,26 +55,59 @@ impl Format {
         let format = match options.required("format")? {
             "csv" => Format::Csv(CsvFormat::from_options(options)?),
             "json" => Format::Json(JsonFormat::from_options(options)?),
+            "debezium-json" => Format::Debezium(DebeziumJson::from_options(options)?),
+            "canal-json" => Format::Canal(CanalJson::from_options(options)?),
+            "maxwell-json" => Format::Maxwell(MaxwellJson::from_options(options)?),
             other => {
-                return Err(
-                    options.error(format!("option 'format' = '{other}': expected csv or json"))
-                );
+                return Err(options.error(format!(
+                    "option 'format' = '{other}': expected csv, json, debezium-json, \
+                     canal-json or maxwell-json"
+                )));
             }
         };
-        let own_key = match format {
-            Format::Csv(_) => "csv.ignore-parse-errors",
-            Format::Json(_) => "json.ignore-parse-errors",
-        };
+        let own_key = format!("{}.ignore-parse-errors", format.name());
         let ignore =
-            options.flag("format.ignore-parse-errors", false)? || options.flag(own_key, false)?;
+            options.flag("format.ignore-parse-errors", false)? || options.flag(&own_key, false)?;
         Ok((format, ignore))
+    }
+
+    /// The format's name (`'format' = '...'`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Format::Csv(_) => "csv",
+            Format::Json(_) => "json",
+            Format::Debezium(_) => "debezium-json",
+            Format::Canal(_) => "canal-json",
+            Format::Maxwell(_) => "maxwell-json",
+        }
+    }
+
+    /// Whether records carry changes (`-U`, `+U`, `-D`), not only inserts: a table in
+    /// such a format is an updating source. Its records must be read in order, so a file
+    /// is never cut into splits read apart.
+    pub fn is_changelog(&self) -> bool {
+        matches!(
+            self,
+            Format::Debezium(_) | Format::Canal(_) | Format::Maxwell(_)
+        )
+    }
+
+    /// Why a table in this format cannot be written, if it cannot.
+    pub fn write_refusal(&self) -> Option<String> {
+        self.is_changelog().then(|| {
+            format!(
+                "unsupported: writing the '{}' format (Eddy reads change streams in it; write \
+                 changes to a 'postgres' or 'print' table, or to 'json' with inserts only)",
+                self.name()
+            )
+        })
     }
 
     /// The file name extension.
     pub fn extension(&self) -> &'static str {
         match self {
             Format::Csv(_) => "csv",
-            Format::Json(_) => "json",
+            _ => "json",
         }
     }
 
@@ -71,9 +120,9 @@ impl Format {
         location: LinePosition<'_>,
         ignore_errors: bool,
         metrics: &OperatorMetrics,
-    ) -> Result<Option<RecordBatch>> {
-        if let Ok(batch) = self.decode_all(schema, lines) {
-            return Ok(batch);
+    ) -> Result<Option<Chunk>> {
+        if let Ok(chunk) = self.decode_all(schema, lines) {
+            return Ok(chunk);
         }
         // Find the bad records one line at a time.
         let mut good = Vec::new();
@@ -82,7 +131,7 @@ impl Format {
                 continue;
             }
             match self.decode_all(schema, line) {
-                Ok(Some(batch)) => good.push(batch),
+                Ok(Some(chunk)) => good.push(chunk),
                 Ok(None) => {}
                 Err(e) if ignore_errors => {
                     tracing::debug!(file = location.file, line = location.first_line + i as u64, error = %e, "skipping malformed record");
@@ -97,21 +146,32 @@ impl Format {
                 }
             }
         }
-        if good.is_empty() {
-            return Ok(None);
-        }
-        Ok(Some(concat_batches(schema, &good)?))
+        concat_chunks(schema, &good)
+    }
+
+    /// Decodes complete lines, failing on the first malformed record (without saying
+    /// where).
+    pub(crate) fn decode_strict(
+        &self,
+        schema: &SchemaRef,
+        lines: &[u8],
+    ) -> Result<Option<Chunk>, arrow::error::ArrowError> {
+        self.decode_all(schema, lines)
     }
 
     fn decode_all(
         &self,
         schema: &SchemaRef,
         bytes: &[u8],
-    ) -> Result<Option<RecordBatch>, arrow::error::ArrowError> {
+    ) -> Result<Option<Chunk>, arrow::error::ArrowError> {
         let rows = bytes.iter().filter(|b| **b == b'\n').count() + 1;
+        let inserts = |batch: Option<RecordBatch>| batch.map(Chunk::inserts);
         match self {
-            Format::Csv(csv) => csv.decode(schema, bytes, rows),
-            Format::Json(json) => json.decode(schema, bytes, rows),
+            Format::Csv(csv) => csv.decode(schema, bytes, rows).map(inserts),
+            Format::Json(json) => json.decode(schema, bytes, rows).map(inserts),
+            Format::Debezium(debezium) => debezium.decode(schema, bytes),
+            Format::Canal(canal) => canal.decode(schema, bytes),
+            Format::Maxwell(maxwell) => maxwell.decode(schema, bytes),
         }
     }
 
@@ -120,6 +180,32 @@ impl Format {
         match self {
             Format::Csv(csv) => csv.encode(batch, out),
             Format::Json(json) => json.encode(batch, out),
+            changelog => Err(EddyError::Internal(format!(
+                "the '{}' format cannot be written (the planner refuses it as a sink)",
+                changelog.name()
+            ))),
+        }
+    }
+}
+
+/// The chunks as one, ops kept; `None` when there are none.
+pub(crate) fn concat_chunks(schema: &SchemaRef, chunks: &[Chunk]) -> Result<Option<Chunk>> {
+    match chunks {
+        [] => Ok(None),
+        [one] => Ok(Some(one.clone())),
+        _ => {
+            let batches: Vec<&RecordBatch> = chunks.iter().map(Chunk::rows).collect();
+            let rows = concat_batches(schema, batches)?;
+            if chunks.iter().all(Chunk::is_append_only) {
+                return Ok(Some(Chunk::inserts(rows)));
+            }
+            let ops = chunks
+                .iter()
+                .flat_map(|c| (0..c.num_rows()).map(move |i| c.op(i) as u8));
+            Ok(Some(Chunk::with_ops(
+                rows,
+                UInt8Array::from_iter_values(ops),
+            )))
         }
     }
 }
@@ -213,7 +299,7 @@ mod tests {
             )
             .unwrap()
             .unwrap();
-        assert_eq!(read, batch);
+        assert_eq!(read.rows(), &batch);
     }
 
     mod hostile {
@@ -254,6 +340,62 @@ mod tests {
             let mut out = Vec::new();
             format.encode(&batch, &mut out).unwrap();
             out
+        }
+
+        /// The changelog formats, with valid messages of [`schema`]'s rows in each (every
+        /// kind of change), to mutate.
+        fn valid_changes() -> Vec<(Format, Vec<u8>)> {
+            let json = valid(&Format::Json(JsonFormat::default()));
+            let rows: Vec<&str> = std::str::from_utf8(&json).unwrap().lines().collect();
+            let mut debezium = String::new();
+            let mut canal = String::new();
+            let mut maxwell = String::new();
+            for (i, row) in rows.iter().enumerate() {
+                let old = rows[(i + 1) % rows.len()];
+                debezium += &format!(
+                    "{{\"before\":null,\"after\":{row},\"op\":\"c\"}}\n\
+                     {{\"before\":{row},\"after\":{old},\"op\":\"u\"}}\n\
+                     {{\"before\":{old},\"after\":null,\"op\":\"d\"}}\n"
+                );
+                canal += &format!(
+                    "{{\"data\":[{row},{old}],\"type\":\"INSERT\"}}\n\
+                     {{\"data\":[{row}],\"old\":[{old}],\"type\":\"UPDATE\"}}\n\
+                     {{\"data\":[{old}],\"type\":\"DELETE\",\"table\":\"t\"}}\n"
+                );
+                maxwell += &format!(
+                    "{{\"data\":{row},\"type\":\"insert\"}}\n\
+                     {{\"data\":{row},\"old\":{old},\"type\":\"update\"}}\n\
+                     {{\"data\":{old},\"type\":\"delete\"}}\n"
+                );
+            }
+            vec![
+                (
+                    Format::Debezium(DebeziumJson::default()),
+                    debezium.into_bytes(),
+                ),
+                (Format::Canal(CanalJson::default()), canal.into_bytes()),
+                (Format::Maxwell(MaxwellJson), maxwell.into_bytes()),
+            ]
+        }
+
+        #[test]
+        fn valid_changes_decode_whole() {
+            for (format, bytes) in valid_changes() {
+                let at = LinePosition {
+                    file: "changes.json",
+                    first_line: 1,
+                };
+                let metrics = OperatorMetrics::default();
+                let chunk = format
+                    .decode(&schema(), &bytes, at, false, &metrics)
+                    .unwrap()
+                    .unwrap();
+                let expected = match format {
+                    Format::Canal(_) => 15,
+                    _ => 12,
+                };
+                assert_eq!(chunk.num_rows(), expected, "{}", format.name());
+            }
         }
 
         /// Decodes `lines` both ways (failing, and skipping bad records): never a panic; a
@@ -310,6 +452,23 @@ mod tests {
                     bytes[i] = value;
                 }
                 check(&format, &bytes);
+            }
+
+            /// Valid change messages with bytes overwritten by characters that matter to
+            /// JSON, in each changelog format.
+            #[test]
+            fn mutated_change_messages_never_panic(
+                edits in vec((any::<prop::sample::Index>(), prop::sample::select(
+                    b",\"\\{}[]:\n0-9.eE+tfnul cudr\xff".to_vec())), 1..10),
+                which in 0..3usize,
+            ) {
+                let (format, mut bytes) = valid_changes().swap_remove(which);
+                for (at, value) in edits {
+                    let i = at.index(bytes.len());
+                    bytes[i] = value;
+                }
+                check(&format, &bytes);
+                check(&format, &bytes[..bytes.len() / 2]);
             }
         }
     }

@@ -16,6 +16,7 @@
 
 mod sink;
 mod source;
+pub mod upsert;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,9 +24,12 @@ use std::sync::Arc;
 use eddy_common::{EddyError, Result};
 use rdkafka::ClientConfig;
 
+use self::upsert::UpsertLayout;
 use super::format::{Format, format_keys};
 use super::transaction::DeliveryGuarantee;
-use super::{Options, SinkContext, SinkWriter, SourceContext, SourceReader, TableConnector};
+use super::{
+    Options, SinkContext, SinkWriter, SourceChanges, SourceContext, SourceReader, TableConnector,
+};
 
 const KEYS: &[&str] = &[
     "topic",
@@ -57,6 +61,8 @@ pub struct KafkaConnector {
     bounded: bool,
     guarantee: DeliveryGuarantee,
     transactional_id_prefix: Option<String>,
+    /// `upsert-kafka`: records keyed by the primary key, tombstones for deletes.
+    upsert: Option<UpsertLayout>,
 }
 
 impl KafkaConnector {
@@ -66,6 +72,48 @@ impl KafkaConnector {
         keys.extend(format_keys());
         let options = Options::validate(table, "kafka", values, &keys, &[PROPERTIES])?;
         let (format, ignore_parse_errors) = Format::from_options(&options)?;
+        Self::with_format(&options, values, format, ignore_parse_errors)
+    }
+
+    /// Validates the options of an `upsert-kafka` table of `schema` keyed by
+    /// `primary_key` (no connection yet).
+    pub fn upsert(
+        table: &str,
+        values: &BTreeMap<String, String>,
+        schema: &arrow::datatypes::SchemaRef,
+        primary_key: &[String],
+    ) -> Result<Self> {
+        let keys: Vec<&str> = KEYS
+            .iter()
+            .copied()
+            .filter(|k| *k != "scan.startup.mode")
+            .chain(upsert::KEYS.iter().copied())
+            .collect();
+        let options = Options::validate(
+            table,
+            "upsert-kafka",
+            values,
+            &keys,
+            &[PROPERTIES, "key.", "value."],
+        )?;
+        let layout = UpsertLayout::from_options(&options, values, schema, primary_key)?;
+        let mut connector = Self::with_format(
+            &options,
+            values,
+            Format::Json(Default::default()),
+            layout.ignore_parse_errors,
+        )?;
+        connector.upsert = Some(layout);
+        Ok(connector)
+    }
+
+    fn with_format(
+        options: &Options<'_>,
+        values: &BTreeMap<String, String>,
+        format: Format,
+        ignore_parse_errors: bool,
+    ) -> Result<Self> {
+        let table = options.table();
         let properties: BTreeMap<String, String> = values
             .iter()
             .filter_map(|(k, v)| Some((k.strip_prefix(PROPERTIES)?.to_string(), v.clone())))
@@ -108,6 +156,7 @@ impl KafkaConnector {
             transactional_id_prefix: options
                 .get("sink.transactional-id-prefix")
                 .map(str::to_string),
+            upsert: None,
         })
     }
 
@@ -133,7 +182,10 @@ impl KafkaConnector {
 
 impl TableConnector for KafkaConnector {
     fn name(&self) -> &'static str {
-        "kafka"
+        match self.upsert {
+            Some(_) => "upsert-kafka",
+            None => "kafka",
+        }
     }
 
     fn commits_at_checkpoints(&self, _checkpointing: bool) -> bool {
@@ -145,7 +197,25 @@ impl TableConnector for KafkaConnector {
     }
 
     fn is_sink(&self) -> bool {
-        true
+        !self.format.is_changelog()
+    }
+
+    fn source_changes(&self) -> SourceChanges {
+        match (&self.upsert, self.format.is_changelog()) {
+            (Some(layout), _) => SourceChanges::Upsert {
+                key: layout.key_columns().to_vec(),
+            },
+            (None, true) => SourceChanges::All,
+            (None, false) => SourceChanges::Inserts,
+        }
+    }
+
+    fn accepts_updates(&self) -> bool {
+        self.upsert.is_some()
+    }
+
+    fn write_refusal(&self) -> Option<String> {
+        self.format.write_refusal()
     }
 
     fn create_reader(&self, context: &SourceContext) -> Result<Box<dyn SourceReader>> {

@@ -20,6 +20,7 @@ use rdkafka::producer::{
 };
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
+use super::upsert::KeyedRecords;
 use super::{KafkaConnector, kafka_error};
 use crate::transaction::{
     DeliveryGuarantee, TransactionCommitter, TransactionWriter, TwoPhaseCommitSink,
@@ -68,6 +69,7 @@ pub(super) fn create(
         writer_id: writer_id.clone(),
         job: context.execution.job.to_string(),
         lines: Vec::new(),
+        keyed: KeyedRecords::default(),
         metrics: context.metrics.clone(),
     };
     let committer = KafkaTransactions(Arc::new(Transactions {
@@ -83,13 +85,15 @@ pub(super) fn create(
     )?))
 }
 
-/// Sends one record, waiting while the producer's queue is full.
+/// Sends one record (a key, if any, and a value or, `None`, a tombstone), waiting while
+/// the producer's queue is full.
 fn send(
     producer: &BaseProducer,
     topic: &str,
-    payload: &[u8],
+    key: Option<&[u8]>,
+    payload: Option<&[u8]>,
 ) -> std::result::Result<(), KafkaError> {
-    let mut record = BaseRecord::<(), [u8]>::to(topic).payload(payload);
+    let mut record = keyed_record(topic, key, payload);
     loop {
         match producer.send(record) {
             Ok(()) => return Ok(()),
@@ -102,8 +106,37 @@ fn send(
     }
 }
 
+/// A record to send.
+fn keyed_record<'a>(
+    topic: &'a str,
+    key: Option<&'a [u8]>,
+    payload: Option<&'a [u8]>,
+) -> BaseRecord<'a, [u8], [u8]> {
+    let mut record = BaseRecord::<[u8], [u8]>::to(topic);
+    if let Some(key) = key {
+        record = record.key(key);
+    }
+    if let Some(payload) = payload {
+        record = record.payload(payload);
+    }
+    record
+}
+
+/// The records of a chunk: one line each, or, for upsert-kafka, keyed records.
+fn encode(
+    connector: &KafkaConnector,
+    chunk: &Chunk,
+    lines: &mut Vec<u8>,
+    keyed: &mut KeyedRecords,
+) -> Result<()> {
+    match &connector.upsert {
+        Some(layout) => layout.encode(chunk, keyed),
+        None => encode_lines(connector, chunk, lines),
+    }
+}
+
 /// The records of a chunk, one line each.
-fn lines(connector: &KafkaConnector, chunk: &Chunk, out: &mut Vec<u8>) -> Result<()> {
+fn encode_lines(connector: &KafkaConnector, chunk: &Chunk, out: &mut Vec<u8>) -> Result<()> {
     if !chunk.is_append_only() {
         return Err(
             connector.error("a Kafka table takes inserts only (an append-only stream)".into())
@@ -122,24 +155,34 @@ struct WriteAhead {
     /// nothing of this job's checkpoints.
     job: String,
     lines: Vec<u8>,
+    /// upsert-kafka's records.
+    keyed: KeyedRecords,
     metrics: Arc<OperatorMetrics>,
 }
 
 impl TransactionWriter for WriteAhead {
     fn write<'a>(&'a mut self, chunk: &'a Chunk) -> BoxFuture<'a, Result<()>> {
-        let result = lines(&self.connector, chunk, &mut self.lines);
+        let result = encode(&self.connector, chunk, &mut self.lines, &mut self.keyed);
         OperatorMetrics::add(&self.metrics.records_in, chunk.num_rows() as u64);
         async move { result }.boxed()
     }
 
     fn prepare(&mut self, checkpoint: u64) -> BoxFuture<'_, Result<Option<Vec<u8>>>> {
-        let handle = (!self.lines.is_empty()).then(|| {
+        let handle = (!self.lines.is_empty() || !self.keyed.is_empty()).then(|| {
             let mut out = StateWriter::new();
             out.bytes(self.writer_id.as_bytes())
                 .u64(checkpoint)
                 .bytes(&self.lines)
                 .bytes(self.job.as_bytes());
+            if let Some(layout) = &self.connector.upsert {
+                // Within one transaction only a key's last record matters to a reader.
+                match layout.buffer_flush {
+                    Some(_) => self.keyed.reduced().save(&mut out),
+                    None => self.keyed.save(&mut out),
+                }
+            }
             self.lines.clear();
+            self.keyed.clear();
             out.finish()
         });
         async move { Ok(handle) }.boxed()
@@ -147,6 +190,7 @@ impl TransactionWriter for WriteAhead {
 
     fn abort(&mut self) -> BoxFuture<'_, Result<()>> {
         self.lines.clear();
+        self.keyed.clear();
         async { Ok(()) }.boxed()
     }
 }
@@ -158,6 +202,8 @@ struct Prepared {
     lines: Vec<u8>,
     /// Empty in transactions prepared before markers named their job.
     job: String,
+    /// upsert-kafka's records (after the job, in transactions of upsert-kafka sinks).
+    keyed: KeyedRecords,
 }
 
 impl Prepared {
@@ -174,11 +220,16 @@ impl Prepared {
             true => String::new(),
             false => text(input.bytes()?, "job id")?,
         };
+        let keyed = match input.is_empty() {
+            true => KeyedRecords::default(),
+            false => KeyedRecords::load(&mut input)?,
+        };
         Ok(Prepared {
             writer_id,
             checkpoint,
             lines,
             job,
+            keyed,
         })
     }
 
@@ -320,7 +371,10 @@ impl Transactions {
                 .split(|b| *b == b'\n')
                 .filter(|l| !l.is_empty())
             {
-                send(producer, topic, line).map_err(|e| self.error("producing", e))?;
+                send(producer, topic, None, Some(line)).map_err(|e| self.error("producing", e))?;
+            }
+            for (key, value) in prepared.keyed.iter() {
+                send(producer, topic, Some(key), value).map_err(|e| self.error("producing", e))?;
             }
             let mut marker = TopicPartitionList::new();
             marker
@@ -341,6 +395,7 @@ impl Transactions {
             writer = %prepared.writer_id,
             previous = ?marker,
             bytes = prepared.lines.len(),
+            keyed = prepared.keyed.len(),
             "committed to the topic"
         );
         Ok(())
@@ -396,6 +451,10 @@ struct IdempotentProducer {
     connector: Arc<KafkaConnector>,
     producer: Arc<ThreadedProducer<DeliveryErrors>>,
     lines: Vec<u8>,
+    /// upsert-kafka's records not yet sent: with `sink.buffer-flush.*`, until the buffer
+    /// holds that many records or is that old (each key's last record is sent).
+    keyed: KeyedRecords,
+    buffered_since: Option<std::time::Instant>,
     metrics: Arc<OperatorMetrics>,
 }
 
@@ -409,8 +468,53 @@ impl IdempotentProducer {
             connector,
             producer: Arc::new(producer),
             lines: Vec::new(),
+            keyed: KeyedRecords::default(),
+            buffered_since: None,
             metrics: context.metrics.clone(),
         })
+    }
+
+    /// Sends one record, waiting while the producer's queue is full.
+    async fn send(&self, key: Option<&[u8]>, payload: Option<&[u8]>) -> Result<()> {
+        let mut record = keyed_record(&self.connector.topic, key, payload);
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    record = back;
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Err((e, _)) => return Err(kafka_error(&self.connector, "producing", e)),
+            }
+        }
+    }
+
+    /// Sends the keyed records held back (each key's last one when buffering).
+    async fn send_keyed(&mut self) -> Result<()> {
+        let records = match self.connector.upsert.as_ref().and_then(|l| l.buffer_flush) {
+            Some(_) => self.keyed.reduced(),
+            None => std::mem::take(&mut self.keyed),
+        };
+        self.keyed.clear();
+        self.buffered_since = None;
+        for (key, value) in records.iter() {
+            self.send(Some(key), value).await?;
+        }
+        Ok(())
+    }
+
+    /// Whether the keyed records held back are due: always without buffering, else when
+    /// the buffer is full or old.
+    fn keyed_due(&self) -> bool {
+        match self.connector.upsert.as_ref().and_then(|l| l.buffer_flush) {
+            None => true,
+            Some((rows, interval)) => {
+                self.keyed.len() >= rows
+                    || self
+                        .buffered_since
+                        .is_some_and(|since| since.elapsed() >= interval)
+            }
+        }
     }
 
     /// Waits until everything sent is acknowledged; fails on any failed delivery.
@@ -440,19 +544,17 @@ impl SinkWriter for IdempotentProducer {
     fn write<'a>(&'a mut self, chunk: &'a Chunk) -> BoxFuture<'a, Result<()>> {
         async move {
             self.lines.clear();
-            lines(&self.connector, chunk, &mut self.lines)?;
-            let topic = &self.connector.topic;
-            for line in self.lines.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-                let mut record = BaseRecord::to(topic).payload(line);
-                loop {
-                    match self.producer.send::<(), [u8]>(record) {
-                        Ok(()) => break,
-                        Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                            record = back;
-                            tokio::time::sleep(Duration::from_millis(5)).await;
-                        }
-                        Err((e, _)) => return Err(kafka_error(&self.connector, "producing", e)),
-                    }
+            encode(&self.connector, chunk, &mut self.lines, &mut self.keyed)?;
+            let lines = std::mem::take(&mut self.lines);
+            for line in lines.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+                self.send(None, Some(line)).await?;
+            }
+            self.lines = lines;
+            if !self.keyed.is_empty() {
+                self.buffered_since
+                    .get_or_insert_with(std::time::Instant::now);
+                if self.keyed_due() {
+                    self.send_keyed().await?;
                 }
             }
             OperatorMetrics::add(&self.metrics.records_in, chunk.num_rows() as u64);
@@ -462,11 +564,26 @@ impl SinkWriter for IdempotentProducer {
     }
 
     fn checkpoint(&mut self, _checkpoint: u64) -> BoxFuture<'_, Result<Vec<u8>>> {
-        async move { self.flush().await.map(|()| Vec::new()) }.boxed()
+        async move {
+            self.send_keyed().await?;
+            self.flush().await.map(|()| Vec::new())
+        }
+        .boxed()
     }
 
-    fn finish(&mut self, _end: StreamEnd) -> BoxFuture<'_, Result<()>> {
-        async move { self.flush().await }.boxed()
+    fn settled(&self) -> bool {
+        self.keyed.is_empty()
+    }
+
+    fn finish(&mut self, end: StreamEnd) -> BoxFuture<'_, Result<()>> {
+        async move {
+            // A stop or cancel sends what is held back too: at least once, a restore may
+            // send it again.
+            let _ = end;
+            self.send_keyed().await?;
+            self.flush().await
+        }
+        .boxed()
     }
 }
 

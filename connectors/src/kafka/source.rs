@@ -15,6 +15,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
+use super::upsert::KeyedRecords;
 use super::{KafkaConnector, StartupMode, kafka_error};
 use crate::format::LinePosition;
 use crate::{SourceContext, SourceEvent, SourceReader};
@@ -34,13 +35,18 @@ struct Partition {
     ended: bool,
 }
 
-/// Records of one partition gathered into lines.
+/// Records of one partition gathered into lines (values), or, for upsert-kafka, into
+/// keyed records.
 struct Batch {
     split: usize,
     first_offset: i64,
     lines: Vec<u8>,
+    keyed: KeyedRecords,
     records: usize,
 }
+
+/// A record read: its offset, key and value (`None`: a tombstone).
+type Record = (i64, Option<Vec<u8>>, Option<Vec<u8>>);
 
 pub(super) struct KafkaReader {
     connector: Arc<KafkaConnector>,
@@ -50,7 +56,7 @@ pub(super) struct KafkaReader {
     /// Offsets restored from a checkpoint, by partition.
     restored: HashMap<i32, i64>,
     /// A record read past the batch being built (another partition's).
-    carried: Option<(usize, i64, Vec<u8>)>,
+    carried: Option<(usize, Record)>,
 }
 
 impl KafkaReader {
@@ -169,9 +175,10 @@ impl KafkaReader {
         }
         let consumer = self.consumer.clone().expect("connected");
         let mut batch: Option<Batch> = None;
-        if let Some((split, offset, payload)) = self.carried.take() {
+        if let Some((split, (offset, key, value))) = self.carried.take() {
             batch = Some(self.start_batch(split, offset));
-            self.append(batch.as_mut().expect("batch"), offset, &payload);
+            let batch = batch.as_mut().expect("batch");
+            self.append(batch, offset, key.as_deref(), value.as_deref());
         }
         let max = self.context.batch_size.max(1);
         while batch.as_ref().is_none_or(|b| b.records < max) {
@@ -203,16 +210,17 @@ impl KafkaReader {
                 continue;
             };
             let offset = message.offset();
-            let payload = message.payload().unwrap_or_default();
+            let (key, value) = (message.key(), message.payload());
             match &mut batch {
                 Some(b) if b.split != split => {
-                    self.carried = Some((split, offset, payload.to_vec()));
+                    let record = (offset, key.map(<[u8]>::to_vec), value.map(<[u8]>::to_vec));
+                    self.carried = Some((split, record));
                     break;
                 }
-                Some(b) => self.append(b, offset, payload),
+                Some(b) => self.append(b, offset, key, value),
                 None => {
                     let mut b = self.start_batch(split, offset);
-                    self.append(&mut b, offset, payload);
+                    self.append(&mut b, offset, key, value);
                     batch = Some(b);
                 }
             }
@@ -229,13 +237,28 @@ impl KafkaReader {
             file: &topic,
             first_line: batch.first_offset as u64,
         };
-        let decoded = self.connector.format.decode(
-            &self.context.schema,
-            &batch.lines,
-            position,
-            self.connector.ignore_parse_errors,
-            &self.context.metrics,
-        )?;
+        let decoded = match &self.connector.upsert {
+            Some(layout) => {
+                let mut skipped = 0;
+                let describe = |i: usize| {
+                    format!(
+                        "record {} of the batch from {topic} {}",
+                        i + 1,
+                        batch.first_offset
+                    )
+                };
+                let decoded = layout.decode(&batch.keyed, describe, &mut skipped)?;
+                OperatorMetrics::add(&self.context.metrics.parse_errors_skipped, skipped);
+                decoded
+            }
+            None => self.connector.format.decode(
+                &self.context.schema,
+                &batch.lines,
+                position,
+                self.connector.ignore_parse_errors,
+                &self.context.metrics,
+            )?,
+        };
         OperatorMetrics::add(&self.context.metrics.records_in, batch.records as u64);
         Ok(Some(match decoded {
             Some(rows) => SourceEvent::Rows {
@@ -251,13 +274,20 @@ impl KafkaReader {
             split,
             first_offset: offset,
             lines: Vec::new(),
+            keyed: KeyedRecords::default(),
             records: 0,
         }
     }
 
-    fn append(&mut self, batch: &mut Batch, offset: i64, payload: &[u8]) {
-        batch.lines.extend_from_slice(payload);
-        batch.lines.push(b'\n');
+    fn append(&mut self, batch: &mut Batch, offset: i64, key: Option<&[u8]>, value: Option<&[u8]>) {
+        match self.connector.upsert {
+            // A record without a key decodes as one with an empty key: an error naming it.
+            Some(_) => batch.keyed.push(key.unwrap_or_default(), value),
+            None => {
+                batch.lines.extend_from_slice(value.unwrap_or_default());
+                batch.lines.push(b'\n');
+            }
+        }
         batch.records += 1;
         self.partitions[batch.split].next = offset + 1;
     }
@@ -278,7 +308,7 @@ impl SourceReader for KafkaReader {
             offsets.insert(partition.id, partition.next);
         }
         // A record carried over to the next batch has not been emitted yet.
-        if let Some((split, offset, _)) = &self.carried {
+        if let Some((split, (offset, _, _))) = &self.carried {
             offsets.insert(self.partitions[*split].id, *offset);
         }
         let mut out = StateWriter::new();

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::{JobGraph, Vertex, VertexOutput};
+use super::{Changelog, JobGraph, Vertex, VertexOutput};
 
 /// One line per operator: what it is, the changes it emits, its parallelism and the
 /// exchange feeding it.
@@ -72,15 +72,16 @@ pub fn operators(vertex: &Vertex) -> Vec<ExplainedOperator> {
     };
     let mut out = Vec::new();
     if let Some(source) = &vertex.source {
+        let changelog = Changelog::of_source(source.connector.as_ref());
         out.push(explained(
             format!("Source: {} [{}]", source.table, source.connector.name()),
-            "append-only".into(),
+            changelog.to_string(),
         ));
         for op in &source.scan_operators {
             out.push(explained(op.description.clone(), op.changelog.to_string()));
         }
         if source.watermark.is_some() {
-            out.push(explained("WatermarkAssigner".into(), "append-only".into()));
+            out.push(explained("WatermarkAssigner".into(), changelog.to_string()));
         }
     }
     for op in &vertex.operators {

@@ -17,7 +17,7 @@ use crate::sql::nodes::WindowKind;
 use eddy_common::Result;
 use eddy_common::config::JobConfig;
 use eddy_common::metrics::OperatorMetrics;
-use eddy_connectors::TableConnector;
+use eddy_connectors::{SourceChanges, TableConnector};
 use eddy_operators::Operator;
 use eddy_operators::aggregate::{
     AggregateCall, GroupAggregate, OverAggregate, OverSpec, WindowAggregate, WindowAggregateSpec,
@@ -27,6 +27,7 @@ use eddy_operators::join::{
     JoinSpec, LookupJoin, LookupJoinSpec, StreamingJoin, TemporalJoin, TemporalJoinSpec,
     WindowJoin, WindowJoinSpec,
 };
+use eddy_operators::normalize::{ChangelogNormalize, NormalizeSpec};
 use eddy_operators::rank::{RankSpec, TopN};
 use eddy_operators::window_assign::WindowAssign;
 
@@ -39,6 +40,17 @@ pub enum Changelog {
     Upsert,
     /// `+I`, `-U`, `+U`, `-D`: an update retracts the old row before adding the new.
     Retract,
+}
+
+impl Changelog {
+    /// The changes a source table's rows carry, as its connector reads them.
+    pub fn of_source(connector: &dyn TableConnector) -> Changelog {
+        match connector.source_changes() {
+            SourceChanges::Inserts => Changelog::AppendOnly,
+            SourceChanges::All => Changelog::Retract,
+            SourceChanges::Upsert { .. } => Changelog::Upsert,
+        }
+    }
 }
 
 impl fmt::Display for Changelog {
@@ -263,6 +275,8 @@ pub enum OperatorKind {
     TemporalJoin(TemporalJoinSpec),
     /// Top-N or deduplication (`ROW_NUMBER() OVER (...)` filtered by its rank).
     TopN(RankSpec),
+    /// An upsert stream made a retract stream by keeping each key's last row.
+    ChangelogNormalize(NormalizeSpec),
     /// OVER aggregates on event time.
     Over(OverSpec),
 }
@@ -281,6 +295,7 @@ impl OperatorSpec {
                 | OperatorKind::TemporalJoin(_)
                 | OperatorKind::TopN(_)
                 | OperatorKind::Over(_)
+                | OperatorKind::ChangelogNormalize(_)
         )
     }
 
@@ -340,6 +355,9 @@ impl OperatorSpec {
             }
             OperatorKind::Over(spec) => {
                 Box::new(OverAggregate::new(spec.clone(), metrics, max_parallelism)?)
+            }
+            OperatorKind::ChangelogNormalize(spec) => {
+                Box::new(ChangelogNormalize::new(spec.clone(), max_parallelism)?)
             }
         };
         Ok(operator)

@@ -24,6 +24,8 @@ mod over;
 mod rank;
 mod temporal;
 
+use eddy_connectors::SourceChanges;
+use eddy_operators::normalize::NormalizeSpec;
 use eddy_operators::rank::RankOutput;
 
 use super::{
@@ -268,6 +270,7 @@ impl Planner {
     fn plan_insert(&mut self, insert: &PlannedInsert) -> Result<()> {
         self.state_ttl_hints = insert.state_ttl_hints.clone();
         self.used_hints.clear();
+        let first_vertex = self.vertices.len();
         let stream = self.plan(&insert.plan)?;
         if let Some(unused) = self
             .state_ttl_hints
@@ -300,11 +303,12 @@ impl Planner {
                 location: insert.location,
                 message: format!(
                     "table '{}' ({} connector) accepts only inserts, but the query produces a {} \
-                     changelog (updates and deletes) from an unbounded GROUP BY; write it to a \
-                     print sink, or aggregate in windows",
+                     changelog (updates and deletes) from {}; write it to a table that takes \
+                     updates (postgres, print), or aggregate in windows",
                     sink.name,
                     sink.connector.name(),
-                    changelog
+                    changelog,
+                    self.update_origin(first_vertex),
                 ),
             });
         }
@@ -346,6 +350,26 @@ impl Planner {
             changelog,
         }));
         Ok(())
+    }
+
+    /// What first turns the rows of the query whose vertices start at `first_vertex` into
+    /// updates: a changelog source, or an operator (an unbounded GROUP BY, a regular join).
+    fn update_origin(&self, first_vertex: usize) -> String {
+        for vertex in &self.vertices[first_vertex..] {
+            if let Some(source) = &vertex.source
+                && Changelog::of_source(source.connector.as_ref()) != Changelog::AppendOnly
+            {
+                return format!("the changelog source '{}'", source.table);
+            }
+            if let Some(op) = vertex
+                .operators
+                .iter()
+                .find(|o| o.changelog != Changelog::AppendOnly)
+            {
+                return op.description.clone();
+            }
+        }
+        "the query".into()
     }
 
     /// The vertex that writes the sink: the stream's own, or, for a sink that wants each
@@ -606,7 +630,17 @@ impl Planner {
         );
         let full = DFSchema::try_from_qualified_schema(scan.table_name.clone(), &source.schema)
             .or_eddy()?;
-        let stream = Stream::new(vertex, Arc::new(full), Changelog::AppendOnly);
+        // A changelog source's rows are `+I`, `-U`, `+U` and `-D`, as Flink's changelog
+        // formats produce them (no upsert key: a change carries its whole before-image).
+        let mut stream = Stream::new(
+            vertex,
+            Arc::new(full),
+            Changelog::of_source(source.connector.as_ref()),
+        );
+        if let SourceChanges::Upsert { key } = source.connector.source_changes() {
+            stream = self.normalize(stream, &key)?;
+        }
+        let changelog = stream.changelog;
         let Some(projection) = &scan.projection else {
             return Ok(stream);
         };
@@ -627,7 +661,7 @@ impl Planner {
             &stream,
             OperatorSpec {
                 description: format!("Calc(select: {})", names.join(", ")),
-                changelog: Changelog::AppendOnly,
+                changelog,
                 kind: OperatorKind::Project(exprs, output_schema(&scan.projected_schema)),
             },
         );
@@ -635,6 +669,41 @@ impl Planner {
             schema: scan.projected_schema.clone(),
             ..stream
         })
+    }
+
+    /// Follows an upsert source with a changelog normalization in a vertex of its own,
+    /// partitioned by the key (`key` columns of the source's rows): each key's last row
+    /// kept, the stream made a retract stream (Flink's `ChangelogNormalize`).
+    fn normalize(&mut self, source: Stream, key: &[usize]) -> Result<Stream> {
+        let exprs: Vec<Expr> = key
+            .iter()
+            .map(|i| Expr::Column(Column::from(source.schema.qualified_field(*i))))
+            .collect();
+        let partitioned = self.partitioned_exchange(&source, &exprs)?;
+        let state_ttl = self.state_ttl;
+        let stream = Stream::new(
+            partitioned.target,
+            source.schema.clone(),
+            Changelog::Retract,
+        );
+        self.push(
+            &stream,
+            OperatorSpec {
+                description: format!(
+                    "ChangelogNormalize(key: {}{})",
+                    partitioned.display,
+                    ttl_display(state_ttl)
+                ),
+                changelog: Changelog::Retract,
+                kind: OperatorKind::ChangelogNormalize(NormalizeSpec {
+                    keys: partitioned.keys,
+                    key_types: partitioned.types,
+                    schema: output_schema(&source.schema),
+                    state_ttl,
+                }),
+            },
+        );
+        Ok(stream)
     }
 
     fn plan_watermark(&mut self, node: &WatermarkAssigner) -> Result<Stream> {

@@ -328,12 +328,15 @@ fn plan_insert(
         .cloned()
         .ok_or_else(|| sql_error(location, format!("INSERT INTO '{table}': no such table")))?;
     if !sink.connector.is_sink() {
+        let reason = sink.connector.write_refusal().unwrap_or_else(|| {
+            format!(
+                "the '{}' connector cannot be written to",
+                sink.connector.name()
+            )
+        });
         return Err(sql_error(
             location,
-            format!(
-                "INSERT INTO '{table}': the '{}' connector cannot be written to",
-                sink.connector.name()
-            ),
+            format!("INSERT INTO '{table}': {reason}"),
         ));
     }
     let state_ttl_hints = hints::state_ttl_hints(&query).map_err(|m| sql_error(location, m))?;

@@ -1,0 +1,173 @@
+//! `maxwell-json`: Maxwell's change messages, one row each: `insert` is `+I` of `data`,
+//! `delete` is `-D` of `data`, `update` is `-U` of the before-image (`data` with the changed
+//! columns' old values from `old`) then `+U` of `data`. Other types (`bootstrap-*`,
+//! `table-*`, ...) are errors, as in Flink.
+
+use std::borrow::Cow;
+
+use arrow::datatypes::SchemaRef;
+use arrow::error::ArrowError;
+use eddy_common::chunk::{Chunk, Op};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::{ChangeRows, JsonObject, excerpt, is_tombstone, malformed, messages, parse_envelope};
+use crate::Options;
+
+/// The option keys of `maxwell-json`.
+pub const KEYS: &[&str] = &[
+    "maxwell-json.ignore-parse-errors",
+    "maxwell-json.timestamp-format.standard",
+];
+
+/// The `maxwell-json` format.
+#[derive(Debug, Clone, Default)]
+pub struct MaxwellJson;
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    data: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    old: Option<&'a RawValue>,
+    #[serde(rename = "type", default)]
+    kind: Option<Cow<'a, str>>,
+}
+
+impl MaxwellJson {
+    /// The format the `maxwell-json.*` options describe.
+    pub fn from_options(options: &Options<'_>) -> eddy_common::Result<Self> {
+        super::validate_common(options, "maxwell-json")?;
+        Ok(MaxwellJson)
+    }
+
+    /// Decodes whole lines, one message a line.
+    pub fn decode(&self, schema: &SchemaRef, bytes: &[u8]) -> Result<Option<Chunk>, ArrowError> {
+        let mut rows = ChangeRows::default();
+        for message in messages(bytes) {
+            if !is_tombstone(message) {
+                push_message(schema, message, &mut rows)?;
+            }
+        }
+        rows.decode(schema)
+    }
+}
+
+fn push_message(
+    schema: &SchemaRef,
+    message: &[u8],
+    rows: &mut ChangeRows,
+) -> Result<(), ArrowError> {
+    let envelope: Envelope<'_> = parse_envelope("Maxwell", message)?;
+    let kind = envelope
+        .kind
+        .ok_or_else(|| malformed("the message has no 'type'".into()))?;
+    let data = envelope
+        .data
+        .ok_or_else(|| malformed(format!("a '{}' message without 'data'", excerpt(&kind))))?;
+    match kind.as_ref() {
+        "insert" => rows.push(Op::Insert, data),
+        "delete" => rows.push(Op::Delete, data),
+        "update" => {
+            let old = envelope
+                .old
+                .ok_or_else(|| malformed("an 'update' message without 'old'".into()))?;
+            let old = JsonObject::parse(old, "old")?;
+            let after = JsonObject::parse(data, "data")?;
+            rows.push_merged(Op::UpdateBefore, schema, &old, &after)?;
+            rows.push(Op::UpdateAfter, data)
+        }
+        other => Err(malformed(format!(
+            "unknown \"type\" value \"{}\" (Maxwell's rows are insert, update, delete)",
+            excerpt(other)
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Array, Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    use super::*;
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("name", DataType::Utf8, true),
+        ]))
+    }
+
+    fn rows(chunk: &Chunk) -> Vec<String> {
+        let rows = chunk.rows();
+        let ids = rows
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
+        let names = rows
+            .column(1)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
+        (0..chunk.num_rows())
+            .map(|i| {
+                let name = match names.is_null(i) {
+                    true => "NULL",
+                    false => names.value(i),
+                };
+                format!("{} {} {name}", chunk.op(i).short_name(), ids.value(i))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn messages_become_rows_and_updates_merge_the_old_values() {
+        let lines = concat!(
+            r#"{"database":"d","table":"t","type":"insert","ts":1,"xid":7,"commit":true,"data":{"id":1,"name":"a"}}"#,
+            "\n",
+            r#"{"database":"d","table":"t","type":"update","data":{"id":1,"name":"b"},"old":{"name":"a"}}"#,
+            "\n",
+            r#"{"type":"update","data":{"id":1,"name":"c"},"old":{"name":null}}"#,
+            "\n",
+            r#"{"database":"d","table":"t","type":"delete","data":{"id":1,"name":"c"}}"#,
+        );
+        let chunk = MaxwellJson
+            .decode(&schema(), lines.as_bytes())
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            rows(&chunk),
+            [
+                "+I 1 a",
+                "-U 1 a",
+                "+U 1 b",
+                "-U 1 NULL",
+                "+U 1 c",
+                "-D 1 c"
+            ]
+        );
+    }
+
+    #[test]
+    fn malformed_messages_are_errors_that_say_what_is_wrong() {
+        for (line, expected) in [
+            (
+                r#"{"type":"bootstrap-insert","data":{"id":1}}"#,
+                "unknown \"type\" value",
+            ),
+            (r#"{"type":"insert"}"#, "without 'data'"),
+            (r#"{"type":"update","data":{"id":1}}"#, "without 'old'"),
+            (r#"{"data":{"id":1}}"#, "no 'type'"),
+            (r#"{"type":"insert","data":"x"}"#, "must be a JSON object"),
+        ] {
+            let error = MaxwellJson
+                .decode(&schema(), line.as_bytes())
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(expected), "{line}: {error}");
+        }
+    }
+}

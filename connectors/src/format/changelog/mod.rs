@@ -1,0 +1,184 @@
+//! Changelog formats: the JSON envelopes change-data-capture tools write for each change of
+//! a database row — Debezium ([`debezium`]), Canal ([`canal`]) and Maxwell ([`maxwell`]) —
+//! read as Flink's `debezium-json`, `canal-json` and `maxwell-json` formats read them:
+//! every envelope becomes zero or more rows with their kind (`+I`, `-U`, `+U`, `-D`).
+//!
+//! An envelope is taken apart with `serde_json`, borrowing the row images as raw JSON text;
+//! the images of a whole block of envelopes are then decoded by Arrow's JSON decoder at
+//! once, with the table's types (the same conversions the `json` format makes). Only
+//! Canal's and Maxwell's before-images, which merge the changed columns (`old`) into the
+//! new row (`data`), are rewritten per row.
+
+pub mod canal;
+pub mod debezium;
+pub mod maxwell;
+
+use std::borrow::Cow;
+
+use arrow::array::UInt8Array;
+use arrow::datatypes::SchemaRef;
+use arrow::error::ArrowError;
+use eddy_common::chunk::{Chunk, Op};
+use serde_json::value::RawValue;
+
+use super::super::Options;
+
+/// Row images decoded from a block of envelopes, in order: JSON objects, one a line, and
+/// the kind of each.
+#[derive(Debug, Default)]
+pub(crate) struct ChangeRows {
+    text: Vec<u8>,
+    ops: Vec<u8>,
+}
+
+impl ChangeRows {
+    /// Adds a row image given as a JSON object.
+    pub(crate) fn push(&mut self, op: Op, image: &RawValue) -> Result<(), ArrowError> {
+        let text = image.get();
+        if !text.starts_with('{') {
+            return Err(malformed(format!(
+                "a row image must be a JSON object, not {}",
+                excerpt(text)
+            )));
+        }
+        self.text.extend_from_slice(text.as_bytes());
+        self.text.push(b'\n');
+        self.ops.push(op as u8);
+        Ok(())
+    }
+
+    /// Adds a before-image: the columns of `schema` that `old` holds (changed columns, as
+    /// Canal and Maxwell write them) with their old values, the others as `after` has them.
+    /// (Flink looks a column up in a Canal message's whole `old` array instead of the row's
+    /// own old values, so a column changed in one row of a multi-row update reads as NULL
+    /// in the before-images of the rows where it did not change, retracting rows that never
+    /// existed; Eddy reads each row's own.)
+    pub(crate) fn push_merged(
+        &mut self,
+        op: Op,
+        schema: &SchemaRef,
+        old: &JsonObject<'_>,
+        after: &JsonObject<'_>,
+    ) -> Result<(), ArrowError> {
+        self.text.push(b'{');
+        let mut first = true;
+        for field in schema.fields() {
+            let name = field.name().as_str();
+            let Some(value) = old.get(name).or_else(|| after.get(name)) else {
+                continue;
+            };
+            if !first {
+                self.text.push(b',');
+            }
+            first = false;
+            serde_json::to_writer(&mut self.text, name)
+                .map_err(|e| ArrowError::JsonError(e.to_string()))?;
+            self.text.push(b':');
+            self.text.extend_from_slice(value.get().as_bytes());
+        }
+        self.text.extend_from_slice(b"}\n");
+        self.ops.push(op as u8);
+        Ok(())
+    }
+
+    /// Decodes the row images with the table's types.
+    pub(crate) fn decode(self, schema: &SchemaRef) -> Result<Option<Chunk>, ArrowError> {
+        if self.ops.is_empty() {
+            return Ok(None);
+        }
+        let mut decoder = arrow::json::ReaderBuilder::new(schema.clone())
+            .with_batch_size(self.ops.len())
+            .build_decoder()?;
+        super::feed(&self.text, |rest| decoder.decode(rest))?;
+        let Some(rows) = decoder.flush()? else {
+            return Ok(None);
+        };
+        if rows.num_rows() != self.ops.len() {
+            return Err(ArrowError::JsonError(format!(
+                "{} row images decoded into {} rows",
+                self.ops.len(),
+                rows.num_rows()
+            )));
+        }
+        if self.ops.iter().all(|op| *op == Op::Insert as u8) {
+            return Ok(Some(Chunk::inserts(rows)));
+        }
+        Ok(Some(Chunk::with_ops(rows, UInt8Array::from(self.ops))))
+    }
+}
+
+/// A JSON object's members, values kept as raw text.
+pub(crate) struct JsonObject<'a> {
+    members: Vec<(Cow<'a, str>, &'a RawValue)>,
+}
+
+impl<'a> JsonObject<'a> {
+    /// Parses `raw`, which must be a JSON object.
+    pub(crate) fn parse(raw: &'a RawValue, what: &str) -> Result<Self, ArrowError> {
+        let members: std::collections::BTreeMap<Cow<'a, str>, &'a RawValue> =
+            serde_json::from_str(raw.get()).map_err(|_| {
+                malformed(format!(
+                    "'{what}' must be a JSON object, not {}",
+                    excerpt(raw.get())
+                ))
+            })?;
+        Ok(JsonObject {
+            members: members.into_iter().collect(),
+        })
+    }
+
+    /// The raw value of member `name`, if present (an explicit `null` is present).
+    pub(crate) fn get(&self, name: &str) -> Option<&'a RawValue> {
+        self.members
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| *value)
+    }
+}
+
+/// Whether a message is empty (a Kafka tombstone, a blank line): it carries no change.
+pub(crate) fn is_tombstone(message: &[u8]) -> bool {
+    message.iter().all(u8::is_ascii_whitespace) || message == b"null"
+}
+
+/// Parses one envelope, naming the format in the error.
+pub(crate) fn parse_envelope<'a, T: serde::Deserialize<'a>>(
+    format: &str,
+    message: &'a [u8],
+) -> Result<T, ArrowError> {
+    serde_json::from_slice(message)
+        .map_err(|e| malformed(format!("not a {format} JSON message: {e}")))
+}
+
+/// A malformed message.
+pub(crate) fn malformed(message: String) -> ArrowError {
+    ArrowError::JsonError(message)
+}
+
+/// The start of a JSON text, for error messages.
+pub(crate) fn excerpt(text: &str) -> String {
+    const MOST: usize = 60;
+    match text.char_indices().nth(MOST) {
+        Some((end, _)) => format!("{}...", &text[..end]),
+        None => text.to_string(),
+    }
+}
+
+/// Reads the `<prefix>.ignore-parse-errors` and `<prefix>.timestamp-format.standard`
+/// options every changelog format has (timestamps are read in both standards, so the
+/// latter is only validated).
+pub(crate) fn validate_common(options: &Options<'_>, prefix: &str) -> eddy_common::Result<()> {
+    let key = format!("{prefix}.timestamp-format.standard");
+    match options.get(&key) {
+        None => Ok(()),
+        Some(v) if v.eq_ignore_ascii_case("SQL") || v.eq_ignore_ascii_case("ISO-8601") => Ok(()),
+        Some(other) => Err(options.error(format!(
+            "option '{key}' = '{other}': expected SQL or ISO-8601"
+        ))),
+    }
+}
+
+/// Splits a block into its lines (messages), with their indexes.
+pub(crate) fn messages(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    bytes.split(|b| *b == b'\n')
+}

@@ -1,0 +1,1 @@
+SELECT id, customer_id, amount, status, ts FROM orders_maxwell

@@ -1,0 +1,1 @@
+SELECT customer_id, COUNT(*), SUM(amount), MIN(amount), MAX(amount) FROM orders_debezium GROUP BY customer_id
