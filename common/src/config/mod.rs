@@ -21,6 +21,9 @@ pub const PIPELINE_NAME: &str = "pipeline.name";
 /// How long keyed state of unbounded GROUP BYs, regular joins, Top-Ns and deduplications
 /// lives after its last write, by the wall clock (`table.exec.state.ttl`; 0: for good).
 pub const STATE_TTL: &str = "table.exec.state.ttl";
+/// Whether changelog sources may deliver a change more than once (Debezium's
+/// at-least-once delivery): each is then followed by a normalization on its primary key.
+pub const CDC_EVENTS_DUPLICATE: &str = "table.exec.source.cdc-events-duplicate";
 
 const KNOWN_KEYS: &[&str] = &[
     PARALLELISM,
@@ -28,6 +31,7 @@ const KNOWN_KEYS: &[&str] = &[
     BATCH_SIZE,
     PIPELINE_NAME,
     STATE_TTL,
+    CDC_EVENTS_DUPLICATE,
     "execution.checkpointing.interval",
     "execution.checkpointing.mode",
     "execution.checkpointing.timeout",
@@ -72,6 +76,9 @@ pub struct JobConfig {
     pub restart: RestartOptions,
     /// Idle state retention of unbounded keyed state (`None`: kept for good).
     pub state_ttl: Option<std::time::Duration>,
+    /// `table.exec.source.cdc-events-duplicate`: changelog sources with a primary key are
+    /// deduplicated by it.
+    pub cdc_events_duplicate: bool,
     raw: BTreeMap<String, String>,
 }
 
@@ -85,6 +92,7 @@ impl Default for JobConfig {
             checkpoints: CheckpointConfig::default(),
             restart: RestartOptions::default(),
             state_ttl: None,
+            cdc_events_duplicate: false,
             raw: BTreeMap::new(),
         }
     }
@@ -110,6 +118,7 @@ impl JobConfig {
                 let ttl = parse_duration(key, value)?;
                 self.state_ttl = (!ttl.is_zero()).then_some(ttl);
             }
+            CDC_EVENTS_DUPLICATE => self.cdc_events_duplicate = parse_bool(key, value)?,
             "execution.checkpointing.interval" => {
                 let interval = parse_duration(key, value)?;
                 self.checkpoints.interval = (!interval.is_zero()).then_some(interval);

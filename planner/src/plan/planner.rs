@@ -13,6 +13,7 @@ use datafusion_expr::execution_props::ExecutionProps;
 use datafusion_expr::physical_planning_context::PhysicalPlanningContext;
 use datafusion_expr::{Expr, ExprSchemable, LogicalPlan};
 use datafusion_physical_expr::{PhysicalExpr, create_physical_expr};
+use eddy_common::config::CDC_EVENTS_DUPLICATE;
 use eddy_common::{EddyError, Result};
 use eddy_operators::OrEddy;
 
@@ -47,6 +48,7 @@ pub fn plan_job(script: &CompiledScript) -> Result<JobGraph> {
         parallelism: script.config.parallelism,
         props: ExecutionProps::new(),
         state_ttl: script.config.state_ttl.map(|ttl| ttl.as_millis() as i64),
+        cdc_events_duplicate: script.config.cdc_events_duplicate,
         state_ttl_hints: StateTtlHints::new(),
         used_hints: BTreeSet::new(),
     };
@@ -148,6 +150,8 @@ struct Planner {
     /// `table.exec.state.ttl` in milliseconds, for the operators whose keyed state would
     /// otherwise grow for good.
     state_ttl: Option<i64>,
+    /// `table.exec.source.cdc-events-duplicate`.
+    cdc_events_duplicate: bool,
     /// The `STATE_TTL` hints of the query being planned, and the names they matched.
     state_ttl_hints: StateTtlHints,
     used_hints: BTreeSet<String>,
@@ -637,8 +641,19 @@ impl Planner {
             Arc::new(full),
             Changelog::of_source(source.connector.as_ref()),
         );
-        if let SourceChanges::Upsert { key } = source.connector.source_changes() {
-            stream = self.normalize(stream, &key)?;
+        match source.connector.source_changes() {
+            SourceChanges::Upsert { key } => stream = self.normalize(stream, &key)?,
+            SourceChanges::All if self.cdc_events_duplicate => {
+                if source.primary_key.is_empty() {
+                    return Err(EddyError::Plan(format!(
+                        "'{CDC_EVENTS_DUPLICATE}' is enabled, which needs every changelog \
+                         source to declare a PRIMARY KEY to deduplicate by; '{}' has none",
+                        source.table
+                    )));
+                }
+                stream = self.normalize(stream, &source.primary_key)?;
+            }
+            SourceChanges::All | SourceChanges::Inserts => {}
         }
         let changelog = stream.changelog;
         let Some(projection) = &scan.projection else {
@@ -671,9 +686,10 @@ impl Planner {
         })
     }
 
-    /// Follows an upsert source with a changelog normalization in a vertex of its own,
-    /// partitioned by the key (`key` columns of the source's rows): each key's last row
-    /// kept, the stream made a retract stream (Flink's `ChangelogNormalize`).
+    /// Follows an upsert source (or a changelog source that may repeat changes) with a
+    /// changelog normalization in a vertex of its own, partitioned by the key (`key`
+    /// columns of the source's rows): each key's last row kept, the stream made a retract
+    /// stream without repeats (Flink's `ChangelogNormalize`).
     fn normalize(&mut self, source: Stream, key: &[usize]) -> Result<Stream> {
         let exprs: Vec<Expr> = key
             .iter()

@@ -46,6 +46,8 @@ pub struct ConnectorSource {
     pub schema: SchemaRef,
     /// Its connector.
     pub connector: Arc<dyn TableConnector>,
+    /// Its `PRIMARY KEY` columns, as indexes into `schema`.
+    pub primary_key: Vec<usize>,
 }
 
 impl TableSource for ConnectorSource {

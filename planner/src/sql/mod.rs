@@ -204,6 +204,11 @@ fn create_table(catalog: &Catalog, table: TableStatement, location: Location) ->
         table: table.name.clone(),
         schema: physical_schema.clone(),
         connector: connector.clone(),
+        primary_key: table
+            .primary_key
+            .iter()
+            .filter_map(|k| physical_schema.index_of(k).ok())
+            .collect(),
     });
     let provider = Provider::new(catalog);
     let planner = sql_to_rel(&provider);
