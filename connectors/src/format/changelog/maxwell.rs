@@ -88,9 +88,9 @@ fn push_message(
 mod tests {
     use std::sync::Arc;
 
-    use arrow::array::{Array, Int64Array, StringArray};
     use arrow::datatypes::{DataType, Field, Schema};
 
+    use super::super::rendered as rows;
     use super::*;
 
     fn schema() -> SchemaRef {
@@ -98,29 +98,6 @@ mod tests {
             Field::new("id", DataType::Int64, true),
             Field::new("name", DataType::Utf8, true),
         ]))
-    }
-
-    fn rows(chunk: &Chunk) -> Vec<String> {
-        let rows = chunk.rows();
-        let ids = rows
-            .column(0)
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .unwrap();
-        let names = rows
-            .column(1)
-            .as_any()
-            .downcast_ref::<StringArray>()
-            .unwrap();
-        (0..chunk.num_rows())
-            .map(|i| {
-                let name = match names.is_null(i) {
-                    true => "NULL",
-                    false => names.value(i),
-                };
-                format!("{} {} {name}", chunk.op(i).short_name(), ids.value(i))
-            })
-            .collect()
     }
 
     #[test]
@@ -153,21 +130,18 @@ mod tests {
 
     #[test]
     fn malformed_messages_are_errors_that_say_what_is_wrong() {
-        for (line, expected) in [
-            (
-                r#"{"type":"bootstrap-insert","data":{"id":1}}"#,
-                "unknown \"type\" value",
-            ),
-            (r#"{"type":"insert"}"#, "without 'data'"),
-            (r#"{"type":"update","data":{"id":1}}"#, "without 'old'"),
-            (r#"{"data":{"id":1}}"#, "no 'type'"),
-            (r#"{"type":"insert","data":"x"}"#, "must be a JSON object"),
-        ] {
-            let error = MaxwellJson
-                .decode(&schema(), line.as_bytes())
-                .unwrap_err()
-                .to_string();
-            assert!(error.contains(expected), "{line}: {error}");
-        }
+        super::super::assert_refused(
+            |m| MaxwellJson.decode(&schema(), m),
+            &[
+                (
+                    r#"{"type":"bootstrap-insert","data":{"id":1}}"#,
+                    "unknown \"type\" value",
+                ),
+                (r#"{"type":"insert"}"#, "without 'data'"),
+                (r#"{"type":"update","data":{"id":1}}"#, "without 'old'"),
+                (r#"{"data":{"id":1}}"#, "no 'type'"),
+                (r#"{"type":"insert","data":"x"}"#, "must be a JSON object"),
+            ],
+        );
     }
 }
