@@ -172,6 +172,16 @@ impl KafkaConnector {
         config
     }
 
+    /// A producer's configuration: [`KafkaConnector::client_config`], keyed records
+    /// partitioned as Java's clients partition them (murmur2 of the key, so a key lands in
+    /// the partition Flink or Debezium would put it in) unless `properties.partitioner`
+    /// says otherwise.
+    fn producer_config(&self, defaults: &[(&str, &str)]) -> ClientConfig {
+        let mut all = vec![("partitioner", "murmur2_random")];
+        all.extend_from_slice(defaults);
+        self.client_config(&all)
+    }
+
     fn error(&self, message: String) -> EddyError {
         EddyError::Connector {
             table: self.table.clone(),

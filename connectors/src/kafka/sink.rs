@@ -266,7 +266,7 @@ impl Transactions {
         if slot.is_none() {
             let producer: BaseProducer = self
                 .connector
-                .client_config(&[("transactional.id", &self.transactional_id)])
+                .producer_config(&[("transactional.id", &self.transactional_id)])
                 .create()
                 .map_err(|e| self.error("creating a transactional producer", e))?;
             producer
@@ -461,7 +461,7 @@ struct IdempotentProducer {
 impl IdempotentProducer {
     fn new(connector: Arc<KafkaConnector>, context: &SinkContext) -> Result<Self> {
         let producer = connector
-            .client_config(&[("enable.idempotence", "true")])
+            .producer_config(&[("enable.idempotence", "true")])
             .create_with_context(DeliveryErrors::default())
             .map_err(|e| kafka_error(&connector, "creating a producer", e))?;
         Ok(IdempotentProducer {
