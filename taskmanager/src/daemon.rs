@@ -40,6 +40,50 @@ pub struct TaskManagerConfig {
     pub guard: Guard,
 }
 
+/// The TaskManager's membership (registration and heartbeats) on a thread and runtime of
+/// its own, as Flink keeps its RPC thread apart from task threads: tasks that keep the main
+/// runtime's workers busy (restoring a large state, a burst of chunks on few cores) cannot
+/// delay a heartbeat past the JobManager's timeout, which would fail the job again on
+/// every restore.
+struct Membership {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Membership {
+    fn start(node: Arc<TaskManager>) -> Result<Membership> {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let thread = std::thread::Builder::new()
+            .name("membership".into())
+            .spawn(move || {
+                runtime.block_on(async {
+                    tokio::select! {
+                        () = stay_registered(node) => {}
+                        _ = stopped => {}
+                    }
+                })
+            })?;
+        Ok(Membership {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops heartbeating (the JobManager then loses this TaskManager) and waits for the
+    /// thread.
+    fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// `SCHEME://IP:PORT` of a bound address, 127.0.0.1 standing for an unspecified IP.
 fn url_of(local: SocketAddr, tls: Option<&Tls>) -> String {
     let ip = match local.ip().is_unspecified() {
@@ -91,7 +135,7 @@ pub async fn run(config: TaskManagerConfig, shutdown: impl Future<Output = ()>) 
             }
         });
     }
-    let membership = tokio::spawn(stay_registered(node.clone()));
+    let membership = Membership::start(node.clone())?;
     // Only cluster members (the JobManager, other TaskManagers) call a TaskManager.
     let server = eddy_proto::tls::server(tls, ClientAuth::Required)?
         .add_service(TaskExecutorServer::with_interceptor(
@@ -103,7 +147,7 @@ pub async fn run(config: TaskManagerConfig, shutdown: impl Future<Output = ()>) 
         )))
         .serve_with_incoming_shutdown(eddy_proto::incoming(listener), shutdown);
     let result = server.await;
-    membership.abort();
+    membership.stop();
     let _ = http_stop.send(());
     node.cancel_all().await;
     tracing::info!(id = %config.id, "taskmanager stopped");
