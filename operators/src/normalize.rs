@@ -207,11 +207,12 @@ impl Emission {
 impl Operator for ChangelogNormalize {
     fn process(&mut self, chunk: Chunk, out: &mut Vec<Chunk>) -> Result<()> {
         let now = self.ttl.as_ref().map(StateTtl::now);
-        if let (Some(now), Some(ttl)) = (now, &mut self.ttl) {
-            for slot in ttl.expired(now) {
-                self.rows[slot as usize] = Vec::new();
-                self.keys.release(slot);
-            }
+        let expired = match (now, &mut self.ttl) {
+            (Some(now), Some(ttl)) => ttl.expired(now),
+            _ => Vec::new(),
+        };
+        for slot in expired {
+            self.release(slot);
         }
         let input = chunk.rows();
         let keys = self.keys.encode(input)?;

@@ -37,21 +37,26 @@ pub struct JsonFormat {
     fail_on_missing_field: bool,
 }
 
+impl TimestampStandard {
+    /// The standard option `<format>.timestamp-format.standard` names (SQL by default).
+    pub fn from_options(options: &Options<'_>, format: &str) -> Result<Self> {
+        let key = format!("{format}.timestamp-format.standard");
+        match options.get(&key) {
+            None => Ok(TimestampStandard::Sql),
+            Some(v) if v.eq_ignore_ascii_case("SQL") => Ok(TimestampStandard::Sql),
+            Some(v) if v.eq_ignore_ascii_case("ISO-8601") => Ok(TimestampStandard::Iso8601),
+            Some(other) => Err(options.error(format!(
+                "option '{key}' = '{other}': expected SQL or ISO-8601"
+            ))),
+        }
+    }
+}
+
 impl JsonFormat {
     /// The format the `json.*` options describe.
     pub fn from_options(options: &Options<'_>) -> Result<Self> {
-        let timestamps = match options.get("json.timestamp-format.standard") {
-            None => TimestampStandard::Sql,
-            Some(v) if v.eq_ignore_ascii_case("SQL") => TimestampStandard::Sql,
-            Some(v) if v.eq_ignore_ascii_case("ISO-8601") => TimestampStandard::Iso8601,
-            Some(other) => {
-                return Err(options.error(format!(
-                    "option 'json.timestamp-format.standard' = '{other}': expected SQL or ISO-8601"
-                )));
-            }
-        };
         Ok(JsonFormat {
-            timestamps,
+            timestamps: TimestampStandard::from_options(options, "json")?,
             fail_on_missing_field: options.flag("json.fail-on-missing-field", false)?,
         })
     }

@@ -121,7 +121,7 @@ impl Format {
         ignore_errors: bool,
         metrics: &OperatorMetrics,
     ) -> Result<Option<Chunk>> {
-        if let Ok(chunk) = self.decode_all(schema, lines) {
+        if let Ok(chunk) = self.decode_strict(schema, lines) {
             return Ok(chunk);
         }
         // Find the bad records one line at a time.
@@ -130,7 +130,7 @@ impl Format {
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            match self.decode_all(schema, line) {
+            match self.decode_strict(schema, line) {
                 Ok(Some(chunk)) => good.push(chunk),
                 Ok(None) => {}
                 Err(e) if ignore_errors => {
@@ -152,14 +152,6 @@ impl Format {
     /// Decodes complete lines, failing on the first malformed record (without saying
     /// where).
     pub(crate) fn decode_strict(
-        &self,
-        schema: &SchemaRef,
-        lines: &[u8],
-    ) -> Result<Option<Chunk>, arrow::error::ArrowError> {
-        self.decode_all(schema, lines)
-    }
-
-    fn decode_all(
         &self,
         schema: &SchemaRef,
         bytes: &[u8],

@@ -182,6 +182,12 @@ impl KafkaConnector {
         self.client_config(&all)
     }
 
+    /// upsert-kafka's `sink.buffer-flush.*`: flush after this many records or this long,
+    /// each key's last record only.
+    fn buffer_flush(&self) -> Option<(usize, std::time::Duration)> {
+        self.upsert.as_ref().and_then(|layout| layout.buffer_flush)
+    }
+
     fn error(&self, message: String) -> EddyError {
         EddyError::Connector {
             table: self.table.clone(),

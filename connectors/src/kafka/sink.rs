@@ -174,12 +174,11 @@ impl TransactionWriter for WriteAhead {
                 .u64(checkpoint)
                 .bytes(&self.lines)
                 .bytes(self.job.as_bytes());
-            if let Some(layout) = &self.connector.upsert {
-                // Within one transaction only a key's last record matters to a reader.
-                match layout.buffer_flush {
-                    Some(_) => self.keyed.reduced().save(&mut out),
-                    None => self.keyed.save(&mut out),
-                }
+            // Within one transaction only a key's last record matters to a reader.
+            match (&self.connector.upsert, self.connector.buffer_flush()) {
+                (None, _) => {}
+                (Some(_), Some(_)) => self.keyed.reduced().save(&mut out),
+                (Some(_), None) => self.keyed.save(&mut out),
             }
             self.lines.clear();
             self.keyed.clear();
@@ -491,11 +490,10 @@ impl IdempotentProducer {
 
     /// Sends the keyed records held back (each key's last one when buffering).
     async fn send_keyed(&mut self) -> Result<()> {
-        let records = match self.connector.upsert.as_ref().and_then(|l| l.buffer_flush) {
-            Some(_) => self.keyed.reduced(),
-            None => std::mem::take(&mut self.keyed),
-        };
-        self.keyed.clear();
+        let mut records = std::mem::take(&mut self.keyed);
+        if self.connector.buffer_flush().is_some() {
+            records = records.reduced();
+        }
         self.buffered_since = None;
         for (key, value) in records.iter() {
             self.send(Some(key), value).await?;
@@ -506,7 +504,7 @@ impl IdempotentProducer {
     /// Whether the keyed records held back are due: always without buffering, else when
     /// the buffer is full or old.
     fn keyed_due(&self) -> bool {
-        match self.connector.upsert.as_ref().and_then(|l| l.buffer_flush) {
+        match self.connector.buffer_flush() {
             None => true,
             Some((rows, interval)) => {
                 self.keyed.len() >= rows
@@ -575,11 +573,10 @@ impl SinkWriter for IdempotentProducer {
         self.keyed.is_empty()
     }
 
-    fn finish(&mut self, end: StreamEnd) -> BoxFuture<'_, Result<()>> {
+    fn finish(&mut self, _end: StreamEnd) -> BoxFuture<'_, Result<()>> {
         async move {
             // A stop or cancel sends what is held back too: at least once, a restore may
             // send it again.
-            let _ = end;
             self.send_keyed().await?;
             self.flush().await
         }

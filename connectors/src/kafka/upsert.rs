@@ -168,8 +168,10 @@ impl UpsertLayout {
             return Ok(chunk);
         }
         let mut good = Vec::new();
-        for i in 0..records.len() {
-            match self.decode_all(&records.one(i)) {
+        for (i, (key, value)) in records.iter().enumerate() {
+            let mut one = KeyedRecords::default();
+            one.push(key, value);
+            match self.decode_all(&one) {
                 Ok(Some(chunk)) => good.push(chunk),
                 Ok(None) => {}
                 Err(_) if self.ignore_parse_errors => *skipped += 1,
@@ -191,12 +193,12 @@ impl UpsertLayout {
         }
         let keys = self
             .key_format
-            .decode_strict(&self.key_schema, &records.keys)?;
-        let keys = keys.map(|c| c.rows().clone());
-        if keys.as_ref().map_or(0, RecordBatch::num_rows) != count {
+            .decode_strict(&self.key_schema, &records.keys)?
+            .map(|c| c.rows().clone())
+            .filter(|keys| keys.num_rows() == count);
+        let Some(keys) = keys else {
             return Err(ArrowError::JsonError("a record without a key".into()));
-        }
-        let keys = keys.expect("keys");
+        };
         let present = records.tombstones.iter().filter(|t| !**t).count();
         let values = match present {
             0 => None,
@@ -377,15 +379,6 @@ impl KeyedRecords {
                 true => (key, None),
                 false => (key, Some(values.next().unwrap_or_default())),
             })
-    }
-
-    /// Record `i` alone.
-    fn one(&self, i: usize) -> KeyedRecords {
-        let mut one = KeyedRecords::default();
-        if let Some((key, value)) = self.iter().nth(i) {
-            one.push(key, value);
-        }
-        one
     }
 
     /// Only each key's last record, in the order of those last records.

@@ -45,7 +45,12 @@ pub enum Changelog {
 impl Changelog {
     /// The changes a source table's rows carry, as its connector reads them.
     pub fn of_source(connector: &dyn TableConnector) -> Changelog {
-        match connector.source_changes() {
+        Changelog::of_changes(&connector.source_changes())
+    }
+
+    /// The changelog kind of a source's `changes`.
+    pub fn of_changes(changes: &SourceChanges) -> Changelog {
+        match changes {
             SourceChanges::Inserts => Changelog::AppendOnly,
             SourceChanges::All => Changelog::Retract,
             SourceChanges::Upsert { .. } => Changelog::Upsert,

@@ -634,14 +634,11 @@ impl Planner {
         );
         let full = DFSchema::try_from_qualified_schema(scan.table_name.clone(), &source.schema)
             .or_eddy()?;
-        // A changelog source's rows are `+I`, `-U`, `+U` and `-D`, as Flink's changelog
-        // formats produce them (no upsert key: a change carries its whole before-image).
-        let mut stream = Stream::new(
-            vertex,
-            Arc::new(full),
-            Changelog::of_source(source.connector.as_ref()),
-        );
-        match source.connector.source_changes() {
+        // A changelog format's rows are a retract stream (each change carries its whole
+        // before-image); an upsert source's are normalized by key into one.
+        let changes = source.connector.source_changes();
+        let mut stream = Stream::new(vertex, Arc::new(full), Changelog::of_changes(&changes));
+        match changes {
             SourceChanges::Upsert { key } => stream = self.normalize(stream, &key)?,
             SourceChanges::All if self.cdc_events_duplicate => {
                 if source.primary_key.is_empty() {

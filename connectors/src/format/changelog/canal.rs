@@ -14,7 +14,7 @@ use regex::Regex;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{ChangeRows, JsonObject, excerpt, is_tombstone, malformed, messages, parse_envelope};
+use super::{ChangeRows, JsonObject, decode_messages, excerpt, malformed, parse_envelope};
 use crate::Options;
 
 /// The option keys of `canal-json`.
@@ -70,13 +70,9 @@ impl CanalJson {
 
     /// Decodes whole lines, one message a line.
     pub fn decode(&self, schema: &SchemaRef, bytes: &[u8]) -> Result<Option<Chunk>, ArrowError> {
-        let mut rows = ChangeRows::default();
-        for message in messages(bytes) {
-            if !is_tombstone(message) {
-                self.push_message(schema, message, &mut rows)?;
-            }
-        }
-        rows.decode(schema)
+        decode_messages(schema, bytes, |message, rows| {
+            self.push_message(schema, message, rows)
+        })
     }
 
     fn push_message(
@@ -131,12 +127,9 @@ impl CanalJson {
                     .iter()
                     .map(|o| JsonObject::parse(o, "old"))
                     .collect::<Result<Vec<_>, _>>()?;
-                for (after, before) in data.iter().zip(&old) {
-                    let parsed = JsonObject::parse(after, "data")?;
-                    rows.push_merged(Op::UpdateBefore, schema, before, &parsed)?;
-                    rows.push(Op::UpdateAfter, after)?;
-                }
-                Ok(())
+                data.iter()
+                    .zip(&old)
+                    .try_for_each(|(after, before)| rows.push_update(schema, before, after))
             }
             // A DDL event: no rows.
             "CREATE" => Ok(()),

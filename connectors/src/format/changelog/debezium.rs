@@ -11,7 +11,7 @@ use eddy_common::chunk::{Chunk, Op};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{ChangeRows, excerpt, is_tombstone, malformed, messages, parse_envelope};
+use super::{ChangeRows, decode_messages, excerpt, malformed, parse_envelope};
 use crate::Options;
 
 /// The option keys of `debezium-json`.
@@ -59,13 +59,9 @@ impl DebeziumJson {
 
     /// Decodes whole lines, one message a line.
     pub fn decode(&self, schema: &SchemaRef, bytes: &[u8]) -> Result<Option<Chunk>, ArrowError> {
-        let mut rows = ChangeRows::default();
-        for message in messages(bytes) {
-            if !is_tombstone(message) {
-                self.push_message(message, &mut rows)?;
-            }
-        }
-        rows.decode(schema)
+        decode_messages(schema, bytes, |message, rows| {
+            self.push_message(message, rows)
+        })
     }
 
     fn push_message(&self, message: &[u8], rows: &mut ChangeRows) -> Result<(), ArrowError> {

@@ -11,7 +11,7 @@ use eddy_common::chunk::{Chunk, Op};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{ChangeRows, JsonObject, excerpt, is_tombstone, malformed, messages, parse_envelope};
+use super::{ChangeRows, JsonObject, decode_messages, excerpt, malformed, parse_envelope};
 use crate::Options;
 
 /// The option keys of `maxwell-json`.
@@ -43,13 +43,9 @@ impl MaxwellJson {
 
     /// Decodes whole lines, one message a line.
     pub fn decode(&self, schema: &SchemaRef, bytes: &[u8]) -> Result<Option<Chunk>, ArrowError> {
-        let mut rows = ChangeRows::default();
-        for message in messages(bytes) {
-            if !is_tombstone(message) {
-                push_message(schema, message, &mut rows)?;
-            }
-        }
-        rows.decode(schema)
+        decode_messages(schema, bytes, |message, rows| {
+            push_message(schema, message, rows)
+        })
     }
 }
 
@@ -72,10 +68,7 @@ fn push_message(
             let old = envelope
                 .old
                 .ok_or_else(|| malformed("an 'update' message without 'old'".into()))?;
-            let old = JsonObject::parse(old, "old")?;
-            let after = JsonObject::parse(data, "data")?;
-            rows.push_merged(Op::UpdateBefore, schema, &old, &after)?;
-            rows.push(Op::UpdateAfter, data)
+            rows.push_update(schema, &JsonObject::parse(old, "old")?, data)
         }
         other => Err(malformed(format!(
             "unknown \"type\" value \"{}\" (Maxwell's rows are insert, update, delete)",

@@ -15,20 +15,37 @@ pub mod maxwell;
 
 use std::borrow::Cow;
 
-use arrow::array::UInt8Array;
 use arrow::datatypes::SchemaRef;
 use arrow::error::ArrowError;
 use eddy_common::chunk::{Chunk, Op};
 use serde_json::value::RawValue;
 
 use super::super::Options;
+use super::JsonFormat;
+use super::json::TimestampStandard;
+
+/// Decodes whole lines, one message a line, each taken apart by `push_message` into the
+/// row images it carries; empty messages (Kafka tombstones, blank lines) carry none.
+pub(crate) fn decode_messages(
+    schema: &SchemaRef,
+    bytes: &[u8],
+    mut push_message: impl FnMut(&[u8], &mut ChangeRows) -> Result<(), ArrowError>,
+) -> Result<Option<Chunk>, ArrowError> {
+    let mut rows = ChangeRows::default();
+    for message in bytes.split(|b| *b == b'\n') {
+        if !is_tombstone(message) {
+            push_message(message, &mut rows)?;
+        }
+    }
+    rows.decode(schema)
+}
 
 /// Row images decoded from a block of envelopes, in order: JSON objects, one a line, and
 /// the kind of each.
 #[derive(Debug, Default)]
 pub(crate) struct ChangeRows {
     text: Vec<u8>,
-    ops: Vec<u8>,
+    ops: Vec<Op>,
 }
 
 impl ChangeRows {
@@ -43,19 +60,30 @@ impl ChangeRows {
         }
         self.text.extend_from_slice(text.as_bytes());
         self.text.push(b'\n');
-        self.ops.push(op as u8);
+        self.ops.push(op);
         Ok(())
     }
 
-    /// Adds a before-image: the columns of `schema` that `old` holds (changed columns, as
-    /// Canal and Maxwell write them) with their old values, the others as `after` has them.
-    /// (Flink looks a column up in a Canal message's whole `old` array instead of the row's
-    /// own old values, so a column changed in one row of a multi-row update reads as NULL
-    /// in the before-images of the rows where it did not change, retracting rows that never
+    /// Adds an update as Canal and Maxwell write one: `-U` of the before-image, then `+U`
+    /// of `after`. The before-image is the columns of `schema` that `old` holds (the
+    /// changed columns) with their old values, the others as `after` has them. (Flink
+    /// looks a column up in a Canal message's whole `old` array instead of the row's own
+    /// old values, so a column changed in one row of a multi-row update reads as NULL in
+    /// the before-images of the rows where it did not change, retracting rows that never
     /// existed; Eddy reads each row's own.)
-    pub(crate) fn push_merged(
+    pub(crate) fn push_update(
         &mut self,
-        op: Op,
+        schema: &SchemaRef,
+        old: &JsonObject<'_>,
+        after: &RawValue,
+    ) -> Result<(), ArrowError> {
+        let merged = JsonObject::parse(after, "data")?;
+        self.push_before_image(schema, old, &merged)?;
+        self.push(Op::UpdateAfter, after)
+    }
+
+    fn push_before_image(
+        &mut self,
         schema: &SchemaRef,
         old: &JsonObject<'_>,
         after: &JsonObject<'_>,
@@ -77,20 +105,17 @@ impl ChangeRows {
             self.text.extend_from_slice(value.get().as_bytes());
         }
         self.text.extend_from_slice(b"}\n");
-        self.ops.push(op as u8);
+        self.ops.push(Op::UpdateBefore);
         Ok(())
     }
 
-    /// Decodes the row images with the table's types.
-    pub(crate) fn decode(self, schema: &SchemaRef) -> Result<Option<Chunk>, ArrowError> {
+    /// Decodes the row images with the table's types (as the `json` format decodes
+    /// objects).
+    fn decode(self, schema: &SchemaRef) -> Result<Option<Chunk>, ArrowError> {
         if self.ops.is_empty() {
             return Ok(None);
         }
-        let mut decoder = arrow::json::ReaderBuilder::new(schema.clone())
-            .with_batch_size(self.ops.len())
-            .build_decoder()?;
-        super::feed(&self.text, |rest| decoder.decode(rest))?;
-        let Some(rows) = decoder.flush()? else {
+        let Some(rows) = JsonFormat::default().decode(schema, &self.text, self.ops.len())? else {
             return Ok(None);
         };
         if rows.num_rows() != self.ops.len() {
@@ -100,10 +125,7 @@ impl ChangeRows {
                 rows.num_rows()
             )));
         }
-        if self.ops.iter().all(|op| *op == Op::Insert as u8) {
-            return Ok(Some(Chunk::inserts(rows)));
-        }
-        Ok(Some(Chunk::with_ops(rows, UInt8Array::from(self.ops))))
+        Ok(Some(Chunk::from_ops(rows, self.ops)))
     }
 }
 
@@ -137,7 +159,7 @@ impl<'a> JsonObject<'a> {
 }
 
 /// Whether a message is empty (a Kafka tombstone, a blank line): it carries no change.
-pub(crate) fn is_tombstone(message: &[u8]) -> bool {
+fn is_tombstone(message: &[u8]) -> bool {
     message.iter().all(u8::is_ascii_whitespace) || message == b"null"
 }
 
@@ -164,23 +186,10 @@ pub(crate) fn excerpt(text: &str) -> String {
     }
 }
 
-/// Reads the `<prefix>.ignore-parse-errors` and `<prefix>.timestamp-format.standard`
-/// options every changelog format has (timestamps are read in both standards, so the
-/// latter is only validated).
-pub(crate) fn validate_common(options: &Options<'_>, prefix: &str) -> eddy_common::Result<()> {
-    let key = format!("{prefix}.timestamp-format.standard");
-    match options.get(&key) {
-        None => Ok(()),
-        Some(v) if v.eq_ignore_ascii_case("SQL") || v.eq_ignore_ascii_case("ISO-8601") => Ok(()),
-        Some(other) => Err(options.error(format!(
-            "option '{key}' = '{other}': expected SQL or ISO-8601"
-        ))),
-    }
-}
-
-/// Splits a block into its lines (messages), with their indexes.
-pub(crate) fn messages(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
-    bytes.split(|b| *b == b'\n')
+/// Validates `<format>.timestamp-format.standard`, which every changelog format has:
+/// timestamps are read in both standards, so it changes nothing read.
+pub(crate) fn validate_common(options: &Options<'_>, format: &str) -> eddy_common::Result<()> {
+    TimestampStandard::from_options(options, format).map(|_| ())
 }
 
 /// Each row of a chunk as `op v1 v2 ...` (NULL for a null), for tests.
