@@ -41,6 +41,7 @@ fn main() -> anyhow::Result<()> {
         parallelism: 1,
         batch_size: 4096,
         metrics: Arc::new(OperatorMetrics::default()),
+        completed: None,
     };
     let runtime = tokio::runtime::Builder::new_current_thread().build()?;
     let started = Instant::now();

@@ -31,6 +31,7 @@ mod over;
 mod partitioned;
 mod partitions;
 mod postgres;
+mod postgres_cdc;
 mod processes;
 mod processing_time;
 mod recovery;

@@ -73,7 +73,8 @@ impl Postgres {
         );
         let settings = format!(
             "-p {port} -k {} -c listen_addresses=127.0.0.1 -c max_prepared_transactions=64 \
-             -c fsync=off -c synchronous_commit=off -c full_page_writes=off",
+             -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
+             -c wal_level=logical -c max_replication_slots=16 -c max_wal_senders=16",
             postgres.directory.display()
         );
         postgres.run_as_owner(
@@ -151,6 +152,11 @@ impl Postgres {
         );
     }
 
+    /// The server's port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// The server's URL, for a table's `'url'` option.
     pub fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
@@ -191,6 +197,35 @@ fn psql_output(port: u16, sql: &str) -> Output {
         .args(["-At", "-F", ",", "-c", sql])
         .output()
         .expect("run psql")
+}
+
+/// Runs a script of statements in one `psql` session against the server on loopback
+/// `port`; whether it succeeded.
+pub fn run_script_at(port: u16, sql: &str) -> bool {
+    use std::io::Write;
+    let mut child = Command::new(binaries().join("psql"))
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args([
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run psql");
+    let written = child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(sql.as_bytes())
+        .is_ok();
+    child.wait().is_ok_and(|s| s.success()) && written
 }
 
 /// Whether the PostgreSQL server on loopback `port` answers.

@@ -244,7 +244,7 @@ impl SourceReader for DatagenReader {
         self.next_rows().boxed()
     }
 
-    fn position(&self) -> Result<Vec<u8>> {
+    fn position(&mut self, _checkpoint: u64) -> Result<Vec<u8>> {
         Ok(self.progress.position())
     }
 

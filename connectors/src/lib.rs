@@ -9,6 +9,7 @@ pub mod lookup;
 pub mod nexmark;
 mod options;
 pub mod postgres;
+pub mod postgres_cdc;
 pub mod print;
 pub mod progress;
 mod random;
@@ -38,6 +39,7 @@ const CONNECTORS: &[&str] = &[
     "kafka",
     "nexmark",
     "postgres",
+    "postgres-cdc",
     "print",
     "upsert-kafka",
 ];
@@ -61,6 +63,12 @@ pub trait TableConnector: Debug + Send + Sync {
     /// Whether the table can be written.
     fn is_sink(&self) -> bool {
         false
+    }
+
+    /// What one reader of the source holds alone (a replication slot), if anything: a job
+    /// may read it once.
+    fn exclusive_source(&self) -> Option<String> {
+        None
     }
 
     /// The changes the source's rows carry.
@@ -123,6 +131,13 @@ pub trait TableConnector: Debug + Send + Sync {
         })
     }
 
+    /// Frees what the connector keeps outside Eddy for the job (a replication slot), when
+    /// the job is cancelled: not when it restarts, stops with a savepoint or fails, since
+    /// it may resume then.
+    fn release(&self) -> BoxFuture<'_, Result<()>> {
+        async { Ok(()) }.boxed()
+    }
+
     /// A writer for one subtask of the sink.
     fn create_writer(&self, context: &SinkContext) -> Result<Box<dyn SinkWriter>> {
         Err(EddyError::Connector {
@@ -163,6 +178,10 @@ pub struct SourceContext {
     pub batch_size: usize,
     /// Counters of this source.
     pub metrics: Arc<OperatorMetrics>,
+    /// Checkpoints as they complete; `None` when the job does not checkpoint. A source
+    /// that acknowledges its input upstream (a replication slot) does so for what a
+    /// completed checkpoint covers.
+    pub completed: Option<watch::Receiver<CompletedCheckpoint>>,
 }
 
 /// What a sink subtask needs to know about itself.
@@ -212,8 +231,9 @@ pub trait SourceReader: Send {
     /// The next rows, or `None` once every split has ended.
     fn next(&mut self) -> BoxFuture<'_, Result<Option<SourceEvent>>>;
 
-    /// Where the reader is, for a checkpoint: every row before it has been returned.
-    fn position(&self) -> Result<Vec<u8>>;
+    /// Where the reader is, for checkpoint `checkpoint`: every row before it has been
+    /// returned.
+    fn position(&mut self, checkpoint: u64) -> Result<Vec<u8>>;
 
     /// Continues after the positions of every subtask of the previous run (several when
     /// the parallelism changed). Called before [`SourceReader::open`].
@@ -326,6 +346,12 @@ pub fn create(
         )?),
         "nexmark" => Arc::new(nexmark::NexmarkConnector::new(table, options, schema)?),
         "postgres" => Arc::new(postgres::PostgresConnector::new(
+            table,
+            options,
+            schema,
+            primary_key,
+        )?),
+        "postgres-cdc" => Arc::new(postgres_cdc::PostgresCdcConnector::new(
             table,
             options,
             schema,

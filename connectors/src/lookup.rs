@@ -168,6 +168,7 @@ impl FullTable {
             parallelism: 1,
             batch_size: 4096,
             metrics: self.context.metrics.clone(),
+            completed: None,
         };
         let mut reader = self.connector.create_reader(&source)?;
         reader.open().await?;

@@ -499,7 +499,7 @@ impl SourceReader for NexmarkReader {
         self.next_rows().boxed()
     }
 
-    fn position(&self) -> Result<Vec<u8>> {
+    fn position(&mut self, _checkpoint: u64) -> Result<Vec<u8>> {
         Ok(self.progress.position())
     }
 
@@ -851,6 +851,7 @@ mod tests {
             parallelism: 1,
             batch_size: 50,
             metrics: Default::default(),
+            completed: None,
         };
         let mut reader = connector.create_reader(&context).unwrap();
         let mut uncancelled = connector.create_reader(&context).unwrap();
@@ -858,13 +859,16 @@ mod tests {
             uncancelled.next().await.unwrap();
         }
         reader.next().await.unwrap();
-        let before = reader.position().unwrap();
+        let before = reader.position(0).unwrap();
         // The second batch is due later: a stop cancels the read while it waits.
         let cancelled = tokio::time::timeout(Duration::from_millis(1), reader.next()).await;
         assert!(cancelled.is_err(), "the read waits for its pace");
-        assert_eq!(reader.position().unwrap(), before);
+        assert_eq!(reader.position(0).unwrap(), before);
         reader.next().await.unwrap();
-        assert_eq!(reader.position().unwrap(), uncancelled.position().unwrap());
+        assert_eq!(
+            reader.position(0).unwrap(),
+            uncancelled.position(0).unwrap()
+        );
     }
 
     #[tokio::test]
@@ -890,6 +894,7 @@ mod tests {
             parallelism: 1,
             batch_size: 100,
             metrics: Default::default(),
+            completed: None,
         };
         let mut reader = connector.create_reader(&context).unwrap();
         let Some(SourceEvent::Rows { rows, .. }) = reader.next().await.unwrap() else {

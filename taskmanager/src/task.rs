@@ -278,6 +278,7 @@ async fn read_source(
         metrics: deployment
             .metrics
             .operator(&format!("{prefix}/Source:{}", source.table)),
+        completed: pipeline.checkpointing.as_ref().map(|c| c.completed.clone()),
     };
     let scan = OperatorChain::build(
         &source.scan_operators,
@@ -602,7 +603,11 @@ async fn run_source(
         // read before and after it.
         if let Some(barrier) = deferred.take().or_else(|| latest_trigger(&mut triggers)) {
             pipeline
-                .checkpoint(barrier, Some(reader.position()?), Duration::ZERO)
+                .checkpoint(
+                    barrier,
+                    Some(reader.position(barrier.checkpoint)?),
+                    Duration::ZERO,
+                )
                 .await?;
         }
         // Reading is work while the reader computes (a generator) or decodes, not while it
@@ -671,7 +676,11 @@ async fn run_source(
         }
         if let Some(barrier) = deferred.take() {
             pipeline
-                .checkpoint(barrier, Some(reader.position()?), Duration::ZERO)
+                .checkpoint(
+                    barrier,
+                    Some(reader.position(barrier.checkpoint)?),
+                    Duration::ZERO,
+                )
                 .await?;
         }
         return wait_for_final_checkpoint(&mut reader, pipeline, stop, triggers, completed).await;
@@ -710,7 +719,7 @@ async fn emit_overtaken(
             sent = &mut emit => return sent,
             Some(barrier) = pending.recv() => {
                 if barrier.unaligned && deferred.is_none() {
-                    overtake.checkpoint(barrier, reader.position()?)?;
+                    overtake.checkpoint(barrier, reader.position(barrier.checkpoint)?)?;
                 } else {
                     *deferred = Some(barrier);
                 }
@@ -747,7 +756,7 @@ async fn wait_for_final_checkpoint(
             // The job is gone from this TaskManager: its tasks are being cancelled.
             changed = completed.changed() => if changed.is_err() { return Ok(TaskEnd::Cancelled) },
             Some(barrier) = trigger => {
-                pipeline.checkpoint(barrier, Some(reader.position()?), Duration::ZERO).await?;
+                pipeline.checkpoint(barrier, Some(reader.position(barrier.checkpoint)?), Duration::ZERO).await?;
                 emitted_after_end.get_or_insert(barrier.checkpoint);
             }
         }

@@ -496,7 +496,7 @@ impl SourceReader for FileReader {
         self.next_rows().boxed()
     }
 
-    fn position(&self) -> Result<Vec<u8>> {
+    fn position(&mut self, _checkpoint: u64) -> Result<Vec<u8>> {
         let mut entries: Vec<(&str, u64, SplitProgress)> = self
             .finished
             .iter()
@@ -702,6 +702,7 @@ mod tests {
             parallelism,
             batch_size: 7,
             metrics: Default::default(),
+            completed: None,
         };
         let mut seen = Vec::new();
         let mut positions = Vec::new();
@@ -713,7 +714,7 @@ mod tests {
                     seen.extend(ids_of(event));
                 }
             }
-            positions.push(reader.position().unwrap());
+            positions.push(reader.position(0).unwrap());
         }
         let refs: Vec<&[u8]> = positions.iter().map(Vec::as_slice).collect();
         for subtask in 0..3 {

@@ -302,7 +302,7 @@ impl SourceReader for KafkaReader {
         self.read().boxed()
     }
 
-    fn position(&self) -> Result<Vec<u8>> {
+    fn position(&mut self, _checkpoint: u64) -> Result<Vec<u8>> {
         let mut offsets: BTreeMap<i32, i64> = self.restored.clone().into_iter().collect();
         for partition in &self.partitions {
             offsets.insert(partition.id, partition.next);

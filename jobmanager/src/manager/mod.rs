@@ -364,6 +364,7 @@ impl JobManager {
             job.transition(job_id, Transition::CancelRequested);
             job.reason = "cancelled on request".into();
             actions.extend(self.persisted(job_id, job));
+            release_sources(job_id, &job.graph);
             actions
         };
         tracing::info!(job = %job_id, "job cancelled");
@@ -439,4 +440,36 @@ impl JobManager {
             }
         }
     }
+}
+
+/// How often releasing a cancelled job's source is tried before it is left to the user.
+const RELEASE_ATTEMPTS: u32 = 5;
+
+/// Frees what a cancelled job's sources keep outside Eddy (a PostgreSQL replication
+/// slot), in the background, trying again while the external system is unavailable or
+/// the cancelled tasks still hold it.
+fn release_sources(job_id: &str, graph: &JobGraph) {
+    let connectors: Vec<_> = graph
+        .vertices
+        .iter()
+        .filter_map(|v| v.source.as_ref())
+        .map(|s| (s.table.clone(), s.connector.clone()))
+        .collect();
+    let job = job_id.to_string();
+    tokio::spawn(async move {
+        for (table, connector) in connectors {
+            for attempt in 1..=RELEASE_ATTEMPTS {
+                match connector.release().await {
+                    Ok(()) => break,
+                    Err(e) if attempt < RELEASE_ATTEMPTS => {
+                        tracing::debug!(job = %job, table = %table, error = %e, "releasing a source failed; trying again");
+                        tokio::time::sleep(Duration::from_secs(1 << attempt)).await;
+                    }
+                    Err(e) => {
+                        tracing::warn!(job = %job, table = %table, error = %e, "could not release the source of a cancelled job")
+                    }
+                }
+            }
+        }
+    });
 }

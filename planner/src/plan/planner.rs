@@ -3,7 +3,7 @@
 //! re-partitioned by key, and the changelog kind inferred bottom-up (and `-U` dropped
 //! where an upsert sink's primary key equals the stream's unique key).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use arrow::datatypes::{Field, Schema, SchemaRef};
@@ -73,12 +73,36 @@ pub fn plan_job(script: &CompiledScript) -> Result<JobGraph> {
                     .ok_or_else(|| EddyError::Plan(format!("vertex v{} has no output", v.id)))?,
             })
         })
-        .collect::<Result<_>>()?;
+        .collect::<Result<Vec<Vertex>>>()?;
+    refuse_shared_exclusive_sources(&vertices)?;
     Ok(JobGraph {
         config: script.config.clone(),
         vertices,
         tables: script.catalog.tables(),
     })
+}
+
+/// Refuses a job that reads a source that takes one reader (a replication slot) twice:
+/// each `INSERT INTO` scans its tables on its own, and two scans would share the slot.
+fn refuse_shared_exclusive_sources(vertices: &[Vertex]) -> Result<()> {
+    let mut readers: BTreeMap<String, &str> = BTreeMap::new();
+    for source in vertices.iter().filter_map(|v| v.source.as_ref()) {
+        let Some(resource) = source.connector.exclusive_source() else {
+            continue;
+        };
+        if let Some(first) = readers.insert(resource.clone(), &source.table) {
+            let tables = match first == source.table {
+                true => format!("table '{first}' is scanned twice and both scans read"),
+                false => format!("tables '{first}' and '{}' both read", source.table),
+            };
+            return Err(EddyError::Unsupported(format!(
+                "{tables} {resource}, which one reader holds at a time (each INSERT INTO \
+                 scans its tables on its own): read it in one INSERT INTO, or declare a \
+                 table per INSERT INTO, each with its own 'slot.name'"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A vertex under construction.
