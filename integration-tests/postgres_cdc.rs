@@ -86,7 +86,7 @@ struct Writer {
 }
 
 impl Writer {
-    fn start(pg: &Postgres, mut rng: u64, first_id: u64) -> Writer {
+    fn start(pg: &Postgres, mut rng: u64, first_id: u64, toast: bool) -> Writer {
         let stop = Arc::new(AtomicBool::new(false));
         let changes = Arc::new(AtomicU64::new(0));
         let port = pg.port();
@@ -97,7 +97,7 @@ impl Writer {
                 let mut script = String::new();
                 let mut statements = 0;
                 for _ in 0..40 {
-                    let rollback = next(&mut rng) % 10 == 0;
+                    let rollback = next(&mut rng).is_multiple_of(10);
                     script.push_str("BEGIN;\n");
                     for _ in 0..1 + next(&mut rng) % 6 {
                         let id = 1 + next(&mut rng) % next_id;
@@ -105,7 +105,7 @@ impl Writer {
                             0..=3 => {
                                 next_id += 1;
                                 let note = match next_id % 20 {
-                                    0 => format!(
+                                    0 if toast => format!(
                                         "(SELECT string_agg(md5('{next_id}' || s::text), '') \
                                          FROM generate_series(1, 300) s)"
                                     ),
@@ -294,7 +294,7 @@ fn a_changing_table_is_mirrored_and_aggregated_exactly_through_kills() {
     let mut cluster = Cluster::start("postgres-cdc", 2, 2);
     let job_id = cluster.submit(&job(&pg, "eddy_cdc", "all", ""), 2);
     cluster.wait_for(&job_id, "RUNNING", TWO_MINUTES);
-    let writer = Writer::start(&pg, next(&mut rng), initial);
+    let writer = Writer::start(&pg, next(&mut rng), initial, true);
 
     // During the snapshot (60 000 rows in chunks of 700, behind exactly-once sinks).
     std::thread::sleep(Duration::from_millis(400 + next(&mut rng) % 800));
@@ -343,4 +343,218 @@ fn a_changing_table_is_mirrored_and_aggregated_exactly_through_kills() {
     assert_confirmed_flush_advances_while_idle(&pg, "eddy_cdc_m");
     assert_confirmed_flush_advances_while_idle(&pg, "eddy_cdc_t");
     cancel_and_assert_released(&cluster, &job_id, &pg, &["eddy_cdc_m", "eddy_cdc_t"]);
+}
+
+/// A small table `name` with a TOASTed note, and a job reading it (through slot `name`)
+/// into a blackhole, with no restarts: a failure ends the job.
+fn small_job(pg: &Postgres, name: &str, mode: &str) -> String {
+    pg.execute(&format!(
+        "CREATE TABLE {name} (id BIGINT PRIMARY KEY, note TEXT);
+         INSERT INTO {name} SELECT g, CASE WHEN g = 1 THEN (SELECT string_agg(md5(s::text), '')
+           FROM generate_series(1, 300) s) ELSE 'n' END FROM generate_series(1, 100) g;"
+    ));
+    format!(
+        "SET 'execution.checkpointing.interval' = '300ms';
+         SET 'restart-strategy.type' = 'none';
+         CREATE TABLE src (id BIGINT, note STRING, PRIMARY KEY (id) NOT ENFORCED)
+         WITH ('connector' = 'postgres-cdc', 'hostname' = '127.0.0.1', 'port' = '{}',
+           'username' = 'postgres', 'database-name' = 'postgres', 'table-name' = '{name}',
+           'slot.name' = '{name}', 'changelog-mode' = '{mode}');
+         CREATE TABLE sink (id BIGINT, note STRING) WITH ('connector' = 'blackhole');
+         INSERT INTO sink SELECT * FROM src;",
+        pg.port()
+    )
+}
+
+/// Runs `script`, does `action` once it streams, and expects the job to fail with a task
+/// error saying `expected` (in the TaskManagers' logs: the job's reason names the first
+/// failure reported, which may be a downstream task's lost input).
+fn fails_with(cluster: &Cluster, script: &str, action: impl FnOnce(), expected: &str) {
+    let job = cluster.submit(script, 1);
+    let deadline = Instant::now() + TWO_MINUTES;
+    let mut acted = Some(action);
+    let mut running_since = None;
+    loop {
+        let status = cluster.status(&job);
+        match status["state"].as_str().unwrap_or_default() {
+            "FAILED" => break,
+            "RUNNING" => {
+                let since = *running_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > Duration::from_secs(2)
+                    && let Some(action) = acted.take()
+                {
+                    action();
+                }
+            }
+            _ => {}
+        }
+        assert!(Instant::now() < deadline, "the job did not fail: {status}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The TaskManagers log into files (EDDY_TEST_STDERR_DIR).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cluster
+        .taskmanagers
+        .iter()
+        .filter_map(|tm| tm.log.as_ref())
+        .filter_map(|log| std::fs::read_to_string(log).ok())
+        .any(|text| {
+            text.lines()
+                .any(|l| l.contains(&job) && l.contains(expected))
+        })
+    {
+        assert!(
+            Instant::now() < deadline,
+            "expected a task of job {job} to fail with '{expected}'"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!("failed as defined: {expected}");
+}
+
+#[test]
+fn upserts_from_the_default_identity_and_every_defined_refusal() {
+    let pg = Postgres::start("cdc-edges");
+    let initial = 3_000;
+    prepare(&pg, initial, "DEFAULT");
+    // Short notes only: with the default identity, PostgreSQL does not send a TOASTed
+    // value an update leaves unchanged (refused below).
+    pg.execute("UPDATE orders SET note = 'short' || id");
+    let logs = std::env::temp_dir().join(format!("eddy-cdc-edges-{}", std::process::id()));
+    let logs = logs.display().to_string();
+    let cluster = Cluster::start_with(
+        "postgres-cdc-edges",
+        2,
+        2,
+        &[],
+        &[("EDDY_TEST_STDERR_DIR", logs.as_str())],
+    );
+
+    // 'all' needs whole before-images.
+    let script = format!(
+        "SET 'restart-strategy.type' = 'none'; {}",
+        job(&pg, "eddy_all", "all", "")
+    );
+    fails_with(&cluster, &script, || {}, "REPLICA IDENTITY DEFAULT");
+
+    // An existing, idle pgoutput slot is used as it is; one of another plugin is refused.
+    pg.execute("SELECT pg_create_logical_replication_slot('eddy_up_m', 'pgoutput')");
+    pg.execute("SELECT pg_create_logical_replication_slot('eddy_decoding_m', 'test_decoding')");
+    let script = format!(
+        "SET 'restart-strategy.type' = 'none'; {}",
+        job(&pg, "eddy_decoding", "upsert", "")
+    );
+    fails_with(&cluster, &script, || {}, "not a pgoutput slot");
+    pg.execute("SELECT pg_drop_replication_slot('eddy_decoding_m')");
+
+    // Upserts by key, normalized by Eddy: exact through a TaskManager kill.
+    let mut rng = seeded();
+    let mut cluster = cluster;
+    let job_id = cluster.submit(&job(&pg, "eddy_up", "upsert", ""), 2);
+    cluster.wait_for(&job_id, "RUNNING", TWO_MINUTES);
+    let writer = Writer::start(&pg, next(&mut rng), initial, false);
+    std::thread::sleep(Duration::from_secs(3));
+    kill_a_taskmanager(&mut cluster, &mut rng, "upsert mode, streaming");
+    std::thread::sleep(Duration::from_secs(3));
+    let changes = writer.stop();
+    assert!(changes > 100, "the writer made changes: {changes}");
+    assert_converges(&pg, Duration::from_secs(120));
+    cancel_and_assert_released(&cluster, &job_id, &pg, &["eddy_up_m", "eddy_up_t"]);
+
+    // Each change the changelog cannot follow ends the job with its reason.
+    let port = pg.port();
+    let run = move |sql: &'static str| move || assert!(crate::postgres::run_script_at(port, sql));
+    fails_with(
+        &cluster,
+        &small_job(&pg, "cdc_toast", "upsert"),
+        run("UPDATE cdc_toast SET id = id WHERE id = 1"),
+        "column 'note' (a large, TOASTed value) unchanged",
+    );
+    fails_with(
+        &cluster,
+        &small_job(&pg, "cdc_truncate", "upsert"),
+        run("TRUNCATE cdc_truncate"),
+        "the table was truncated",
+    );
+    fails_with(
+        &cluster,
+        &small_job(&pg, "cdc_ddl", "upsert"),
+        run("ALTER TABLE cdc_ddl DROP COLUMN note; INSERT INTO cdc_ddl VALUES (1000);"),
+        "column 'note' was dropped or renamed",
+    );
+    fails_with(
+        &cluster,
+        &small_job(&pg, "cdc_publication", "upsert"),
+        run("DROP PUBLICATION cdc_publication; INSERT INTO cdc_publication VALUES (1000, 'x');"),
+        "publication",
+    );
+    pg.execute("CREATE TABLE cdc_array (id BIGINT PRIMARY KEY, note INT[])");
+    let script = small_job(&pg, "cdc_array_unused", "upsert").replace(
+        "'table-name' = 'cdc_array_unused'",
+        "'table-name' = 'cdc_array'",
+    );
+    fails_with(&cluster, &script, || {}, "is an array (integer[])");
+    let _ = std::fs::remove_dir_all(&logs);
+}
+
+/// `examples/postgres_cdc.sql` on the embedded cluster keeps `customer_totals` equal to
+/// the same query on `orders` through inserts, updates and deletes, and stops on Ctrl-C.
+#[test]
+fn the_worked_example_keeps_per_customer_totals() {
+    let pg = Postgres::start("cdc-example");
+    pg.execute(
+        "CREATE TABLE orders (id BIGINT PRIMARY KEY, customer INT, amount NUMERIC(12, 2));
+         ALTER TABLE orders REPLICA IDENTITY FULL;
+         CREATE TABLE customer_totals (customer INT PRIMARY KEY, total NUMERIC(38, 2),
+           orders BIGINT);
+         INSERT INTO orders SELECT g, g % 7, g * 1.25 FROM generate_series(1, 500) g;",
+    );
+    let example = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/postgres_cdc.sql"),
+    )
+    .unwrap()
+    .replace("5432", &pg.port().to_string());
+    let scratch = crate::support::Scratch::new("cdc-example");
+    let script = scratch.path().join("postgres_cdc.sql");
+    std::fs::write(&script, example).unwrap();
+    let mut run = crate::support::eddy()
+        .arg("run")
+        .arg(&script)
+        .env("PG_PASSWORD", "unused")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let expected = |pg: &Postgres| {
+        pg.query("SELECT customer, sum(amount), count(*) FROM orders GROUP BY customer ORDER BY 1")
+    };
+    let totals =
+        |pg: &Postgres| pg.query("SELECT customer, total, orders FROM customer_totals ORDER BY 1");
+    let converge = |pg: &Postgres| {
+        let deadline = Instant::now() + TWO_MINUTES;
+        while totals(pg) != expected(pg) {
+            assert!(
+                Instant::now() < deadline,
+                "{:?} vs {:?}",
+                totals(pg),
+                expected(pg)
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    };
+    converge(&pg);
+    pg.execute(
+        "BEGIN; UPDATE orders SET amount = amount * 2 WHERE customer = 3;
+           DELETE FROM orders WHERE customer = 5; INSERT INTO orders VALUES (1000, 9, 1); COMMIT;",
+    );
+    converge(&pg);
+    assert_eq!(totals(&pg).len(), 7, "customer 5 is gone, customer 9 came");
+    crate::processes::signal(run.id(), "INT");
+    let status = run.wait().unwrap();
+    assert!(status.success(), "Ctrl-C stops the example: {status}");
+    let slots = pg.query("SELECT slot_name FROM pg_replication_slots");
+    assert_eq!(
+        slots,
+        [["eddy_orders"]],
+        "a stopped job keeps its slot to resume"
+    );
 }

@@ -693,7 +693,10 @@ impl CdcReader {
         let mut values = Vec::with_capacity(relation.columns.len());
         for (field, index) in self.context.schema.fields().iter().zip(&relation.columns) {
             let value = match tuple.get(*index) {
-                Some(Value::UnchangedToast) => old.and_then(|old| old.get(*index)),
+                // Not sent: the whole before-image has it, if there is one.
+                Some(Value::UnchangedToast) => old
+                    .and_then(|old| old.get(*index))
+                    .or(Some(&Value::UnchangedToast)),
                 value => value,
             };
             values.push(match value {
