@@ -12,6 +12,11 @@
 # (EDDY_SOAK_BROKER_RESTARTS=1 restarts it instead: noida-db loses transactions across
 # restarts), S3 behind a fault-injecting proxy answering 503s or hanging. The output is
 # compared with a failure-free run of the same job; every run prints its failures, restarts, rows checked and each difference.
+# Beside that job, a postgres-cdc job mirrors a table (20 000 rows, then a writer's
+# transactions of inserts, updates, key changes and deletes, some rolled back) and keeps
+# its per-customer totals, into PostgreSQL exactly once, through the same failures; after
+# them the mirror must equal the table and the totals the same query on it, and a cancel
+# must leave no slot or publication.
 # EDDY_SOAK_HA=1 runs two JobManagers electing a leader: a JobManager failure is then the
 # leader SIGKILLed (a new standby takes its ports) or paused past its lease and woken.
 # The job runs with every option at its default but for a shorter restart backoff (100 ms

@@ -144,11 +144,12 @@ impl Postgres {
         );
     }
 
-    /// Ends every other session (a commit in flight fails mid-way).
+    /// Ends every other session, replication sessions included (a commit in flight fails
+    /// mid-way, a replication stream breaks).
     pub fn cut_connections(&self) {
         self.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
-             WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'",
+             WHERE pid <> pg_backend_pid() AND backend_type IN ('client backend', 'walsender')",
         );
     }
 

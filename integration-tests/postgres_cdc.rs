@@ -18,7 +18,7 @@ const TWO_MINUTES: Duration = Duration::from_secs(120);
 
 /// The watched table, its initial rows (every 20th with a large note PostgreSQL keeps
 /// TOASTed), and the sinks' tables.
-fn prepare(pg: &Postgres, initial: u64, identity: &str) {
+pub fn prepare(pg: &Postgres, initial: u64, identity: &str) {
     pg.execute(&format!(
         "CREATE TABLE orders (id BIGINT PRIMARY KEY, customer INT NOT NULL,
            amount NUMERIC(12, 2) NOT NULL, note TEXT, at TIMESTAMPTZ NOT NULL);
@@ -51,7 +51,7 @@ fn cdc_table(pg: &Postgres, name: &str, slot: &str, mode: &str, extra: &str) -> 
 
 /// The Eddy job: the table's mirror (read through slot `{slot}_m`), and its per-customer
 /// totals (through `{slot}_t`: a slot has one reader, and each INSERT scans on its own).
-fn job(pg: &Postgres, slot: &str, mode: &str, extra: &str) -> String {
+pub fn job(pg: &Postgres, slot: &str, mode: &str, extra: &str) -> String {
     let url = pg.url();
     format!(
         "SET 'execution.checkpointing.interval' = '500ms';
@@ -79,14 +79,14 @@ fn job(pg: &Postgres, slot: &str, mode: &str, extra: &str) -> String {
 /// inserts (some with TOASTed notes), updates of amounts (leaving notes unchanged), of
 /// customers and of keys, deletes — a tenth of them rolled back. Batches run as psql
 /// sessions; one failing (PostgreSQL restarting) is simply followed by the next.
-struct Writer {
+pub struct Writer {
     stop: Arc<AtomicBool>,
     changes: Arc<AtomicU64>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Writer {
-    fn start(pg: &Postgres, mut rng: u64, first_id: u64, toast: bool) -> Writer {
+    pub fn start(pg: &Postgres, mut rng: u64, first_id: u64, toast: bool) -> Writer {
         let stop = Arc::new(AtomicBool::new(false));
         let changes = Arc::new(AtomicU64::new(0));
         let port = pg.port();
@@ -151,7 +151,7 @@ impl Writer {
     }
 
     /// Stops the writer; returns how many statements it ran.
-    fn stop(mut self) -> u64 {
+    pub fn stop(mut self) -> u64 {
         self.stop.store(true, Ordering::SeqCst);
         self.thread.take().unwrap().join().unwrap();
         self.changes.load(Ordering::SeqCst)
@@ -176,19 +176,15 @@ fn totals_of(pg: &Postgres) -> Vec<Vec<String>> {
     pg.query("SELECT customer, total, n FROM totals ORDER BY customer")
 }
 
-/// Waits until the mirror and the totals equal the source and its totals.
-fn assert_converges(pg: &Postgres, within: Duration) {
+/// Waits until the mirror and the totals equal the source and its totals; returns the
+/// rows checked, or what still differs when `within` has passed.
+pub fn convergence(pg: &Postgres, within: Duration) -> Result<usize, String> {
     let deadline = Instant::now() + within;
     loop {
         let (source, mirror) = (rows_of(pg, "orders"), rows_of(pg, "mirror"));
         let (expected, totals) = (expected_totals(pg), totals_of(pg));
         if source == mirror && expected == totals {
-            eprintln!(
-                "converged: {} rows, {} customers",
-                source.len(),
-                totals.len()
-            );
-            return;
+            return Ok(source.len() + totals.len());
         }
         if Instant::now() > deadline {
             let missing: Vec<_> = source
@@ -201,15 +197,23 @@ fn assert_converges(pg: &Postgres, within: Duration) {
                 .filter(|r| !source.contains(r))
                 .take(5)
                 .collect();
-            panic!(
-                "no convergence: source {} rows, mirror {}; missing {missing:?}, extra \
-                 {extra:?}; totals equal: {}",
+            return Err(format!(
+                "source {} rows, mirror {}; missing {missing:?}, extra {extra:?}; totals \
+                 equal: {}",
                 source.len(),
                 mirror.len(),
                 expected == totals
-            );
+            ));
         }
         std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// [`convergence`], or a failed test.
+fn assert_converges(pg: &Postgres, within: Duration) {
+    match convergence(pg, within) {
+        Ok(rows) => eprintln!("converged: {rows} rows and totals checked"),
+        Err(difference) => panic!("no convergence: {difference}"),
     }
 }
 
@@ -247,7 +251,7 @@ fn assert_confirmed_flush_advances_while_idle(pg: &Postgres, slot: &str) {
 }
 
 /// Cancels the job and waits until its slots and publications are gone.
-fn cancel_and_assert_released(cluster: &Cluster, job: &str, pg: &Postgres, slots: &[&str]) {
+pub fn cancel_and_assert_released(cluster: &Cluster, job: &str, pg: &Postgres, slots: &[&str]) {
     let output = cluster.client(&["cancel", job]);
     assert!(output.status.success(), "{output:?}");
     let deadline = Instant::now() + Duration::from_secs(60);

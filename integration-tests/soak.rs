@@ -12,7 +12,9 @@
 //! transactions across restarts, see `kafka::Broker::restart`), S3 (behind a
 //! fault-injecting proxy) answering 503s or hanging. What
 //! readers see at the end must equal a failure-free run of the same job exactly, with no
-//! transaction left prepared and no file left hidden.
+//! transaction left prepared and no file left hidden. Beside it, a postgres-cdc job
+//! mirrors and aggregates a table a writer keeps changing (`postgres_cdc::job`), through
+//! the same failures: its mirror must equal the table and its totals the same query on it.
 //!
 //! With `EDDY_SOAK_HA=1` two JobManagers elect a leader (a 2 s lease): a JobManager failure
 //! is then the leader SIGKILLed (replaced by a new standby on its ports) or paused past its
@@ -23,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use crate::chaos::{Seen, Systems, create_tables, difference, job, running_on, seen};
 use crate::faults::{FaultyProxy, Mode};
+use crate::postgres_cdc;
 use crate::processes::{Cluster, signal};
 use crate::recovery::{next, seeded, windows_into_files};
 use crate::support::{Scratch, run_ok, visible_lines};
@@ -101,6 +104,9 @@ const S3_FAULT: Duration = Duration::from_millis(2500);
 
 /// The Kafka clients' request timeout in the soak: the broker's freezes outlast it.
 const KAFKA_REQUEST_TIMEOUT: &str = "2000";
+
+/// The rows of the table the postgres-cdc job starts from (its snapshot).
+const CDC_ROWS: u64 = 20_000;
 
 /// The newest checkpoint the job's status lists.
 fn newest_checkpoint(status: &serde_json::Value) -> u64 {
@@ -539,6 +545,10 @@ fn soak_run(run: u64, target: u64, rate: u64, rng: &mut u64) -> bool {
     let events = (rate * target * 4).max(200_000);
     create_tables(&systems, &name);
     let script = soak_job(&name, events, rate, &systems, windows.path());
+    // Beside it, a postgres-cdc job mirrors and aggregates a table a writer changes.
+    postgres_cdc::prepare(&systems.pg, CDC_ROWS, "FULL");
+    let cdc_job = cluster.submit(&postgres_cdc::job(&systems.pg, "soak_cdc", "all", ""), 2);
+    let writer = postgres_cdc::Writer::start(&systems.pg, next(rng), CDC_ROWS, true);
     let started = Instant::now();
     let job_id = cluster.submit(&script, 2);
     let (kills, status) =
@@ -546,6 +556,15 @@ fn soak_run(run: u64, target: u64, rate: u64, rng: &mut u64) -> bool {
     let elapsed = started.elapsed();
     let got = output(&systems, &name, &windows);
     let prepared = systems.pg.query("SELECT gid FROM pg_prepared_xacts");
+    let changes = writer.stop();
+    let cdc = postgres_cdc::convergence(&systems.pg, Duration::from_secs(300));
+    let cdc_restarts = cluster.status(&cdc_job)["restarts"].clone();
+    postgres_cdc::cancel_and_assert_released(
+        &cluster,
+        &cdc_job,
+        &systems.pg,
+        &["soak_cdc_m", "soak_cdc_t"],
+    );
 
     // The reference runs without faults, straight to S3.
     systems.s3_proxy = None;
@@ -555,7 +574,12 @@ fn soak_run(run: u64, target: u64, rate: u64, rng: &mut u64) -> bool {
     run_ok(&cluster.scratch, &reference, 2);
     let expected = output(&systems, "reference", &reference_windows);
 
-    let (mut found, checked) = differences(&got, &expected);
+    let (mut found, mut checked) = differences(&got, &expected);
+    match cdc {
+        Ok(rows) => checked += rows,
+        Err(difference) => found.push(format!("postgres-cdc: {difference}")),
+    }
+    eprintln!("run {run}: postgres-cdc: {changes} statements written, {cdc_restarts} restarts");
     found.extend(
         prepared
             .iter()
