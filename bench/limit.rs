@@ -42,6 +42,7 @@ fn main() -> anyhow::Result<()> {
         batch_size: 4096,
         metrics: Arc::new(OperatorMetrics::default()),
         completed: None,
+        metadata: Vec::new(),
     };
     let runtime = tokio::runtime::Builder::new_current_thread().build()?;
     let started = Instant::now();

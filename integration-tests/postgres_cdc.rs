@@ -562,3 +562,65 @@ fn the_worked_example_keeps_per_customer_totals() {
         "a stopped job keeps its slot to resume"
     );
 }
+
+/// Flink CDC's metadata columns: the names of the table, schema and database, the change's
+/// kind, and its commit time (0 for rows of the snapshot).
+#[test]
+fn metadata_columns_name_the_table_and_time_each_change() {
+    let pg = Postgres::start("cdc-metadata");
+    pg.execute(
+        "CREATE TABLE meta (id BIGINT PRIMARY KEY, v INT);
+         ALTER TABLE meta REPLICA IDENTITY FULL;
+         INSERT INTO meta VALUES (1, 10), (2, 20);",
+    );
+    let cluster = Cluster::start("postgres-cdc-metadata", 1, 1);
+    let script = format!(
+        "SET 'execution.checkpointing.interval' = '300ms';
+         CREATE TABLE src (id BIGINT, v INT,
+           kind STRING METADATA FROM 'row_kind' VIRTUAL,
+           tbl STRING METADATA FROM 'table_name' VIRTUAL,
+           sch STRING METADATA FROM 'schema_name' VIRTUAL,
+           db STRING METADATA FROM 'database_name' VIRTUAL,
+           ts TIMESTAMP_LTZ(3) METADATA FROM 'op_ts' VIRTUAL,
+           PRIMARY KEY (id) NOT ENFORCED)
+         WITH ('connector' = 'postgres-cdc', 'hostname' = '127.0.0.1', 'port' = '{}',
+           'username' = 'postgres', 'database-name' = 'postgres', 'table-name' = 'meta',
+           'slot.name' = 'meta');
+         CREATE TABLE out (id BIGINT, v INT, kind STRING, tbl STRING, sch STRING, db STRING,
+           year BIGINT) WITH ('connector' = 'print');
+         INSERT INTO out SELECT id, v, kind, tbl, sch, db, EXTRACT(YEAR FROM ts) FROM src;",
+        pg.port()
+    );
+    let job = cluster.submit(&script, 1);
+    cluster.wait_for(&job, "RUNNING", TWO_MINUTES);
+    let deadline = Instant::now() + TWO_MINUTES;
+    while cluster.printed().lines().count() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "no snapshot rows: {}",
+            cluster.printed()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    pg.execute("UPDATE meta SET v = 21 WHERE id = 2; DELETE FROM meta WHERE id = 1;");
+    let year = pg.query("SELECT extract(year FROM now())::int")[0][0].clone();
+    let expected = [
+        "+I[1, 10, +I, meta, public, postgres, 1970]".to_string(),
+        "+I[2, 20, +I, meta, public, postgres, 1970]".to_string(),
+        format!("-U[2, 20, -U, meta, public, postgres, {year}]"),
+        format!("+U[2, 21, +U, meta, public, postgres, {year}]"),
+        format!("-D[1, 10, -D, meta, public, postgres, {year}]"),
+    ];
+    while cluster.printed().lines().count() < expected.len() {
+        assert!(
+            Instant::now() < deadline,
+            "changes missing: {}",
+            cluster.printed()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut printed: Vec<String> = cluster.printed().lines().map(str::to_string).collect();
+    printed[..2].sort();
+    assert_eq!(printed, expected);
+    cancel_and_assert_released(&cluster, &job, &pg, &["meta"]);
+}

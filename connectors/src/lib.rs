@@ -65,6 +65,12 @@ pub trait TableConnector: Debug + Send + Sync {
         false
     }
 
+    /// The metadata a reader can append to each row (`METADATA FROM 'key'` columns): each
+    /// key and its type.
+    fn readable_metadata(&self) -> Vec<(&'static str, arrow::datatypes::DataType)> {
+        Vec::new()
+    }
+
     /// What one reader of the source holds alone (a replication slot), if anything: a job
     /// may read it once.
     fn exclusive_source(&self) -> Option<String> {
@@ -168,8 +174,11 @@ pub enum SourceChanges {
 pub struct SourceContext {
     /// The table read.
     pub table: String,
-    /// The columns to produce.
+    /// The columns to produce: the physical ones, then one per `metadata` key.
     pub schema: SchemaRef,
+    /// The metadata keys (of [`TableConnector::readable_metadata`]) whose values follow the
+    /// physical columns, in order; empty for a connector that reads none.
+    pub metadata: Vec<String>,
     /// This subtask's index.
     pub subtask: usize,
     /// How many subtasks read the table.

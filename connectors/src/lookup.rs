@@ -169,6 +169,7 @@ impl FullTable {
             batch_size: 4096,
             metrics: self.context.metrics.clone(),
             completed: None,
+            metadata: Vec::new(),
         };
         let mut reader = self.connector.create_reader(&source)?;
         reader.open().await?;

@@ -852,6 +852,7 @@ mod tests {
             batch_size: 50,
             metrics: Default::default(),
             completed: None,
+            metadata: Vec::new(),
         };
         let mut reader = connector.create_reader(&context).unwrap();
         let mut uncancelled = connector.create_reader(&context).unwrap();
@@ -895,6 +896,7 @@ mod tests {
             batch_size: 100,
             metrics: Default::default(),
             completed: None,
+            metadata: Vec::new(),
         };
         let mut reader = connector.create_reader(&context).unwrap();
         let Some(SourceEvent::Rows { rows, .. }) = reader.next().await.unwrap() else {

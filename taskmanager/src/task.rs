@@ -279,6 +279,7 @@ async fn read_source(
             .metrics
             .operator(&format!("{prefix}/Source:{}", source.table)),
         completed: pipeline.checkpointing.as_ref().map(|c| c.completed.clone()),
+        metadata: source.metadata.clone(),
     };
     let scan = OperatorChain::build(
         &source.scan_operators,

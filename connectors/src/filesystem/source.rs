@@ -703,6 +703,7 @@ mod tests {
             batch_size: 7,
             metrics: Default::default(),
             completed: None,
+            metadata: Vec::new(),
         };
         let mut seen = Vec::new();
         let mut positions = Vec::new();

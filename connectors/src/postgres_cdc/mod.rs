@@ -21,6 +21,7 @@
 
 mod catalog;
 mod lsn;
+mod metadata;
 mod pgoutput;
 mod protocol;
 mod reader;
@@ -272,6 +273,10 @@ impl TableConnector for PostgresCdcConnector {
 
     fn is_source(&self) -> bool {
         true
+    }
+
+    fn readable_metadata(&self) -> Vec<(&'static str, arrow::datatypes::DataType)> {
+        metadata::readable()
     }
 
     fn exclusive_source(&self) -> Option<String> {

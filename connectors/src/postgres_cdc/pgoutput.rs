@@ -54,6 +54,8 @@ pub(crate) enum OldImage {
 pub(crate) enum Message {
     Begin {
         xid: u32,
+        /// When it committed, in microseconds since 2000-01-01 (PostgreSQL's epoch).
+        committed_at: i64,
     },
     Commit {
         /// Where the transaction's commit record ends: a stream started here skips it.
@@ -90,8 +92,10 @@ pub(crate) fn decode(mut data: Bytes) -> Result<Message, DecodeError> {
     let input = &mut data;
     let message = match u8_of(input, "message type")? {
         b'B' => {
-            skip(input, 16, "BEGIN")?; // final LSN, commit time
+            skip(input, 8, "BEGIN")?; // final LSN
+            let committed_at = u64_of(input, "BEGIN")? as i64;
             Message::Begin {
+                committed_at,
                 xid: u32_of(input, "BEGIN")?,
             }
         }

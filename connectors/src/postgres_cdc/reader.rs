@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arrow::datatypes::SchemaRef;
 use eddy_common::checkpoint::CompletedCheckpoint;
 use eddy_common::chunk::Op;
 use eddy_common::metrics::OperatorMetrics;
@@ -19,6 +20,7 @@ use tokio_postgres::Client;
 
 use super::catalog::{self, ChunkQuery, TableDescription};
 use super::lsn::Lsn;
+use super::metadata;
 use super::pgoutput::{self, Message, OldImage, Relation, Value};
 use super::protocol::{ProtocolError, ReplicationConnection, WalMessage};
 use super::snapshot::{ChunkMarks, Key, KeyOrder, read_key, write_key};
@@ -102,6 +104,8 @@ struct StreamRelation {
 /// The open transaction of the stream.
 struct OpenTransaction {
     xid: u32,
+    /// When it committed, in milliseconds since the Unix epoch.
+    committed_at: i64,
     /// The table's changes in it so far.
     changes: u64,
 }
@@ -109,6 +113,8 @@ struct OpenTransaction {
 pub(super) struct CdcReader {
     connector: Arc<PostgresCdcConnector>,
     context: SourceContext,
+    /// The table's physical columns (the context's schema less its metadata columns).
+    physical: SchemaRef,
     progress: Progress,
     restored: bool,
     /// Whether this subtask reads (only the first does).
@@ -123,6 +129,8 @@ pub(super) struct CdcReader {
     /// Changes of the first transaction to skip: handled before the restore.
     skip_left: u64,
     rows: TextRows,
+    /// Each gathered row's commit time (`op_ts`; 0 in the snapshot).
+    times: Vec<i64>,
     /// Positions taken for checkpoints not yet known complete.
     pending: VecDeque<(u64, Lsn)>,
     /// What the slot has been told is durable.
@@ -132,8 +140,14 @@ pub(super) struct CdcReader {
 
 impl CdcReader {
     pub fn new(connector: Arc<PostgresCdcConnector>, context: &SourceContext) -> Self {
+        let physical = context.schema.fields().len() - context.metadata.len();
+        let physical = Arc::new(arrow::datatypes::Schema::new(
+            context.schema.fields()[..physical].to_vec(),
+        ));
         CdcReader {
-            rows: TextRows::new(context.schema.clone()),
+            rows: TextRows::new(physical.clone()),
+            physical,
+            times: Vec::new(),
             completed: context.completed.clone(),
             connector,
             context: context.clone(),
@@ -191,8 +205,7 @@ impl CdcReader {
         }
         if self.progress.snapshot.is_some() {
             let columns: Vec<String> = self
-                .context
-                .schema
+                .physical
                 .fields()
                 .iter()
                 .map(|f| f.name().clone())
@@ -228,7 +241,7 @@ impl CdcReader {
             .await
             .map_err(|e| connector.postgres_error("reading the table's description", e))?
             .ok_or_else(|| self.error(format!("there is no table {name}")))?;
-        for field in self.context.schema.fields() {
+        for field in self.physical.fields() {
             let column = description
                 .column(field.name())
                 .ok_or_else(|| self.error(format!("{name} has no column '{}'", field.name())))?;
@@ -372,6 +385,7 @@ impl CdcReader {
         for row in &chunk.rows {
             let values = (0..row.len()).map(|i| row.get::<_, Option<&str>>(i).map(str::as_bytes));
             self.rows.push(Op::Insert, values);
+            self.times.push(0);
         }
         OperatorMetrics::add(&self.context.metrics.records_in, chunk.rows.len() as u64);
         self.progress.snapshot = match &chunk.mark.last {
@@ -386,7 +400,26 @@ impl CdcReader {
     }
 
     fn take_rows(&mut self) -> Result<Option<SourceEvent>> {
-        let rows = self.rows.take().map_err(|e| self.error(e))?;
+        let mut rows = self.rows.take().map_err(|e| self.error(e))?;
+        let times = std::mem::take(&mut self.times);
+        if !self.context.metadata.is_empty()
+            && let Some(chunk) = rows.take()
+        {
+            let connector = &self.connector;
+            let names = metadata::Names {
+                table: &connector.table_name,
+                schema: &connector.schema_name,
+                database: &connector.endpoint.database,
+            };
+            let with = metadata::append(
+                chunk,
+                &self.context.schema,
+                &self.context.metadata,
+                &names,
+                &times,
+            );
+            rows = Some(with.map_err(|e| self.error(e))?);
+        }
         Ok(Some(match rows {
             Some(rows) => SourceEvent::Rows { split: 0, rows },
             None => SourceEvent::Idle,
@@ -501,8 +534,12 @@ impl CdcReader {
     /// Applies one decoded message of the stream.
     fn apply(&mut self, message: Message) -> Result<()> {
         match message {
-            Message::Begin { xid } => {
-                self.transaction = Some(OpenTransaction { xid, changes: 0 });
+            Message::Begin { xid, committed_at } => {
+                self.transaction = Some(OpenTransaction {
+                    xid,
+                    committed_at: metadata::epoch_millis(committed_at),
+                    changes: 0,
+                });
             }
             Message::Commit { end } => {
                 self.transaction = None;
@@ -577,7 +614,7 @@ impl CdcReader {
             .as_ref()
             .ok_or_else(|| EddyError::Internal("no table description".into()))?;
         let mut columns = Vec::new();
-        for field in self.context.schema.fields() {
+        for field in self.physical.fields() {
             let Some(index) = relation
                 .columns
                 .iter()
@@ -691,7 +728,7 @@ impl CdcReader {
             .as_ref()
             .expect("a change follows its relation");
         let mut values = Vec::with_capacity(relation.columns.len());
-        for (field, index) in self.context.schema.fields().iter().zip(&relation.columns) {
+        for (field, index) in self.physical.fields().iter().zip(&relation.columns) {
             let value = match tuple.get(*index) {
                 // Not sent: the whole before-image has it, if there is one.
                 Some(Value::UnchangedToast) => old
@@ -713,6 +750,8 @@ impl CdcReader {
             });
         }
         self.rows.push(op, values);
+        let committed_at = self.transaction.as_ref().map_or(0, |t| t.committed_at);
+        self.times.push(committed_at);
         Ok(())
     }
 }

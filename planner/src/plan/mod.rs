@@ -118,8 +118,10 @@ pub struct SourceSpec {
     pub table: String,
     /// Its connector.
     pub connector: Arc<dyn TableConnector>,
-    /// The physical columns read.
+    /// The physical columns read, then the metadata columns.
     pub schema: SchemaRef,
+    /// The metadata keys of the columns after the physical ones.
+    pub metadata: Vec<String>,
     /// Operators applied to the connector's rows before watermarks are taken (computed
     /// columns).
     pub scan_operators: Vec<OperatorSpec>,

@@ -651,6 +651,7 @@ impl Planner {
                 table: source.table.clone(),
                 connector: source.connector.clone(),
                 schema: source.schema.clone(),
+                metadata: source.metadata.clone(),
                 scan_operators: Vec::new(),
                 watermark: None,
             }),

@@ -22,8 +22,11 @@ pub struct TableDef {
     pub name: String,
     /// Where it was declared.
     pub location: Location,
-    /// The columns the connector reads or writes (computed columns excluded).
+    /// The columns the connector reads or writes (computed and metadata columns
+    /// excluded).
     pub physical_schema: SchemaRef,
+    /// Its `METADATA` columns, in order.
+    pub metadata: Vec<MetadataColumn>,
     /// `PRIMARY KEY (...)` columns.
     pub primary_key: Vec<String>,
     /// `PARTITIONED BY (...)` columns.
@@ -36,14 +39,27 @@ pub struct TableDef {
     pub plan: LogicalPlan,
 }
 
-/// The scan of a table's physical columns: the leaf the streaming planner turns into a
-/// source.
+/// A `METADATA` column of a table.
+#[derive(Debug, Clone)]
+pub struct MetadataColumn {
+    /// The column's name.
+    pub name: String,
+    /// The connector's key.
+    pub key: String,
+    /// `VIRTUAL`: not written.
+    pub is_virtual: bool,
+}
+
+/// The scan of a table's physical columns (and the metadata read with them): the leaf the
+/// streaming planner turns into a source.
 #[derive(Debug)]
 pub struct ConnectorSource {
     /// The table's name.
     pub table: String,
-    /// Its physical columns.
+    /// Its physical columns, then its metadata columns (of the metadata's own types).
     pub schema: SchemaRef,
+    /// The metadata keys of the columns after the physical ones.
+    pub metadata: Vec<String>,
     /// Its connector.
     pub connector: Arc<dyn TableConnector>,
     /// Its `PRIMARY KEY` columns, as indexes into `schema`.

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::datatypes::{Field, Schema};
-use catalog::{Catalog, ConnectorSource, Provider, TableDef};
+use catalog::{Catalog, ConnectorSource, MetadataColumn, Provider, TableDef};
 use datafusion_common::{Column, DataFusionError};
 use datafusion_expr::{Expr, ExprSchemable, Extension, LogicalPlan, LogicalPlanBuilder, cast, col};
 use datafusion_optimizer::analyzer::Analyzer;
@@ -155,6 +155,73 @@ fn sql_to_rel<'a>(provider: &'a Provider<'a>) -> SqlToRel<'a, Provider<'a>> {
     SqlToRel::new_with_options(provider, options)
 }
 
+/// The table's `METADATA` columns, checked against what its connector can read, and the
+/// schema a scan produces: the physical columns, then the metadata columns (of the
+/// metadata's own types, cast to the declared ones by the table's projection).
+fn metadata_columns(
+    table: &TableStatement,
+    physical: &arrow::datatypes::SchemaRef,
+    connector: &dyn eddy_connectors::TableConnector,
+) -> Result<(Vec<MetadataColumn>, arrow::datatypes::SchemaRef)> {
+    let readable = connector.readable_metadata();
+    let mut fields: Vec<Field> = physical
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    let mut columns = Vec::new();
+    for column in &table.columns {
+        let ColumnKind::Metadata {
+            data_type,
+            key,
+            is_virtual,
+        } = &column.kind
+        else {
+            continue;
+        };
+        let Some((_, produced)) = readable.iter().find(|(k, _)| k == key) else {
+            let keys: Vec<&str> = readable.iter().map(|(k, _)| *k).collect();
+            return Err(sql_error(
+                column.location,
+                format!(
+                    "column '{}': the '{}' connector has no metadata '{key}' \
+                     (it has: {})",
+                    column.name,
+                    connector.name(),
+                    match keys.is_empty() {
+                        true => "none".to_string(),
+                        false => keys.join(", "),
+                    }
+                ),
+            ));
+        };
+        if !arrow::compute::can_cast_types(produced, data_type) {
+            return Err(sql_error(
+                column.location,
+                format!(
+                    "column '{}': metadata '{key}' is {} and cannot be read as {}",
+                    column.name,
+                    schema::sql_name(produced),
+                    schema::sql_name(data_type)
+                ),
+            ));
+        }
+        if fields.iter().any(|f| f.name() == &column.name) {
+            return Err(sql_error(
+                column.location,
+                format!("column '{}' is declared twice", column.name),
+            ));
+        }
+        fields.push(Field::new(&column.name, produced.clone(), true));
+        columns.push(MetadataColumn {
+            name: column.name.clone(),
+            key: key.clone(),
+            is_virtual: *is_virtual,
+        });
+    }
+    Ok((columns, Arc::new(Schema::new(fields))))
+}
+
 fn create_table(catalog: &Catalog, table: TableStatement, location: Location) -> Result<TableDef> {
     let mut physical = Vec::new();
     for column in &table.columns {
@@ -200,9 +267,11 @@ fn create_table(catalog: &Catalog, table: TableStatement, location: Location) ->
         &table.partition_keys,
     )
     .map_err(|e| locate(e, location))?;
+    let (metadata, scan_schema) = metadata_columns(&table, &physical_schema, connector.as_ref())?;
     let source = Arc::new(ConnectorSource {
         table: table.name.clone(),
-        schema: physical_schema.clone(),
+        schema: scan_schema,
+        metadata: metadata.iter().map(|m| m.key.clone()).collect(),
         connector: connector.clone(),
         primary_key: table
             .primary_key
@@ -220,13 +289,20 @@ fn create_table(catalog: &Catalog, table: TableStatement, location: Location) ->
     if table
         .columns
         .iter()
-        .any(|c| matches!(c.kind, ColumnKind::Computed(_)))
+        .any(|c| !matches!(c.kind, ColumnKind::Physical { .. }))
     {
         let mut exprs = Vec::new();
         for column in &table.columns {
             let expr = match &column.kind {
                 ColumnKind::Physical { .. } => {
                     Expr::Column(Column::new(Some(table.name.as_str()), &column.name))
+                }
+                // Read as the metadata's type, cast to the declared one (as Flink does).
+                ColumnKind::Metadata { data_type, .. } => {
+                    Expr::Column(Column::new(Some(table.name.as_str()), &column.name))
+                        .cast_to(data_type, plan.schema())
+                        .map_err(bind)?
+                        .alias(&column.name)
                 }
                 ColumnKind::Computed(ast_expr) => planner
                     .sql_to_expr(
@@ -298,6 +374,7 @@ fn create_table(catalog: &Catalog, table: TableStatement, location: Location) ->
         name: table.name,
         location,
         physical_schema,
+        metadata,
         primary_key: table.primary_key,
         partition_keys: table.partition_keys,
         options,
@@ -346,6 +423,16 @@ fn plan_insert(
     }
     let state_ttl_hints = hints::state_ttl_hints(&query).map_err(|m| sql_error(location, m))?;
     let plan = bind_query(catalog, query, location)?;
+    if let Some(column) = sink.metadata.iter().find(|m| !m.is_virtual) {
+        return Err(sql_error(
+            location,
+            format!(
+                "INSERT INTO '{table}': metadata column '{}' (metadata '{}') cannot be \
+                 written; declare it VIRTUAL",
+                column.name, column.key
+            ),
+        ));
+    }
     let target = &sink.physical_schema;
     let produced = plan.schema();
     if produced.fields().len() != target.fields().len() {

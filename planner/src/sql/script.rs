@@ -90,6 +90,16 @@ pub enum ColumnKind {
     },
     /// `name AS expression`.
     Computed(Box<ast::Expr>),
+    /// `name TYPE METADATA [FROM 'key'] [VIRTUAL]`: a value the connector (or its format)
+    /// knows about each row.
+    Metadata {
+        /// The Arrow type.
+        data_type: DataType,
+        /// The connector's metadata key (the column's name when no `FROM` is given).
+        key: String,
+        /// `VIRTUAL`: read only, not part of what is written to the table.
+        is_virtual: bool,
+    },
 }
 
 /// Parses a whole script into statements.
@@ -162,7 +172,7 @@ fn guard(statement: &mut Statement) -> std::result::Result<(), String> {
         Statement::CreateTable(table) => {
             let computed = table.columns.iter_mut().filter_map(|c| match &mut c.kind {
                 ColumnKind::Computed(expr) => Some(expr.as_mut()),
-                ColumnKind::Physical { .. } => None,
+                ColumnKind::Physical { .. } | ColumnKind::Metadata { .. } => None,
             });
             let watermark = table.watermark.as_mut().map(|(_, expr)| expr);
             computed.chain(watermark).try_for_each(depth::guard_expr)
@@ -281,8 +291,22 @@ fn parse_column(parser: &mut Parser) -> Result<ColumnStatement, ParserError> {
             not_null = true;
         } else if eat_word(parser, "NULL") {
             not_null = false;
-        } else if peek_word(parser, "METADATA") {
-            return parser_error("METADATA columns are not supported", parser);
+        } else if eat_word(parser, "METADATA") {
+            let key = match eat_word(parser, "FROM") {
+                true => parse_option_text(parser)?,
+                false => name.clone(),
+            };
+            let is_virtual = eat_word(parser, "VIRTUAL");
+            skip_comment(parser)?;
+            return Ok(ColumnStatement {
+                name,
+                location,
+                kind: ColumnKind::Metadata {
+                    data_type,
+                    key,
+                    is_virtual,
+                },
+            });
         } else {
             break;
         }
@@ -701,6 +725,32 @@ mod tests {
             panic!("expected CREATE VIEW");
         };
         assert!(query.to_string().contains("TUMBLE(bids"), "{query}");
+    }
+
+    #[test]
+    fn metadata_columns_take_a_key_and_may_be_virtual() {
+        let sql = "CREATE TABLE t (id BIGINT, ts TIMESTAMP_LTZ(3) METADATA FROM 'op_ts' VIRTUAL, \
+                   row_kind STRING METADATA, tbl STRING METADATA FROM 'table_name') \
+                   WITH ('connector' = 'postgres-cdc');";
+        let statements = parse_script(sql).unwrap();
+        let Statement::CreateTable(table) = &statements[0].item else {
+            panic!("a CREATE TABLE");
+        };
+        let metadata: Vec<(&str, bool)> = table
+            .columns
+            .iter()
+            .filter_map(|c| match &c.kind {
+                ColumnKind::Metadata {
+                    key, is_virtual, ..
+                } => Some((key.as_str(), *is_virtual)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            metadata,
+            [("op_ts", true), ("row_kind", false), ("table_name", false)]
+        );
+        assert!(parse_script("CREATE TABLE t (a INT METADATA FROM) WITH ('c' = 'd');").is_err());
     }
 
     #[test]

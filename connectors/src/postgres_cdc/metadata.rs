@@ -1,0 +1,82 @@
+//! The metadata a `postgres-cdc` table can read, as Flink CDC names it: `table_name`,
+//! `schema_name`, `database_name`, `op_ts` (when the change committed; 0 for a row of the
+//! snapshot) and `row_kind` (`+I`, `-U`, `+U`, `-D`).
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, StringArray, TimestampMillisecondArray};
+use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
+use arrow::record_batch::RecordBatch;
+use eddy_common::chunk::Chunk;
+
+/// Microseconds from the Unix epoch to PostgreSQL's (2000-01-01).
+const POSTGRES_EPOCH_MICROS: i64 = 946_684_800_000_000;
+
+/// Every key and its type.
+pub(crate) fn readable() -> Vec<(&'static str, DataType)> {
+    let timestamp = DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()));
+    vec![
+        ("table_name", DataType::Utf8),
+        ("schema_name", DataType::Utf8),
+        ("database_name", DataType::Utf8),
+        ("op_ts", timestamp),
+        ("row_kind", DataType::Utf8),
+    ]
+}
+
+/// Milliseconds since the Unix epoch of a commit time in PostgreSQL's microseconds.
+pub(crate) fn epoch_millis(postgres_micros: i64) -> i64 {
+    (postgres_micros + POSTGRES_EPOCH_MICROS).div_euclid(1000)
+}
+
+/// What the metadata columns are filled from.
+pub(crate) struct Names<'a> {
+    pub table: &'a str,
+    pub schema: &'a str,
+    pub database: &'a str,
+}
+
+/// `chunk` (the physical columns) with the metadata columns `keys` appended, as `schema`
+/// has them; `times` holds each row's `op_ts`.
+pub(crate) fn append(
+    chunk: Chunk,
+    schema: &SchemaRef,
+    keys: &[String],
+    names: &Names<'_>,
+    times: &[i64],
+) -> Result<Chunk, String> {
+    let rows = chunk.num_rows();
+    let mut columns: Vec<ArrayRef> = chunk.rows().columns().to_vec();
+    for key in keys {
+        let constant = |value: &str| -> ArrayRef {
+            Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
+                value, rows,
+            )))
+        };
+        columns.push(match key.as_str() {
+            "table_name" => constant(names.table),
+            "schema_name" => constant(names.schema),
+            "database_name" => constant(names.database),
+            "op_ts" => {
+                Arc::new(TimestampMillisecondArray::from(times.to_vec()).with_timezone("UTC"))
+            }
+            "row_kind" => Arc::new(StringArray::from_iter_values(
+                (0..rows).map(|i| chunk.op(i).short_name()),
+            )),
+            other => return Err(format!("no metadata '{other}'")),
+        });
+    }
+    let batch = RecordBatch::try_new(schema.clone(), columns).map_err(|e| e.to_string())?;
+    Ok(chunk.with_rows(batch))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commit_times_count_from_postgres_epoch() {
+        assert_eq!(epoch_millis(0), 946_684_800_000);
+        assert_eq!(epoch_millis(1_500), 946_684_800_001);
+    }
+}
