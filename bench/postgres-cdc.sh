@@ -90,7 +90,7 @@ changes=$((rows + rows / 2))
 echo "streaming: $changes changes ($rows inserts, $((rows / 2)) updates) written in $(python3 -c "print(f'{$written - $write_started:.1f}')") s, mirrored after $(python3 -c "print(f'{$streamed - $write_started:.1f}')") s: $(rate "$changes" "$write_started" "$streamed") changes/s"
 [ "$(sql "SELECT count(*) FROM (SELECT * FROM orders EXCEPT SELECT * FROM mirror) d")" = 0 ] \
   || { echo "postgres-cdc.sh: the mirror differs from the table" >&2; exit 1; }
-kill -INT "$eddy_pid"
+pkill -INT -P "$eddy_pid"  # eddy, not GNU time (which ignores SIGINT)
 wait "$eddy_pid" || true
 eddy_pid=""
 echo "peak RSS of eddy run: $(awk -F': ' '/Maximum resident/ {printf "%.0f MiB", $2 / 1024}' "$work/time")"
