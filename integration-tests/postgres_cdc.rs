@@ -441,8 +441,10 @@ fn upserts_from_the_default_identity_and_every_defined_refusal() {
     );
     fails_with(&cluster, &script, || {}, "REPLICA IDENTITY DEFAULT");
 
-    // An existing, idle pgoutput slot is used as it is; one of another plugin is refused.
+    // An existing, idle pgoutput slot is used (moved past the changes made before its
+    // publication existed, which pgoutput cannot decode); one of another plugin is refused.
     pg.execute("SELECT pg_create_logical_replication_slot('eddy_up_m', 'pgoutput')");
+    pg.execute("INSERT INTO other VALUES (1)");
     pg.execute("SELECT pg_create_logical_replication_slot('eddy_decoding_m', 'test_decoding')");
     let script = format!(
         "SET 'restart-strategy.type' = 'none'; {}",

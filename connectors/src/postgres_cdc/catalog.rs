@@ -152,6 +152,19 @@ pub(crate) async fn create_slot(client: &Client, slot: &str) -> Result<Lsn, Stri
     row.get::<_, String>(0).parse()
 }
 
+/// Moves an idle slot to the end of the WAL (its changes up to there are skipped);
+/// returns its new position.
+pub(crate) async fn advance_slot(client: &Client, slot: &str) -> Result<Lsn, String> {
+    let row = client
+        .query_one(
+            "SELECT end_lsn::text FROM pg_replication_slot_advance($1, pg_current_wal_lsn())",
+            &[&slot],
+        )
+        .await
+        .map_err(|e| describe_error(&e))?;
+    row.get::<_, String>(0).parse()
+}
+
 /// Drops a slot, ending the session that holds it first.
 pub(crate) async fn drop_slot(client: &Client, slot: &str) -> Result<bool, tokio_postgres::Error> {
     client

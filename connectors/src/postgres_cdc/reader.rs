@@ -193,8 +193,8 @@ impl CdcReader {
         }
         let client = self.connector.connect().await?;
         let description = self.check_table(&client).await?;
-        self.ensure_publication(&client).await?;
-        let start = self.ensure_slot(&client).await?;
+        let created = self.ensure_publication(&client).await?;
+        let start = self.ensure_slot(&client, created).await?;
         if !self.restored {
             self.progress = Progress {
                 snapshot: (self.connector.startup == StartupMode::Initial).then_some(None),
@@ -284,14 +284,16 @@ impl CdcReader {
         }
     }
 
-    async fn ensure_publication(&self, client: &Client) -> Result<()> {
+    /// Makes sure the publication exists and publishes the table; returns whether it had
+    /// to be created.
+    async fn ensure_publication(&self, client: &Client) -> Result<bool> {
         let connector = &self.connector;
         let (schema, table) = (&connector.schema_name, &connector.table_name);
         let found = catalog::publication(client, &connector.publication, schema, table)
             .await
             .map_err(|e| connector.postgres_error("reading the publication", e))?;
         match found {
-            Some(true) => Ok(()),
+            Some(true) => Ok(false),
             Some(false) => Err(self.error(format!(
                 "publication '{}' does not publish {schema}.{table}: add it (ALTER \
                  PUBLICATION ... ADD TABLE) or name another with 'debezium.publication.name'",
@@ -299,12 +301,16 @@ impl CdcReader {
             ))),
             None => catalog::create_publication(client, &connector.publication, schema, table)
                 .await
+                .map(|()| true)
                 .map_err(|e| connector.postgres_error("creating the publication", e)),
         }
     }
 
-    /// Makes sure the slot exists and is free; returns its position (a new slot's start).
-    async fn ensure_slot(&self, client: &Client) -> Result<Lsn> {
+    /// Makes sure the slot exists and is free; returns where its stream starts: a new
+    /// slot's start; an existing one's position, moved to the present on a fresh start
+    /// that reads a snapshot (which shows everything before) or whose publication was
+    /// just created (pgoutput cannot decode changes from before its publication existed).
+    async fn ensure_slot(&self, client: &Client, publication_created: bool) -> Result<Lsn> {
         let connector = &self.connector;
         let slot = &connector.slot;
         let waited = std::time::Instant::now();
@@ -352,6 +358,15 @@ impl CdcReader {
                      checkpoint's {}: the changes between are gone",
                     self.progress.resume
                 )));
+            }
+            let initial = self.connector.startup == StartupMode::Initial;
+            if !self.restored && (initial || publication_created) {
+                let moved = catalog::advance_slot(client, slot).await.map_err(|e| {
+                    self.connector
+                        .remote(format!("moving slot '{slot}': {e}"), true)
+                })?;
+                tracing::info!(table = %connector.table, slot = %slot, from = %confirmed, to = %moved, "existing replication slot moved to the present");
+                return Ok(moved);
             }
             return Ok(confirmed);
         }

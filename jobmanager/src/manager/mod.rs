@@ -456,7 +456,11 @@ fn release_sources(job_id: &str, graph: &JobGraph) {
         .map(|s| (s.table.clone(), s.connector.clone()))
         .collect();
     let job = job_id.to_string();
-    tokio::spawn(async move {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        tracing::warn!(job = %job, "no runtime to release the cancelled job's sources on");
+        return;
+    };
+    runtime.spawn(async move {
         for (table, connector) in connectors {
             for attempt in 1..=RELEASE_ATTEMPTS {
                 match connector.release().await {
