@@ -401,3 +401,54 @@ pub(crate) fn describe_error(e: &tokio_postgres::Error) -> String {
         None => e.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn column(name: &str, type_oid: u32, type_name: &str, category: char) -> SourceColumn {
+        SourceColumn {
+            name: name.into(),
+            type_oid,
+            type_name: type_name.into(),
+            category,
+        }
+    }
+
+    #[test]
+    fn chunks_order_by_the_table_columns_with_text_keys_in_byte_order() {
+        let description = TableDescription {
+            columns: vec![
+                column("region", 25, "text", 'S'),
+                column("id", 20, "bigint", 'N'),
+                column("note", 25, "text", 'S'),
+            ],
+            primary_key: vec!["region".into(), "id".into()],
+            replica_identity: 'f',
+            collatable: vec![true, false, true],
+        };
+        let key = ["region".to_string(), "id".to_string()];
+        let columns = ["id".to_string(), "region".to_string(), "note".to_string()];
+        let query = ChunkQuery::new(&description, "public", "orders", &columns, &key, 100);
+        // Qualified: the selected `"id"::text` is also named `id`, and ORDER BY would take
+        // the output column (sorting numbers as text) if it were not.
+        assert_eq!(
+            query.after,
+            "SELECT t.\"id\"::text, t.\"region\"::text, t.\"note\"::text FROM \"public\".\"orders\" \
+             AS t WHERE (t.\"region\" COLLATE \"C\", t.\"id\") > ($1::text::text COLLATE \"C\", \
+             $2::text::bigint) ORDER BY t.\"region\" COLLATE \"C\", t.\"id\" LIMIT 100"
+        );
+        assert_eq!(query.key_positions, [1, 0]);
+        assert_eq!(
+            description.key_orders(&key),
+            Ok(vec![KeyOrder::Text, KeyOrder::Integer])
+        );
+        let numeric = TableDescription {
+            columns: vec![column("amount", 1700, "numeric", 'N')],
+            primary_key: vec!["amount".into()],
+            replica_identity: 'd',
+            collatable: vec![false],
+        };
+        assert!(numeric.key_orders(&["amount".into()]).is_err());
+    }
+}
