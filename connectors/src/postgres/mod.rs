@@ -26,6 +26,7 @@ use std::sync::Arc;
 use arrow::datatypes::SchemaRef;
 use committer::PreparedTransactions;
 use eddy_common::{EddyError, Result};
+pub(crate) use statements::quote as quote_identifier;
 use writer::{PostgresWriter, TransactionMode};
 
 use super::lookup::{
@@ -160,12 +161,19 @@ impl TableConnector for PostgresConnector {
 
 /// Connects, running the connection in the background.
 async fn connect(connector: &PostgresConnector) -> Result<tokio_postgres::Client> {
-    let (client, connection) = connector
-        .config
-        .connect(tokio_postgres::NoTls)
+    connect_with(&connector.config, &connector.table)
         .await
-        .map_err(|e| connector.error(format!("cannot connect to PostgreSQL: {e}")))?;
-    let table = connector.table.clone();
+        .map_err(|e| connector.error(format!("cannot connect to PostgreSQL: {e}")))
+}
+
+/// Connects with `config` (no TLS), running the connection in the background; its failure
+/// is logged for `table`.
+pub(crate) async fn connect_with(
+    config: &tokio_postgres::Config,
+    table: &str,
+) -> std::result::Result<tokio_postgres::Client, tokio_postgres::Error> {
+    let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
+    let table = table.to_string();
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::warn!(table = %table, error = %e, "PostgreSQL connection ended");
@@ -174,19 +182,24 @@ async fn connect(connector: &PostgresConnector) -> Result<tokio_postgres::Client
     Ok(client)
 }
 
-/// A PostgreSQL error about this table, with the server's detail.
-fn db_error(connector: &PostgresConnector, doing: &str, e: tokio_postgres::Error) -> EddyError {
-    let (detail, transient) = match e.as_db_error() {
+/// A PostgreSQL error's detail (the server's `code: message`, or the client's error) and
+/// whether trying again may succeed: connection exceptions, transaction rollbacks
+/// (serialization failures, deadlocks), insufficient resources, operator intervention
+/// (shutdown), or no answer from the server at all.
+pub(crate) fn error_detail(e: &tokio_postgres::Error) -> (String, bool) {
+    match e.as_db_error() {
         Some(db) => {
             let code = db.code().code();
-            // Connection exceptions, transaction rollbacks (serialization failures,
-            // deadlocks), insufficient resources, operator intervention (shutdown).
             let transient = ["08", "40", "53", "57"].iter().any(|c| code.starts_with(c));
             (format!("{code}: {}", db.message()), transient)
         }
-        // No answer from the server: the connection failed.
         None => (e.to_string(), true),
-    };
+    }
+}
+
+/// A PostgreSQL error about this table, with the server's detail.
+fn db_error(connector: &PostgresConnector, doing: &str, e: tokio_postgres::Error) -> EddyError {
+    let (detail, transient) = error_detail(&e);
     EddyError::Remote {
         table: connector.table.clone(),
         message: format!(

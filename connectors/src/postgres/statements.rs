@@ -96,7 +96,8 @@ pub(super) struct Statements {
     kinds: Vec<Kind>,
 }
 
-fn quote(identifier: &str) -> String {
+/// `identifier` as a quoted SQL identifier.
+pub(crate) fn quote(identifier: &str) -> String {
     format!("\"{}\"", identifier.replace('"', "\"\""))
 }
 

@@ -5,9 +5,10 @@
 use tokio_postgres::Client;
 
 use super::lsn::Lsn;
-use super::protocol::{quote_identifier, quote_literal};
+use super::protocol::quote_literal;
 use super::snapshot::{ChunkMark, Key, KeyOrder, TransactionSnapshot};
 use super::values::{SourceColumn, is_integer};
+use crate::postgres::quote_identifier;
 
 /// The comment Eddy puts on a publication it creates, so cancelling drops only those.
 const CREATED_BY_EDDY: &str = "created by Eddy's postgres-cdc source";
@@ -142,24 +143,29 @@ pub(crate) async fn slot(
 
 /// Creates a logical slot for pgoutput; returns where its stream begins.
 pub(crate) async fn create_slot(client: &Client, slot: &str) -> Result<Lsn, String> {
-    let row = client
-        .query_one(
-            "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')",
-            &[&slot],
-        )
-        .await
-        .map_err(|e| describe_error(&e))?;
-    row.get::<_, String>(0).parse()
+    slot_position(
+        client,
+        "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')",
+        slot,
+    )
+    .await
 }
 
 /// Moves an idle slot to the end of the WAL (its changes up to there are skipped);
 /// returns its new position.
 pub(crate) async fn advance_slot(client: &Client, slot: &str) -> Result<Lsn, String> {
+    slot_position(
+        client,
+        "SELECT end_lsn::text FROM pg_replication_slot_advance($1, pg_current_wal_lsn())",
+        slot,
+    )
+    .await
+}
+
+/// Runs a slot function on `slot` whose one value is a WAL position.
+async fn slot_position(client: &Client, statement: &str, slot: &str) -> Result<Lsn, String> {
     let row = client
-        .query_one(
-            "SELECT end_lsn::text FROM pg_replication_slot_advance($1, pg_current_wal_lsn())",
-            &[&slot],
-        )
+        .query_one(statement, &[&slot])
         .await
         .map_err(|e| describe_error(&e))?;
     row.get::<_, String>(0).parse()
@@ -395,11 +401,8 @@ pub(crate) enum ChunkError {
 }
 
 /// A PostgreSQL error's code and message.
-pub(crate) fn describe_error(e: &tokio_postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => format!("{}: {}", db.code().code(), db.message()),
-        None => e.to_string(),
-    }
+fn describe_error(e: &tokio_postgres::Error) -> String {
+    crate::postgres::error_detail(e).0
 }
 
 #[cfg(test)]

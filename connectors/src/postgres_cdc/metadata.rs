@@ -9,8 +9,7 @@ use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
 use eddy_common::chunk::Chunk;
 
-/// Microseconds from the Unix epoch to PostgreSQL's (2000-01-01).
-const POSTGRES_EPOCH_MICROS: i64 = 946_684_800_000_000;
+use super::protocol::POSTGRES_EPOCH_MICROS;
 
 /// Every key and its type.
 pub(crate) fn readable() -> Vec<(&'static str, DataType)> {

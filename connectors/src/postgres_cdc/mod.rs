@@ -218,16 +218,8 @@ impl PostgresCdcConnector {
     }
 
     fn postgres_error(&self, doing: &str, e: tokio_postgres::Error) -> EddyError {
-        let transient = match e.as_db_error() {
-            Some(db) => ["08", "40", "53", "57"]
-                .iter()
-                .any(|c| db.code().code().starts_with(c)),
-            None => true,
-        };
-        self.remote(
-            format!("{doing}: {}", catalog::describe_error(&e)),
-            transient,
-        )
+        let (detail, transient) = crate::postgres::error_detail(&e);
+        self.remote(format!("{doing}: {detail}"), transient)
     }
 
     /// An ordinary connection, its text output set as the replication stream's.
@@ -252,17 +244,9 @@ impl PostgresCdcConnector {
             .map(|(name, value)| format!("-c {name}={value}"))
             .collect();
         config.options(settings.join(" "));
-        let (client, connection) = config
-            .connect(tokio_postgres::NoTls)
+        crate::postgres::connect_with(&config, &self.table)
             .await
-            .map_err(|e| self.postgres_error("connecting", e))?;
-        let table = self.table.clone();
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(table = %table, error = %e, "PostgreSQL connection ended");
-            }
-        });
-        Ok(client)
+            .map_err(|e| self.postgres_error("connecting", e))
     }
 }
 

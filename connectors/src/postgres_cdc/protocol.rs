@@ -18,13 +18,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::lsn::Lsn;
+use crate::postgres::quote_identifier;
 
 /// Most bytes one backend message may hold: a WAL message carries one change, and a row
 /// is at most 1 GB in PostgreSQL; anything larger is a broken or hostile stream.
 const MAX_MESSAGE: usize = 1 << 30;
 
 /// Microseconds from the Unix epoch to PostgreSQL's (2000-01-01).
-const POSTGRES_EPOCH_MICROS: i64 = 946_684_800_000_000;
+pub(crate) const POSTGRES_EPOCH_MICROS: i64 = 946_684_800_000_000;
 
 /// Session settings that fix how values are written as text.
 pub(crate) const TEXT_SETTINGS: &[(&str, &str)] = &[
@@ -375,11 +376,6 @@ fn server_error(body: &[u8]) -> ProtocolError {
         message = format!("{message} ({detail})");
     }
     ProtocolError::Server { code, message }
-}
-
-/// `name` as a quoted SQL identifier.
-pub(crate) fn quote_identifier(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 /// `text` as a quoted SQL string literal.

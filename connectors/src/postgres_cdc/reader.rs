@@ -181,12 +181,6 @@ impl CdcReader {
         self.connector.remote(format!("{doing}: {e}"), transient)
     }
 
-    fn client(&mut self) -> Result<&mut Client> {
-        self.client
-            .as_mut()
-            .ok_or_else(|| EddyError::Internal("postgres-cdc reader used before open".into()))
-    }
-
     async fn open_source(&mut self) -> Result<usize> {
         if !self.reads {
             return Ok(0);
@@ -203,6 +197,12 @@ impl CdcReader {
                 marks: ChunkMarks::default(),
             };
         }
+        // Keys are compared while the snapshot's chunks may have seen streamed changes.
+        if self.progress.snapshot.is_some() || !self.progress.marks.is_empty() {
+            self.key_orders = description
+                .key_orders(&self.connector.primary_key)
+                .map_err(|e| self.connector.error(e))?;
+        }
         if self.progress.snapshot.is_some() {
             let columns: Vec<String> = self
                 .physical
@@ -210,9 +210,6 @@ impl CdcReader {
                 .iter()
                 .map(|f| f.name().clone())
                 .collect();
-            self.key_orders = description
-                .key_orders(&self.connector.primary_key)
-                .map_err(|e| self.connector.error(e))?;
             self.chunks = Some(ChunkQuery::new(
                 &description,
                 &self.connector.schema_name,
@@ -221,10 +218,6 @@ impl CdcReader {
                 &self.connector.primary_key,
                 self.connector.chunk_size,
             ));
-        } else if !self.progress.marks.is_empty() {
-            self.key_orders = description
-                .key_orders(&self.connector.primary_key)
-                .map_err(|e| self.connector.error(e))?;
         }
         self.confirmed = self.progress.resume;
         self.description = Some(description);
@@ -385,12 +378,13 @@ impl CdcReader {
 
     async fn read_chunk(&mut self, after: Option<Key>) -> Result<Option<SourceEvent>> {
         let size = self.connector.chunk_size;
-        let query = self
-            .chunks
-            .clone()
-            .ok_or_else(|| EddyError::Internal("no snapshot query".into()))?;
+        let (Some(query), Some(client)) = (&self.chunks, &mut self.client) else {
+            return Err(EddyError::Internal(
+                "postgres-cdc snapshot read before open".into(),
+            ));
+        };
         let chunk = query
-            .read(self.client()?, after.as_ref(), size)
+            .read(client, after.as_ref(), size)
             .await
             .map_err(|e| {
                 let transient = matches!(e, catalog::ChunkError::Postgres(_));
@@ -679,7 +673,7 @@ impl CdcReader {
                     ));
                 };
                 // A changed key is a delete and an insert, as Debezium reports it.
-                let (before, after) = match self.key_of(old) == self.key_of(&new) {
+                let (before, after) = match self.same_key(old, &new) {
                     true => (Op::UpdateBefore, Op::UpdateAfter),
                     false => (Op::Delete, Op::Insert),
                 };
@@ -689,7 +683,7 @@ impl CdcReader {
             ChangelogMode::Upsert => {
                 // A changed key: the old key's row is deleted.
                 if let Some((_, old)) = &old
-                    && self.key_of(old) != self.key_of(&new)
+                    && !self.same_key(old, &new)
                 {
                     self.emit(Op::Delete, old, None)?;
                 }
@@ -705,6 +699,18 @@ impl CdcReader {
             ));
         }
         self.emit(Op::Delete, &old, None)
+    }
+
+    /// Whether two tuples of the table have the same key (compared in place).
+    fn same_key(&self, a: &[Value], b: &[Value]) -> bool {
+        let relation = self
+            .relation
+            .as_ref()
+            .expect("a change follows its relation");
+        self.connector.key_columns.iter().all(|k| {
+            let column = relation.columns[*k];
+            a.get(column) == b.get(column)
+        })
     }
 
     /// The key columns' texts of a tuple.

@@ -5,12 +5,9 @@
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, AsArray, BinaryArray, StringArray, StringBuilder};
+use arrow::array::{ArrayRef, BinaryArray, StringArray, StringBuilder, make_array};
 use arrow::compute::{CastOptions, cast_with_options};
-use arrow::datatypes::{
-    DataType, SchemaRef, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
-    TimestampNanosecondType, TimestampSecondType,
-};
+use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
 use eddy_common::chunk::{Chunk, Op};
 use eddy_common::schema::sql_name;
@@ -160,40 +157,22 @@ fn convert(texts: &StringArray, to: &DataType, options: &CastOptions) -> Result<
         DataType::Timestamp(unit, Some(zone)) => {
             let instants = cast_with_options(texts, &DataType::Timestamp(*unit, None), options)
                 .map_err(|e| e.to_string())?;
-            Ok(with_zone(&instants, *unit, zone.clone()))
+            with_zone(&instants, *unit, zone.clone())
         }
         _ => cast_with_options(texts, to, options).map_err(|e| e.to_string()),
     }
 }
 
-/// Timestamps of `unit` labelled with time zone `zone` (their values unchanged).
-fn with_zone(instants: &ArrayRef, unit: TimeUnit, zone: Arc<str>) -> ArrayRef {
-    match unit {
-        TimeUnit::Second => Arc::new(
-            instants
-                .as_primitive::<TimestampSecondType>()
-                .clone()
-                .with_timezone(zone),
-        ),
-        TimeUnit::Millisecond => Arc::new(
-            instants
-                .as_primitive::<TimestampMillisecondType>()
-                .clone()
-                .with_timezone(zone),
-        ),
-        TimeUnit::Microsecond => Arc::new(
-            instants
-                .as_primitive::<TimestampMicrosecondType>()
-                .clone()
-                .with_timezone(zone),
-        ),
-        TimeUnit::Nanosecond => Arc::new(
-            instants
-                .as_primitive::<TimestampNanosecondType>()
-                .clone()
-                .with_timezone(zone),
-        ),
-    }
+/// Timestamps of `unit` labelled with time zone `zone` (their values unchanged: the same
+/// buffers under another type).
+fn with_zone(instants: &ArrayRef, unit: TimeUnit, zone: Arc<str>) -> Result<ArrayRef, String> {
+    let data = instants
+        .to_data()
+        .into_builder()
+        .data_type(DataType::Timestamp(unit, Some(zone)))
+        .build()
+        .map_err(|e| e.to_string())?;
+    Ok(make_array(data))
 }
 
 /// `bytea` in its hexadecimal output form (`\x0aff`).
@@ -215,8 +194,8 @@ fn decode_bytea(text: &str) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::Array;
-    use arrow::datatypes::{Field, Int64Type, Schema};
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::{Field, Int64Type, Schema, TimestampMicrosecondType};
 
     fn column(type_oid: u32, type_name: &str, category: char) -> SourceColumn {
         SourceColumn {
