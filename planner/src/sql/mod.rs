@@ -421,8 +421,6 @@ fn plan_insert(
             format!("INSERT INTO '{table}': {reason}"),
         ));
     }
-    let state_ttl_hints = hints::state_ttl_hints(&query).map_err(|m| sql_error(location, m))?;
-    let plan = bind_query(catalog, query, location)?;
     if let Some(column) = sink.metadata.iter().find(|m| !m.is_virtual) {
         return Err(sql_error(
             location,
@@ -433,6 +431,8 @@ fn plan_insert(
             ),
         ));
     }
+    let state_ttl_hints = hints::state_ttl_hints(&query).map_err(|m| sql_error(location, m))?;
+    let plan = bind_query(catalog, query, location)?;
     let target = &sink.physical_schema;
     let produced = plan.schema();
     if produced.fields().len() != target.fields().len() {
