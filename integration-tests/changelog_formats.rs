@@ -7,7 +7,9 @@
 //! deduplication over one — gives Apache Flink's final rows at parallelism 1 and 4, and
 //! what Flink refuses over a change stream (an OVER aggregate) Eddy refuses. A window TVF
 //! aggregate over a change stream, which Flink 2.3 computes, Eddy refuses as unsupported
-//! (a gap, not a difference: `window_over_changes.flink` holds Flink's answer).
+//! (a gap, not a difference: `window_over_changes.flink` holds Flink's answer). The
+//! filesystem's metadata columns (`file.name`, `file.size`, `file.path`,
+//! `file.modification-time`) are read beside the changes of a directory of two files.
 
 use crate::flink_oracle::OracleDir;
 use crate::support::{Scratch, run_script};
@@ -31,6 +33,7 @@ fn change_streams_give_flinks_rows() {
         "top2",
         "latest_per_customer",
         "over_refused",
+        "file_metadata",
     ]);
 }
 

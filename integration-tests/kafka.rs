@@ -134,6 +134,11 @@ impl Broker {
         }
     }
 
+    /// A producer without transactions.
+    pub fn producer(&self) -> BaseProducer {
+        self.config().create().unwrap()
+    }
+
     /// A transactional producer with id `id`, initialized.
     pub fn transactional_producer(&self, id: &str) -> BaseProducer {
         let producer: BaseProducer = self.config().set("transactional.id", id).create().unwrap();

@@ -22,6 +22,7 @@ mod http;
 mod interval_joins;
 mod joins;
 mod kafka;
+mod kafka_metadata;
 mod kubernetes;
 mod lookup_joins;
 mod nexmark;

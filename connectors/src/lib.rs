@@ -65,9 +65,8 @@ pub trait TableConnector: Debug + Send + Sync {
         false
     }
 
-    /// The metadata a reader can append to each row (`METADATA FROM 'key'` columns): each
-    /// key and its type.
-    fn readable_metadata(&self) -> Vec<(&'static str, arrow::datatypes::DataType)> {
+    /// The metadata a reader can append to each row (`METADATA FROM 'key'` columns).
+    fn readable_metadata(&self) -> Vec<ReadableMetadata> {
         Vec::new()
     }
 
@@ -150,6 +149,46 @@ pub trait TableConnector: Debug + Send + Sync {
             table: context.table.clone(),
             message: format!("the '{}' connector cannot be written", self.name()),
         })
+    }
+}
+
+/// A metadata key a source can read into a `METADATA` column.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadableMetadata {
+    /// The key (`METADATA FROM 'key'`).
+    pub key: String,
+    /// The type of its values.
+    pub data_type: arrow::datatypes::DataType,
+    /// Why Eddy cannot read a key Flink offers (its type has no Eddy column), if it cannot.
+    pub refusal: Option<String>,
+}
+
+impl ReadableMetadata {
+    /// A key read as `data_type`.
+    pub fn new(key: impl Into<String>, data_type: arrow::datatypes::DataType) -> Self {
+        ReadableMetadata {
+            key: key.into(),
+            data_type,
+            refusal: None,
+        }
+    }
+
+    /// A key Flink offers as `sql_type`, which Eddy's columns cannot hold.
+    pub fn of_unsupported_type(key: impl Into<String>, sql_type: &str) -> Self {
+        let key = key.into();
+        let reason = format!(
+            "unsupported: metadata '{key}' is {sql_type}, and Eddy has no ARRAY or MAP columns yet"
+        );
+        Self::refused(key, reason)
+    }
+
+    /// A key Flink offers that Eddy cannot read, and why.
+    pub fn refused(key: impl Into<String>, reason: String) -> Self {
+        ReadableMetadata {
+            key: key.into(),
+            data_type: arrow::datatypes::DataType::Null,
+            refusal: Some(reason),
+        }
     }
 }
 

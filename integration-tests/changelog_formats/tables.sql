@@ -20,3 +20,9 @@ CREATE TABLE orders_timed (id BIGINT, customer_id BIGINT, amount BIGINT, status 
   ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)
   WITH ('connector' = 'filesystem', 'path' = '$DIR/orders.debezium.json',
         'format' = 'debezium-json');
+CREATE TABLE order_shards (id BIGINT, amount BIGINT,
+  file_name STRING METADATA FROM 'file.name' VIRTUAL,
+  file_size BIGINT METADATA FROM 'file.size' VIRTUAL,
+  file_path STRING METADATA FROM 'file.path' VIRTUAL,
+  modified TIMESTAMP_LTZ(3) METADATA FROM 'file.modification-time' VIRTUAL)
+  WITH ('connector' = 'filesystem', 'path' = '$DIR/shards', 'format' = 'debezium-json');

@@ -3,6 +3,7 @@
 //! table is `PARTITIONED BY` ([`partitions`]), committing partitions as [`commit`] says.
 
 mod commit;
+mod metadata;
 mod partitions;
 mod sink;
 mod source;
@@ -254,6 +255,10 @@ impl TableConnector for FilesystemConnector {
         !self.source.format.is_changelog()
     }
 
+    fn readable_metadata(&self) -> Vec<crate::ReadableMetadata> {
+        metadata::readable()
+    }
+
     fn source_changes(&self) -> crate::SourceChanges {
         match self.source.format.is_changelog() {
             true => crate::SourceChanges::All,
@@ -283,7 +288,7 @@ impl TableConnector for FilesystemConnector {
     }
 
     fn create_reader(&self, context: &SourceContext) -> Result<Box<dyn SourceReader>> {
-        Ok(source::create(&self.source, context))
+        source::create(&self.source, context)
     }
 
     fn create_writer(&self, context: &SinkContext) -> Result<Box<dyn SinkWriter>> {

@@ -26,6 +26,7 @@ use object_store::{
     GetOptions, GetRange, GetResult, GetResultPayload, ObjectStore, ObjectStoreExt,
 };
 
+use super::metadata::{FileColumns, FileFacts};
 use super::partitions::PartitionColumns;
 use crate::format::{Format, LinePosition};
 use crate::{SourceContext, SourceEvent, SourceReader};
@@ -57,6 +58,8 @@ struct FileSplit {
     path: Path,
     start: u64,
     end: u64,
+    /// What the store says of the file (for metadata columns).
+    file: FileFacts,
 }
 
 /// How far a split has been read: `next` is the offset of the first line not yet
@@ -69,15 +72,20 @@ struct SplitProgress {
 }
 
 /// Creates the reader of one subtask.
-pub fn create(config: &FileSourceConfig, context: &SourceContext) -> Box<dyn SourceReader> {
-    Box::new(FileReader {
+pub fn create(config: &FileSourceConfig, context: &SourceContext) -> Result<Box<dyn SourceReader>> {
+    let metadata = FileColumns::new(&context.metadata).map_err(|message| EddyError::Connector {
+        table: context.table.clone(),
+        message,
+    })?;
+    Ok(Box::new(FileReader {
         config: config.clone(),
         context: context.clone(),
+        metadata,
         lanes: None,
         cursor: 0,
         finished: Vec::new(),
         restored: HashMap::new(),
-    })
+    }))
 }
 
 /// The bytes of an object, as they arrive.
@@ -158,6 +166,8 @@ struct Lane {
 struct FileReader {
     config: FileSourceConfig,
     context: SourceContext,
+    /// The metadata columns appended to the table's.
+    metadata: FileColumns,
     lanes: Option<Vec<Lane>>,
     cursor: usize,
     /// This subtask's splits read to their end.
@@ -175,20 +185,20 @@ async fn all_splits(
     restored: &HashMap<(String, u64), SplitProgress>,
 ) -> Result<Vec<FileSplit>> {
     let location = &config.location;
-    let files: Vec<(Path, u64)> = match location.store.head(&location.path).await {
-        Ok(meta) => vec![(meta.location, meta.size)],
+    let files: Vec<(Path, FileFacts)> = match location.store.head(&location.path).await {
+        Ok(meta) => vec![(meta.location.clone(), FileFacts::from(&meta))],
         Err(_) => {
-            let mut files: Vec<(Path, u64)> = location
+            let mut files: Vec<(Path, FileFacts)> = location
                 .store
                 .list(Some(&location.path))
-                .map_ok(|meta| (meta.location, meta.size))
+                .map_ok(|meta| (meta.location.clone(), FileFacts::from(&meta)))
                 .try_collect()
                 .await?;
             files.retain(|(p, _)| {
                 p.filename()
                     .is_some_and(|name| !name.starts_with('.') && !name.starts_with('_'))
             });
-            files.sort();
+            files.sort_by(|a, b| a.0.cmp(&b.0));
             files
         }
     };
@@ -199,7 +209,7 @@ async fn all_splits(
         });
     }
     let mut splits = Vec::new();
-    for (path, size) in files {
+    for (path, file) in files {
         let name = location.show(&path);
         let mut known: Vec<(u64, u64)> = restored
             .iter()
@@ -207,13 +217,14 @@ async fn all_splits(
             .map(|((_, start), progress)| (*start, progress.end))
             .collect();
         if known.is_empty() {
-            known = cut(size, config.split_size);
+            known = cut(file.size, config.split_size);
         }
         known.sort_unstable();
         splits.extend(known.into_iter().map(|(start, end)| FileSplit {
             path: path.clone(),
             start,
             end,
+            file,
         }));
     }
     Ok(splits)
@@ -369,6 +380,11 @@ impl FileReader {
                         .unwrap_or(relative);
                     let values = partitions.values_of(relative);
                     rows = rows.with_rows(partitions.attach(rows.rows(), &values, &split.name)?);
+                }
+                if !self.metadata.is_empty() {
+                    let schema = &self.context.schema;
+                    let file = &split.split;
+                    rows = self.metadata.append(rows, schema, &file.path, &file.file)?;
                 }
                 return Ok(Some(SourceEvent::Rows {
                     split: lane.index,
@@ -576,6 +592,7 @@ mod tests {
                 path: Path::from("f"),
                 start,
                 end,
+                file: FileFacts::default(),
             },
             stream: Some(futures::stream::iter(chunks).boxed()),
             pending: Vec::new(),
@@ -708,7 +725,7 @@ mod tests {
         let mut seen = Vec::new();
         let mut positions = Vec::new();
         for subtask in 0..2 {
-            let mut reader = create(&config, &context(subtask, 2));
+            let mut reader = create(&config, &context(subtask, 2)).unwrap();
             reader.open().await.unwrap();
             for _ in 0..(10 + 7 * subtask) {
                 if let Some(event) = reader.next().await.unwrap() {
@@ -719,7 +736,7 @@ mod tests {
         }
         let refs: Vec<&[u8]> = positions.iter().map(Vec::as_slice).collect();
         for subtask in 0..3 {
-            let mut reader = create(&config, &context(subtask, 3));
+            let mut reader = create(&config, &context(subtask, 3)).unwrap();
             reader.restore(&refs).unwrap();
             reader.open().await.unwrap();
             seen.extend(read_ids(&mut reader).await);

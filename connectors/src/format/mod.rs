@@ -7,8 +7,8 @@ pub mod changelog;
 mod csv;
 mod json;
 
-use arrow::array::UInt8Array;
-use arrow::compute::concat_batches;
+use arrow::array::{ArrayRef, UInt8Array, new_null_array};
+use arrow::compute::{concat, concat_batches};
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use eddy_common::chunk::Chunk;
@@ -17,6 +17,7 @@ use eddy_common::{EddyError, Result};
 
 pub use self::changelog::canal::CanalJson;
 pub use self::changelog::debezium::DebeziumJson;
+pub use self::changelog::facts::{Fact, FactKey};
 pub use self::changelog::maxwell::MaxwellJson;
 pub use self::csv::CsvFormat;
 pub use self::json::JsonFormat;
@@ -103,6 +104,17 @@ impl Format {
         })
     }
 
+    /// The metadata the format's messages state (Flink's format metadata keys), empty for a
+    /// format without any.
+    pub fn metadata_keys(&self) -> &'static [FactKey] {
+        match self {
+            Format::Csv(_) | Format::Json(_) => &[],
+            Format::Debezium(_) => changelog::facts::DEBEZIUM,
+            Format::Canal(_) => changelog::facts::CANAL,
+            Format::Maxwell(_) => changelog::facts::MAXWELL,
+        }
+    }
+
     /// The file name extension.
     pub fn extension(&self) -> &'static str {
         match self {
@@ -121,21 +133,49 @@ impl Format {
         ignore_errors: bool,
         metrics: &OperatorMetrics,
     ) -> Result<Option<Chunk>> {
-        if let Ok(chunk) = self.decode_strict(schema, lines) {
-            return Ok(chunk);
+        let decoded = self.decode_block(schema, lines, location, ignore_errors, metrics, None)?;
+        Ok(decoded.map(|d| d.chunk))
+    }
+
+    /// Decodes complete lines as [`Format::decode`] does, keeping the line each row came
+    /// from and the `facts` each line states (for metadata columns).
+    pub fn decode_traced(
+        &self,
+        schema: &SchemaRef,
+        lines: &[u8],
+        location: LinePosition<'_>,
+        ignore_errors: bool,
+        metrics: &OperatorMetrics,
+        facts: &[Fact],
+    ) -> Result<Option<Decoded>> {
+        self.decode_block(schema, lines, location, ignore_errors, metrics, Some(facts))
+    }
+
+    fn decode_block(
+        &self,
+        schema: &SchemaRef,
+        lines: &[u8],
+        location: LinePosition<'_>,
+        ignore_errors: bool,
+        metrics: &OperatorMetrics,
+        trace: Option<&[Fact]>,
+    ) -> Result<Option<Decoded>> {
+        if let Ok(decoded) = self.decode_strict_traced(schema, lines, trace) {
+            return Ok(decoded);
         }
         // Find the bad records one line at a time.
         let mut good = Vec::new();
         for (i, line) in lines.split(|b| *b == b'\n').enumerate() {
             if line.iter().all(u8::is_ascii_whitespace) {
+                good.push(None);
                 continue;
             }
-            match self.decode_strict(schema, line) {
-                Ok(Some(chunk)) => good.push(chunk),
-                Ok(None) => {}
+            match self.decode_strict_traced(schema, line, trace) {
+                Ok(decoded) => good.push(decoded),
                 Err(e) if ignore_errors => {
                     tracing::debug!(file = location.file, line = location.first_line + i as u64, error = %e, "skipping malformed record");
                     OperatorMetrics::add(&metrics.parse_errors_skipped, 1);
+                    good.push(None);
                 }
                 Err(e) => {
                     return Err(EddyError::Format {
@@ -146,7 +186,7 @@ impl Format {
                 }
             }
         }
-        concat_chunks(schema, &good)
+        Decoded::concat_lines(schema, good, trace)
     }
 
     /// Decodes complete lines, failing on the first malformed record (without saying
@@ -156,14 +196,27 @@ impl Format {
         schema: &SchemaRef,
         bytes: &[u8],
     ) -> Result<Option<Chunk>, arrow::error::ArrowError> {
+        let decoded = self.decode_strict_traced(schema, bytes, None)?;
+        Ok(decoded.map(|d| d.chunk))
+    }
+
+    fn decode_strict_traced(
+        &self,
+        schema: &SchemaRef,
+        bytes: &[u8],
+        trace: Option<&[Fact]>,
+    ) -> Result<Option<Decoded>, arrow::error::ArrowError> {
         let rows = bytes.iter().filter(|b| **b == b'\n').count() + 1;
-        let inserts = |batch: Option<RecordBatch>| batch.map(Chunk::inserts);
+        let inserts = |batch: Option<RecordBatch>| match batch {
+            Some(batch) => Decoded::one_row_a_line(Chunk::inserts(batch), bytes, trace).map(Some),
+            None => Ok(None),
+        };
         match self {
-            Format::Csv(csv) => csv.decode(schema, bytes, rows).map(inserts),
-            Format::Json(json) => json.decode(schema, bytes, rows).map(inserts),
-            Format::Debezium(debezium) => debezium.decode(schema, bytes),
-            Format::Canal(canal) => canal.decode(schema, bytes),
-            Format::Maxwell(maxwell) => maxwell.decode(schema, bytes),
+            Format::Csv(csv) => inserts(csv.decode(schema, bytes, rows)?),
+            Format::Json(json) => inserts(json.decode(schema, bytes, rows)?),
+            Format::Debezium(debezium) => changelog::decode_changes(debezium, schema, bytes, trace),
+            Format::Canal(canal) => changelog::decode_changes(canal, schema, bytes, trace),
+            Format::Maxwell(maxwell) => changelog::decode_changes(maxwell, schema, bytes, trace),
         }
     }
 
@@ -177,6 +230,97 @@ impl Format {
                 changelog.name()
             ))),
         }
+    }
+}
+
+/// Decoded rows with what metadata columns need: the line each row came from, and the
+/// format metadata of each line (empty both when not asked for).
+#[derive(Debug)]
+pub struct Decoded {
+    /// The rows.
+    pub chunk: Chunk,
+    /// The line (from 0) of each row.
+    pub line_of_row: Vec<u32>,
+    /// One column per fact asked for, one value per line.
+    pub facts: Vec<ArrayRef>,
+}
+
+impl Decoded {
+    /// Rows of a format that makes one row of each line that is not blank.
+    fn one_row_a_line(
+        chunk: Chunk,
+        bytes: &[u8],
+        trace: Option<&[Fact]>,
+    ) -> Result<Decoded, arrow::error::ArrowError> {
+        let Some(facts) = trace else {
+            return Ok(Decoded {
+                chunk,
+                line_of_row: Vec::new(),
+                facts: Vec::new(),
+            });
+        };
+        let lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
+        let line_of_row: Vec<u32> = (0..lines.len() as u32)
+            .filter(|i| !lines[*i as usize].iter().all(u8::is_ascii_whitespace))
+            .collect();
+        if line_of_row.len() != chunk.num_rows() {
+            return Err(arrow::error::ArrowError::JsonError(format!(
+                "{} records decoded into {} rows",
+                line_of_row.len(),
+                chunk.num_rows()
+            )));
+        }
+        let facts = facts
+            .iter()
+            .map(|fact| new_null_array(&fact.data_type(), lines.len()))
+            .collect();
+        Ok(Decoded {
+            chunk,
+            line_of_row,
+            facts,
+        })
+    }
+
+    /// The rows decoded line by line (`None`: a line without rows) as one, their lines
+    /// counted across the block.
+    fn concat_lines(
+        schema: &SchemaRef,
+        lines: Vec<Option<Decoded>>,
+        trace: Option<&[Fact]>,
+    ) -> Result<Option<Decoded>> {
+        let mut facts: Vec<Vec<ArrayRef>> = vec![Vec::new(); trace.map_or(0, <[Fact]>::len)];
+        let mut line_of_row = Vec::new();
+        let mut chunks = Vec::new();
+        for (line, decoded) in lines.into_iter().enumerate() {
+            for (k, fact) in trace.unwrap_or_default().iter().enumerate() {
+                facts[k].push(match &decoded {
+                    Some(decoded) => decoded.facts[k].clone(),
+                    None => new_null_array(&fact.data_type(), 1),
+                });
+            }
+            if let Some(decoded) = decoded {
+                if trace.is_some() {
+                    line_of_row.extend(std::iter::repeat_n(line as u32, decoded.chunk.num_rows()));
+                }
+                chunks.push(decoded.chunk);
+            }
+        }
+        let Some(chunk) = concat_chunks(schema, &chunks)? else {
+            return Ok(None);
+        };
+        let facts = facts
+            .iter()
+            .map(|parts| {
+                let parts: Vec<&dyn arrow::array::Array> =
+                    parts.iter().map(|a| a.as_ref()).collect();
+                concat(&parts)
+            })
+            .collect::<Result<Vec<ArrayRef>, _>>()?;
+        Ok(Some(Decoded {
+            chunk,
+            line_of_row,
+            facts,
+        }))
     }
 }
 
@@ -345,17 +489,17 @@ mod tests {
             for (i, row) in rows.iter().enumerate() {
                 let old = rows[(i + 1) % rows.len()];
                 debezium += &format!(
-                    "{{\"before\":null,\"after\":{row},\"op\":\"c\"}}\n\
+                    "{{\"before\":null,\"after\":{row},\"op\":\"c\",\"ts_ms\":5,\"source\":{{\"db\":\"d\",\"ts_ms\":\"6\"}}}}\n\
                      {{\"before\":{row},\"after\":{old},\"op\":\"u\"}}\n\
                      {{\"before\":{old},\"after\":null,\"op\":\"d\"}}\n"
                 );
                 canal += &format!(
-                    "{{\"data\":[{row},{old}],\"type\":\"INSERT\"}}\n\
+                    "{{\"data\":[{row},{old}],\"type\":\"INSERT\",\"ts\":1,\"es\":2,\"database\":\"d\"}}\n\
                      {{\"data\":[{row}],\"old\":[{old}],\"type\":\"UPDATE\"}}\n\
                      {{\"data\":[{old}],\"type\":\"DELETE\",\"table\":\"t\"}}\n"
                 );
                 maxwell += &format!(
-                    "{{\"data\":{row},\"type\":\"insert\"}}\n\
+                    "{{\"data\":{row},\"type\":\"insert\",\"ts\":3,\"table\":\"t\"}}\n\
                      {{\"data\":{row},\"old\":{old},\"type\":\"update\"}}\n\
                      {{\"data\":{old},\"type\":\"delete\"}}\n"
                 );
@@ -411,6 +555,25 @@ mod tests {
             };
             if let Ok(Some(batch)) = format.decode(&schema(), lines, at, true, &metrics) {
                 assert_eq!(batch.schema(), schema());
+            }
+            // Traced, each row names a line of the input and each fact has a value a line.
+            let facts: Vec<Fact> = format
+                .metadata_keys()
+                .iter()
+                .filter_map(|k| k.reads.ok())
+                .collect();
+            let traced = format.decode_traced(&schema(), lines, at, true, &metrics, &facts);
+            if let Ok(Some(decoded)) = traced {
+                assert_eq!(decoded.line_of_row.len(), decoded.chunk.num_rows());
+                assert!(
+                    decoded
+                        .line_of_row
+                        .iter()
+                        .all(|l| u64::from(*l) < line_count)
+                );
+                for column in &decoded.facts {
+                    assert_eq!(column.len() as u64, line_count);
+                }
             }
         }
 

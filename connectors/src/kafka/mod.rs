@@ -14,6 +14,7 @@
 //! for nothing); a restarted sink's producer fences every earlier one with the same
 //! transactional id, and one process commits a writer's transactions one at a time.
 
+mod metadata;
 mod sink;
 mod source;
 pub mod upsert;
@@ -216,6 +217,11 @@ impl TableConnector for KafkaConnector {
         !self.format.is_changelog()
     }
 
+    fn readable_metadata(&self) -> Vec<super::ReadableMetadata> {
+        // upsert-kafka's value format (json) states no metadata of its own.
+        metadata::readable(&self.format)
+    }
+
     fn source_changes(&self) -> SourceChanges {
         match (&self.upsert, self.format.is_changelog()) {
             (Some(layout), _) => SourceChanges::Upsert {
@@ -235,9 +241,12 @@ impl TableConnector for KafkaConnector {
     }
 
     fn create_reader(&self, context: &SourceContext) -> Result<Box<dyn SourceReader>> {
+        let metadata = metadata::MetadataColumns::new(&context.metadata, &self.format)
+            .map_err(|e| self.error(e))?;
         Ok(Box::new(source::KafkaReader::new(
             Arc::new(self.clone()),
             context,
+            metadata,
         )))
     }
 

@@ -15,9 +15,10 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
+use super::metadata::{MetadataColumns, RecordFacts};
 use super::upsert::KeyedRecords;
 use super::{KafkaConnector, StartupMode, kafka_error};
-use crate::format::LinePosition;
+use crate::format::{Decoded, Format, LinePosition};
 use crate::{SourceContext, SourceEvent, SourceReader};
 
 /// How long a read waits for records before it lets the task take a checkpoint.
@@ -43,14 +44,24 @@ struct Batch {
     lines: Vec<u8>,
     keyed: KeyedRecords,
     records: usize,
+    /// Each record's metadata, when the table reads some.
+    facts: RecordFacts,
 }
 
-/// A record read: its offset, key and value (`None`: a tombstone).
-type Record = (i64, Option<Vec<u8>>, Option<Vec<u8>>);
+/// A record read: its offset, timestamp, key and value (`None`: a tombstone).
+struct Record {
+    offset: i64,
+    timestamp: rdkafka::Timestamp,
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+}
 
 pub(super) struct KafkaReader {
     connector: Arc<KafkaConnector>,
     context: SourceContext,
+    /// The columns the format decodes (the schema without the metadata columns).
+    physical: arrow::datatypes::SchemaRef,
+    metadata: MetadataColumns,
     consumer: Option<Arc<StreamConsumer>>,
     partitions: Vec<Partition>,
     /// Offsets restored from a checkpoint, by partition.
@@ -60,10 +71,20 @@ pub(super) struct KafkaReader {
 }
 
 impl KafkaReader {
-    pub fn new(connector: Arc<KafkaConnector>, context: &SourceContext) -> Self {
+    pub fn new(
+        connector: Arc<KafkaConnector>,
+        context: &SourceContext,
+        metadata: MetadataColumns,
+    ) -> Self {
+        let physical = context.schema.fields().len() - context.metadata.len();
+        let physical = Arc::new(arrow::datatypes::Schema::new(
+            context.schema.fields()[..physical].to_vec(),
+        ));
         KafkaReader {
             connector,
             context: context.clone(),
+            physical,
+            metadata,
             consumer: None,
             partitions: Vec::new(),
             restored: HashMap::new(),
@@ -175,10 +196,11 @@ impl KafkaReader {
         }
         let consumer = self.consumer.clone().expect("connected");
         let mut batch: Option<Batch> = None;
-        if let Some((split, (offset, key, value))) = self.carried.take() {
-            batch = Some(self.start_batch(split, offset));
+        if let Some((split, record)) = self.carried.take() {
+            batch = Some(self.start_batch(split, record.offset));
             let batch = batch.as_mut().expect("batch");
-            self.append(batch, offset, key.as_deref(), value.as_deref());
+            let (key, value) = (record.key.as_deref(), record.value.as_deref());
+            self.append(batch, record.offset, record.timestamp, key, value);
         }
         let max = self.context.batch_size.max(1);
         while batch.as_ref().is_none_or(|b| b.records < max) {
@@ -209,18 +231,23 @@ impl KafkaReader {
             let Some(split) = self.split_of(message.partition()) else {
                 continue;
             };
-            let offset = message.offset();
+            let (offset, timestamp) = (message.offset(), message.timestamp());
             let (key, value) = (message.key(), message.payload());
             match &mut batch {
                 Some(b) if b.split != split => {
-                    let record = (offset, key.map(<[u8]>::to_vec), value.map(<[u8]>::to_vec));
+                    let record = Record {
+                        offset,
+                        timestamp,
+                        key: key.map(<[u8]>::to_vec),
+                        value: value.map(<[u8]>::to_vec),
+                    };
                     self.carried = Some((split, record));
                     break;
                 }
-                Some(b) => self.append(b, offset, key, value),
+                Some(b) => self.append(b, offset, timestamp, key, value),
                 None => {
                     let mut b = self.start_batch(split, offset);
-                    self.append(&mut b, offset, key, value);
+                    self.append(&mut b, offset, timestamp, key, value);
                     batch = Some(b);
                 }
             }
@@ -251,13 +278,39 @@ impl KafkaReader {
                 OperatorMetrics::add(&self.context.metrics.parse_errors_skipped, skipped);
                 decoded
             }
-            None => self.connector.format.decode(
-                &self.context.schema,
+            None if self.metadata.is_empty() => self
+                .connector
+                .format
+                .decode(
+                    &self.context.schema,
+                    &batch.lines,
+                    position,
+                    self.connector.ignore_parse_errors,
+                    &self.context.metrics,
+                )?
+                .map(|chunk| Decoded {
+                    chunk,
+                    line_of_row: Vec::new(),
+                    facts: Vec::new(),
+                }),
+            None => self.connector.format.decode_traced(
+                &self.physical,
                 &batch.lines,
                 position,
                 self.connector.ignore_parse_errors,
                 &self.context.metrics,
+                self.metadata.facts(),
             )?,
+        };
+        let decoded = match decoded {
+            Some(d) if !self.metadata.is_empty() => {
+                let (schema, topic) = (&self.context.schema, &self.connector.topic);
+                Some(
+                    self.metadata
+                        .append(d, schema, topic, partition, &batch.facts)?,
+                )
+            }
+            other => other.map(|d| d.chunk),
         };
         OperatorMetrics::add(&self.context.metrics.records_in, batch.records as u64);
         Ok(Some(match decoded {
@@ -276,21 +329,51 @@ impl KafkaReader {
             lines: Vec::new(),
             keyed: KeyedRecords::default(),
             records: 0,
+            facts: RecordFacts::default(),
         }
     }
 
-    fn append(&mut self, batch: &mut Batch, offset: i64, key: Option<&[u8]>, value: Option<&[u8]>) {
+    fn append(
+        &mut self,
+        batch: &mut Batch,
+        offset: i64,
+        timestamp: rdkafka::Timestamp,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+    ) {
         match self.connector.upsert {
             // A record without a key decodes as one with an empty key: an error naming it.
             Some(_) => batch.keyed.push(key.unwrap_or_default(), value),
-            None => {
-                batch.lines.extend_from_slice(value.unwrap_or_default());
-                batch.lines.push(b'\n');
-            }
+            None => push_line(
+                &mut batch.lines,
+                value.unwrap_or_default(),
+                &self.connector.format,
+            ),
+        }
+        if !self.metadata.is_empty() {
+            batch.facts.push(offset, timestamp);
         }
         batch.records += 1;
         self.partitions[batch.split].next = offset + 1;
     }
+}
+
+/// Appends a record's value as one line. A JSON value written over several lines is
+/// joined into one (a line break outside a string is whitespace, and JSON strings hold
+/// none), so that each line is a record and errors name its offset.
+fn push_line(lines: &mut Vec<u8>, value: &[u8], format: &Format) {
+    match format {
+        Format::Json(_) | Format::Debezium(_) | Format::Canal(_) | Format::Maxwell(_)
+            if value.contains(&b'\n') =>
+        {
+            lines.extend(value.iter().map(|b| match b {
+                b'\n' => b' ',
+                other => *other,
+            }))
+        }
+        _ => lines.extend_from_slice(value),
+    }
+    lines.push(b'\n');
 }
 
 impl SourceReader for KafkaReader {
@@ -308,8 +391,8 @@ impl SourceReader for KafkaReader {
             offsets.insert(partition.id, partition.next);
         }
         // A record carried over to the next batch has not been emitted yet.
-        if let Some((split, (offset, _, _))) = &self.carried {
-            offsets.insert(self.partitions[*split].id, *offset);
+        if let Some((split, record)) = &self.carried {
+            offsets.insert(self.partitions[*split].id, record.offset);
         }
         let mut out = StateWriter::new();
         out.u64(offsets.len() as u64);

@@ -25,7 +25,7 @@ use eddy_common::{EddyError, Result};
 use hashbrown::HashMap;
 
 use crate::Options;
-use crate::format::{Format, format_keys};
+use crate::format::{Decoded, Format, format_keys};
 
 /// The option keys of upsert-kafka besides the Kafka connector's and the formats'.
 pub(super) const KEYS: &[&str] = &[
@@ -163,16 +163,24 @@ impl UpsertLayout {
         records: &KeyedRecords,
         describe: impl Fn(usize) -> String,
         skipped: &mut u64,
-    ) -> Result<Option<Chunk>> {
+    ) -> Result<Option<Decoded>> {
         if let Ok(chunk) = self.decode_all(records) {
-            return Ok(chunk);
+            return Ok(chunk.map(|chunk| Decoded {
+                line_of_row: (0..chunk.num_rows() as u32).collect(),
+                chunk,
+                facts: Vec::new(),
+            }));
         }
         let mut good = Vec::new();
+        let mut line_of_row = Vec::new();
         for (i, (key, value)) in records.iter().enumerate() {
             let mut one = KeyedRecords::default();
             one.push(key, value);
             match self.decode_all(&one) {
-                Ok(Some(chunk)) => good.push(chunk),
+                Ok(Some(chunk)) => {
+                    line_of_row.extend(std::iter::repeat_n(i as u32, chunk.num_rows()));
+                    good.push(chunk);
+                }
                 Ok(None) => {}
                 Err(_) if self.ignore_parse_errors => *skipped += 1,
                 Err(e) => {
@@ -183,7 +191,12 @@ impl UpsertLayout {
                 }
             }
         }
-        crate::format::concat_chunks(&self.schema, &good)
+        let chunk = crate::format::concat_chunks(&self.schema, &good)?;
+        Ok(chunk.map(|chunk| Decoded {
+            chunk,
+            line_of_row,
+            facts: Vec::new(),
+        }))
     }
 
     fn decode_all(&self, records: &KeyedRecords) -> Result<Option<Chunk>, ArrowError> {
@@ -502,6 +515,8 @@ mod tests {
             .decode(&records, |i| format!("record {i}"), &mut skipped)
             .unwrap()
             .unwrap();
+        assert_eq!(read.line_of_row, [0, 1, 2, 3]);
+        let read = read.chunk;
         let ids = read
             .rows()
             .column(0)
@@ -568,7 +583,8 @@ mod tests {
             .decode(&records, |i| format!("record {i}"), &mut skipped)
             .unwrap()
             .unwrap();
-        assert_eq!((read.num_rows(), skipped), (1, 2));
+        assert_eq!((read.chunk.num_rows(), skipped), (1, 2));
+        assert_eq!(read.line_of_row, [0], "the good record's line");
         for (extra, expected) in [
             (
                 vec![("key.fields-prefix", "k_")],

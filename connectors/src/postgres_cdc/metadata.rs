@@ -10,17 +10,21 @@ use arrow::record_batch::RecordBatch;
 use eddy_common::chunk::Chunk;
 
 use super::protocol::POSTGRES_EPOCH_MICROS;
+use crate::ReadableMetadata;
 
 /// Every key and its type.
-pub(crate) fn readable() -> Vec<(&'static str, DataType)> {
+pub(crate) fn readable() -> Vec<ReadableMetadata> {
     let timestamp = DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()));
-    vec![
+    [
         ("table_name", DataType::Utf8),
         ("schema_name", DataType::Utf8),
         ("database_name", DataType::Utf8),
         ("op_ts", timestamp),
         ("row_kind", DataType::Utf8),
     ]
+    .into_iter()
+    .map(|(key, data_type)| ReadableMetadata::new(key, data_type))
+    .collect()
 }
 
 /// Milliseconds since the Unix epoch of a commit time in PostgreSQL's microseconds.

@@ -259,7 +259,7 @@ impl TableConnector for PostgresCdcConnector {
         true
     }
 
-    fn readable_metadata(&self) -> Vec<(&'static str, arrow::datatypes::DataType)> {
+    fn readable_metadata(&self) -> Vec<crate::ReadableMetadata> {
         metadata::readable()
     }
 

@@ -179,8 +179,8 @@ fn metadata_columns(
         else {
             continue;
         };
-        let Some((_, produced)) = readable.iter().find(|(k, _)| k == key) else {
-            let keys: Vec<&str> = readable.iter().map(|(k, _)| *k).collect();
+        let Some(found) = readable.iter().find(|m| &m.key == key) else {
+            let keys: Vec<&str> = readable.iter().map(|m| m.key.as_str()).collect();
             return Err(sql_error(
                 column.location,
                 format!(
@@ -195,6 +195,13 @@ fn metadata_columns(
                 ),
             ));
         };
+        if let Some(refusal) = &found.refusal {
+            return Err(sql_error(
+                column.location,
+                format!("column '{}': {refusal}", column.name),
+            ));
+        }
+        let produced = &found.data_type;
         if !arrow::compute::can_cast_types(produced, data_type) {
             return Err(sql_error(
                 column.location,

@@ -14,7 +14,10 @@ use regex::Regex;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{ChangeRows, JsonObject, decode_messages, excerpt, malformed, parse_envelope};
+use super::facts::{MessageFacts, json_text};
+use super::{
+    ChangeFormat, ChangeRows, JsonObject, decode_rows, excerpt, malformed, parse_envelope,
+};
 use crate::Options;
 
 /// The option keys of `canal-json`.
@@ -40,10 +43,14 @@ struct Envelope<'a> {
     old: Option<Vec<&'a RawValue>>,
     #[serde(rename = "type", default)]
     kind: Option<Cow<'a, str>>,
-    #[serde(default)]
-    database: Option<Cow<'a, str>>,
-    #[serde(default)]
-    table: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    database: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    table: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    ts: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    es: Option<&'a RawValue>,
 }
 
 impl CanalJson {
@@ -70,11 +77,11 @@ impl CanalJson {
 
     /// Decodes whole lines, one message a line.
     pub fn decode(&self, schema: &SchemaRef, bytes: &[u8]) -> Result<Option<Chunk>, ArrowError> {
-        decode_messages(schema, bytes, |message, rows| {
-            self.push_message(schema, message, rows)
-        })
+        decode_rows(self, schema, bytes)
     }
+}
 
+impl ChangeFormat for CanalJson {
     fn push_message(
         &self,
         schema: &SchemaRef,
@@ -87,16 +94,23 @@ impl CanalJson {
             (&self.table, &envelope.table, "table"),
         ] {
             if let Some(filter) = filter {
-                let Some(value) = value else {
+                let Some(value) = json_text(*value) else {
                     return Err(malformed(format!(
                         "the message has no '{what}' to match 'canal-json.{what}.include'"
                     )));
                 };
-                if !filter.is_match(value) {
+                if !filter.is_match(&value) {
                     return Ok(());
                 }
             }
         }
+        rows.state_facts(&MessageFacts {
+            ingestion: envelope.ts,
+            event: envelope.es,
+            database: envelope.database,
+            table: envelope.table,
+            ..MessageFacts::default()
+        })?;
         let kind = envelope
             .kind
             .ok_or_else(|| malformed("the message has no 'type'".into()))?;

@@ -11,7 +11,8 @@ use eddy_common::chunk::{Chunk, Op};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{ChangeRows, decode_messages, excerpt, malformed, parse_envelope};
+use super::facts::MessageFacts;
+use super::{ChangeFormat, ChangeRows, decode_rows, excerpt, malformed, parse_envelope};
 use crate::Options;
 
 /// The option keys of `debezium-json`.
@@ -39,13 +40,33 @@ struct Envelope<'a> {
     op: Option<std::borrow::Cow<'a, str>>,
     #[serde(borrow, default)]
     payload: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    ts_ms: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    source: Option<&'a RawValue>,
 }
 
 /// A message with the `schema` part.
 #[derive(Deserialize)]
 struct WithSchema<'a> {
     #[serde(borrow, default)]
+    schema: Option<&'a RawValue>,
+    #[serde(borrow, default)]
     payload: Option<&'a RawValue>,
+}
+
+/// The facts of an event's `source` that are metadata (Flink reads `source` as a map of
+/// text).
+#[derive(Deserialize, Default)]
+struct Source<'a> {
+    #[serde(borrow, default)]
+    db: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    schema: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    table: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    ts_ms: Option<&'a RawValue>,
 }
 
 impl DebeziumJson {
@@ -59,13 +80,18 @@ impl DebeziumJson {
 
     /// Decodes whole lines, one message a line.
     pub fn decode(&self, schema: &SchemaRef, bytes: &[u8]) -> Result<Option<Chunk>, ArrowError> {
-        decode_messages(schema, bytes, |message, rows| {
-            self.push_message(message, rows)
-        })
+        decode_rows(self, schema, bytes)
     }
+}
 
-    fn push_message(&self, message: &[u8], rows: &mut ChangeRows) -> Result<(), ArrowError> {
-        let envelope: Envelope<'_> = if self.schema_include {
+impl ChangeFormat for DebeziumJson {
+    fn push_message(
+        &self,
+        _schema: &SchemaRef,
+        message: &[u8],
+        rows: &mut ChangeRows,
+    ) -> Result<(), ArrowError> {
+        let (envelope, schema): (Envelope<'_>, _) = if self.schema_include {
             let outer: WithSchema<'_> = parse_envelope("Debezium", message)?;
             let payload = outer.payload.ok_or_else(|| {
                 malformed(
@@ -74,10 +100,32 @@ impl DebeziumJson {
                         .into(),
                 )
             })?;
-            parse_envelope("Debezium", payload.get().as_bytes())?
+            let envelope = parse_envelope("Debezium", payload.get().as_bytes())?;
+            (envelope, outer.schema)
         } else {
-            parse_envelope("Debezium", message)?
+            (parse_envelope("Debezium", message)?, None)
         };
+        if rows.wants_facts() {
+            let source: Source<'_> = match envelope.source {
+                Some(source) if source.get() != "null" => serde_json::from_str(source.get())
+                    .map_err(|_| {
+                        malformed(format!(
+                            "'source' must be a JSON object, not {}",
+                            excerpt(source.get())
+                        ))
+                    })?,
+                _ => Source::default(),
+            };
+            rows.state_facts(&MessageFacts {
+                schema,
+                ingestion: envelope.ts_ms,
+                event: source.ts_ms,
+                database: source.db,
+                schema_name: source.schema,
+                table: source.table,
+                ..MessageFacts::default()
+            })?;
+        }
         let Some(op) = envelope.op else {
             if envelope.payload.is_some() {
                 return Err(malformed(

@@ -11,7 +11,10 @@ use eddy_common::chunk::{Chunk, Op};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{ChangeRows, JsonObject, decode_messages, excerpt, malformed, parse_envelope};
+use super::facts::MessageFacts;
+use super::{
+    ChangeFormat, ChangeRows, JsonObject, decode_rows, excerpt, malformed, parse_envelope,
+};
 use crate::Options;
 
 /// The option keys of `maxwell-json`.
@@ -32,6 +35,12 @@ struct Envelope<'a> {
     old: Option<&'a RawValue>,
     #[serde(rename = "type", default)]
     kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    database: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    table: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    ts: Option<&'a RawValue>,
 }
 
 impl MaxwellJson {
@@ -43,9 +52,18 @@ impl MaxwellJson {
 
     /// Decodes whole lines, one message a line.
     pub fn decode(&self, schema: &SchemaRef, bytes: &[u8]) -> Result<Option<Chunk>, ArrowError> {
-        decode_messages(schema, bytes, |message, rows| {
-            push_message(schema, message, rows)
-        })
+        decode_rows(self, schema, bytes)
+    }
+}
+
+impl ChangeFormat for MaxwellJson {
+    fn push_message(
+        &self,
+        schema: &SchemaRef,
+        message: &[u8],
+        rows: &mut ChangeRows,
+    ) -> Result<(), ArrowError> {
+        push_message(schema, message, rows)
     }
 }
 
@@ -55,6 +73,13 @@ fn push_message(
     rows: &mut ChangeRows,
 ) -> Result<(), ArrowError> {
     let envelope: Envelope<'_> = parse_envelope("Maxwell", message)?;
+    rows.state_facts(&MessageFacts {
+        ingestion: envelope.ts,
+        ingestion_in_seconds: true,
+        database: envelope.database,
+        table: envelope.table,
+        ..MessageFacts::default()
+    })?;
     let kind = envelope
         .kind
         .ok_or_else(|| malformed("the message has no 'type'".into()))?;

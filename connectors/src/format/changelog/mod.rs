@@ -8,9 +8,13 @@
 //! once, with the table's types (the same conversions the `json` format makes). Only
 //! Canal's and Maxwell's before-images, which merge the changed columns (`old`) into the
 //! new row (`data`), are rewritten per row.
+//!
+//! A reader that appends metadata columns asks for a traced decode: the line each row came
+//! from, and the format metadata ([`facts`]) each message states.
 
 pub mod canal;
 pub mod debezium;
+pub mod facts;
 pub mod maxwell;
 
 use std::borrow::Cow;
@@ -20,24 +24,59 @@ use arrow::error::ArrowError;
 use eddy_common::chunk::{Chunk, Op};
 use serde_json::value::RawValue;
 
+use self::facts::{Fact, FactColumns, MessageFacts};
 use super::super::Options;
-use super::JsonFormat;
 use super::json::TimestampStandard;
+use super::{Decoded, JsonFormat};
 
-/// Decodes whole lines, one message a line, each taken apart by `push_message` into the
-/// row images it carries; empty messages (Kafka tombstones, blank lines) carry none.
-pub(crate) fn decode_messages(
+/// A changelog format: takes one message apart into the row images it carries.
+pub(crate) trait ChangeFormat {
+    /// Adds the rows of `message` (not empty) to `rows`, and, when `rows` wants them, the
+    /// facts it states ([`ChangeRows::wants_facts`]).
+    fn push_message(
+        &self,
+        schema: &SchemaRef,
+        message: &[u8],
+        rows: &mut ChangeRows,
+    ) -> Result<(), ArrowError>;
+}
+
+/// Decodes whole lines, one message a line; empty messages (Kafka tombstones, blank lines)
+/// carry no rows. `trace` asks for each row's line and these facts of each line.
+pub(crate) fn decode_changes(
+    format: &impl ChangeFormat,
     schema: &SchemaRef,
     bytes: &[u8],
-    mut push_message: impl FnMut(&[u8], &mut ChangeRows) -> Result<(), ArrowError>,
-) -> Result<Option<Chunk>, ArrowError> {
-    let mut rows = ChangeRows::default();
-    for message in bytes.split(|b| *b == b'\n') {
+    trace: Option<&[Fact]>,
+) -> Result<Option<Decoded>, ArrowError> {
+    let mut rows = ChangeRows {
+        trace: trace.map(Trace::new),
+        ..ChangeRows::default()
+    };
+    for (line, message) in bytes.split(|b| *b == b'\n').enumerate() {
+        let facts_before = rows.trace.as_ref().map_or(0, |t| t.facts.len());
+        if let Some(trace) = &mut rows.trace {
+            trace.line = line as u32;
+        }
         if !is_tombstone(message) {
-            push_message(message, &mut rows)?;
+            format.push_message(schema, message, &mut rows)?;
+        }
+        if let Some(trace) = &mut rows.trace
+            && trace.facts.len() == facts_before
+        {
+            trace.facts.push_none();
         }
     }
     rows.decode(schema)
+}
+
+/// Decodes whole lines with `format`, rows only.
+pub(crate) fn decode_rows(
+    format: &impl ChangeFormat,
+    schema: &SchemaRef,
+    bytes: &[u8],
+) -> Result<Option<Chunk>, ArrowError> {
+    decode_changes(format, schema, bytes, None).map(|decoded| decoded.map(|d| d.chunk))
 }
 
 /// Row images decoded from a block of envelopes, in order: JSON objects, one a line, and
@@ -46,9 +85,44 @@ pub(crate) fn decode_messages(
 pub(crate) struct ChangeRows {
     text: Vec<u8>,
     ops: Vec<Op>,
+    trace: Option<Trace>,
+}
+
+/// What a traced decode keeps besides the rows.
+#[derive(Debug)]
+struct Trace {
+    /// The line of the message being taken apart.
+    line: u32,
+    /// The line of each row.
+    line_of_row: Vec<u32>,
+    /// The facts of each line.
+    facts: FactColumns,
+}
+
+impl Trace {
+    fn new(facts: &[Fact]) -> Self {
+        Trace {
+            line: 0,
+            line_of_row: Vec::new(),
+            facts: FactColumns::new(facts),
+        }
+    }
 }
 
 impl ChangeRows {
+    /// Whether the message's facts are asked for.
+    pub(crate) fn wants_facts(&self) -> bool {
+        self.trace.is_some()
+    }
+
+    /// Records what the message being taken apart states (once a message).
+    pub(crate) fn state_facts(&mut self, facts: &MessageFacts<'_>) -> Result<(), ArrowError> {
+        match &mut self.trace {
+            Some(trace) => trace.facts.push(facts),
+            None => Ok(()),
+        }
+    }
+
     /// Adds a row image given as a JSON object.
     pub(crate) fn push(&mut self, op: Op, image: &RawValue) -> Result<(), ArrowError> {
         let text = image.get();
@@ -60,8 +134,15 @@ impl ChangeRows {
         }
         self.text.extend_from_slice(text.as_bytes());
         self.text.push(b'\n');
-        self.ops.push(op);
+        self.push_op(op);
         Ok(())
+    }
+
+    fn push_op(&mut self, op: Op) {
+        self.ops.push(op);
+        if let Some(trace) = &mut self.trace {
+            trace.line_of_row.push(trace.line);
+        }
     }
 
     /// Adds an update as Canal and Maxwell write one: `-U` of the before-image, then `+U`
@@ -105,13 +186,13 @@ impl ChangeRows {
             self.text.extend_from_slice(value.get().as_bytes());
         }
         self.text.extend_from_slice(b"}\n");
-        self.ops.push(Op::UpdateBefore);
+        self.push_op(Op::UpdateBefore);
         Ok(())
     }
 
     /// Decodes the row images with the table's types (as the `json` format decodes
     /// objects).
-    fn decode(self, schema: &SchemaRef) -> Result<Option<Chunk>, ArrowError> {
+    fn decode(self, schema: &SchemaRef) -> Result<Option<Decoded>, ArrowError> {
         if self.ops.is_empty() {
             return Ok(None);
         }
@@ -125,7 +206,15 @@ impl ChangeRows {
                 rows.num_rows()
             )));
         }
-        Ok(Some(Chunk::from_ops(rows, self.ops)))
+        let (line_of_row, facts) = match self.trace {
+            Some(trace) => (trace.line_of_row, trace.facts.finish()),
+            None => (Vec::new(), Vec::new()),
+        };
+        Ok(Some(Decoded {
+            chunk: Chunk::from_ops(rows, self.ops),
+            line_of_row,
+            facts,
+        }))
     }
 }
 
