@@ -1,11 +1,13 @@
 //! Columnar chunks of changelog rows: an Arrow [`RecordBatch`] plus one [`Op`] per row.
 
-use arrow::array::{Array, ArrayRef, BooleanArray, UInt8Array, UInt32Array};
+use arrow::array::{Array, ArrayRef, BooleanArray, StringArray, UInt8Array, UInt32Array};
+use arrow::compute::{CastOptions, cast_with_options};
 use arrow::compute::{filter, filter_record_batch, take, take_record_batch};
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
+use arrow::util::display::{ArrayFormatter, FormatOptions};
 
-use crate::Result;
+use crate::{EddyError, Result};
 
 /// The change a row carries, as in Flink's `RowKind`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -35,6 +37,13 @@ impl Op {
     /// Whether the row adds to a result (`+I`, `+U`) rather than takes away (`-U`, `-D`).
     pub fn is_accumulate(self) -> bool {
         matches!(self, Op::Insert | Op::UpdateAfter)
+    }
+
+    /// The op of its short form (`+I`, `-U`, `+U`, `-D`).
+    pub fn from_short_name(name: &str) -> Option<Op> {
+        [Op::Insert, Op::UpdateBefore, Op::UpdateAfter, Op::Delete]
+            .into_iter()
+            .find(|op| op.short_name() == name)
     }
 
     /// Decodes the byte stored in an ops column.
@@ -147,6 +156,79 @@ impl Chunk {
     }
 }
 
+/// How [`Chunk::to_pretty`] writes a NULL, and [`Chunk::from_pretty`] reads one.
+const PRETTY_NULL: &str = ".";
+
+impl Chunk {
+    /// The rows as text, a line each: the op, then every value (`.` for NULL), separated
+    /// by spaces, as tests compare them (RisingWave's `StreamChunk::to_pretty`).
+    pub fn to_pretty(&self) -> Vec<String> {
+        let options = FormatOptions::default().with_null(PRETTY_NULL);
+        let formatters: Vec<ArrayFormatter<'_>> = self
+            .rows
+            .columns()
+            .iter()
+            .map(|column| ArrayFormatter::try_new(column.as_ref(), &options))
+            .collect::<std::result::Result<_, _>>()
+            .expect("every Arrow type has a display form");
+        (0..self.num_rows())
+            .map(|i| {
+                let mut line = self.op(i).short_name().to_string();
+                for formatter in &formatters {
+                    line.push(' ');
+                    line.push_str(&formatter.value(i).to_string());
+                }
+                line
+            })
+            .collect()
+    }
+
+    /// A chunk of `schema` from lines as [`Chunk::to_pretty`] writes them: an op, then a
+    /// value per column (`.` for NULL), read as its column's type. Blank lines are skipped;
+    /// a value cannot hold a space.
+    pub fn from_pretty(schema: SchemaRef, text: &str) -> Result<Chunk> {
+        let bad = |message: String| EddyError::Internal(format!("a pretty chunk: {message}"));
+        let width = schema.fields().len();
+        let mut ops = Vec::new();
+        let mut values: Vec<Vec<Option<&str>>> = vec![Vec::new(); width];
+        for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            let mut words = line.split_whitespace();
+            let op = words.next().unwrap_or_default();
+            ops.push(Op::from_short_name(op).ok_or_else(|| bad(format!("no op in '{line}'")))?);
+            let row: Vec<&str> = words.collect();
+            if row.len() != width {
+                return Err(bad(format!(
+                    "'{line}' has {} values, not {width}",
+                    row.len()
+                )));
+            }
+            for (column, value) in values.iter_mut().zip(row) {
+                column.push((value != PRETTY_NULL).then_some(value));
+            }
+        }
+        let options = CastOptions {
+            safe: false,
+            ..CastOptions::default()
+        };
+        let columns = schema
+            .fields()
+            .iter()
+            .zip(values)
+            .map(|(field, texts)| {
+                let texts = StringArray::from(texts);
+                cast_with_options(&texts, field.data_type(), &options)
+                    .map_err(|e| bad(format!("column '{}': {e}", field.name())))
+            })
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        let rows = RecordBatch::try_new_with_options(
+            schema,
+            columns,
+            &arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(ops.len())),
+        )?;
+        Ok(Chunk::from_ops(rows, ops))
+    }
+}
+
 fn downcast_ops(array: ArrayRef) -> UInt8Array {
     array
         .as_any()
@@ -179,6 +261,40 @@ mod tests {
         assert_eq!(kept.num_rows(), 2);
         assert_eq!(kept.op(0), Op::UpdateBefore);
         assert_eq!(kept.op(1), Op::UpdateAfter);
+    }
+
+    #[test]
+    fn pretty_text_reads_back_as_the_chunk_it_shows() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("name", DataType::Utf8, true),
+            Field::new("price", DataType::Float64, true),
+        ]));
+        let text = "
+            +I 1 a 1.5
+            -U 1 a 1.5
+            +U 1 b .
+            -D 2 . -0.25";
+        let chunk = Chunk::from_pretty(schema.clone(), text).unwrap();
+        assert_eq!(chunk.num_rows(), 4);
+        assert_eq!(chunk.op(2), Op::UpdateAfter);
+        assert!(chunk.rows().column(2).is_null(2));
+        let lines: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        assert_eq!(chunk.to_pretty(), lines);
+        for (bad, expected) in [
+            ("+X 1 a 1.5", "no op"),
+            ("+I 1 a", "has 2 values, not 3"),
+            ("+I one a 1.5", "column 'id'"),
+        ] {
+            let error = Chunk::from_pretty(schema.clone(), bad)
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(expected), "{bad}: {error}");
+        }
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::partition::KeyScope;
 use crate::ttl::StateTtl;
 use crate::{Operator, open_versioned_snapshot, versioned_snapshot};
 
-const SNAPSHOT_VERSION: u64 = 1;
+pub(crate) const SNAPSHOT_VERSION: u64 = 1;
 
 /// A changelog normalization, as planned.
 #[derive(Debug, Clone)]
@@ -287,7 +287,7 @@ impl Operator for ChangelogNormalize {
 
 #[cfg(test)]
 mod tests {
-    use arrow::array::{Array, Int64Array, StringArray};
+    use arrow::array::{Int64Array, StringArray};
     use arrow::datatypes::{Field, Schema};
     use datafusion_physical_expr::expressions::Column;
 
@@ -320,25 +320,7 @@ mod tests {
     }
 
     fn lines(chunks: &[Chunk]) -> Vec<String> {
-        let mut out = Vec::new();
-        for chunk in chunks {
-            let rows = chunk.rows();
-            let ids = rows
-                .column(0)
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .unwrap();
-            let vs = rows
-                .column(1)
-                .as_any()
-                .downcast_ref::<StringArray>()
-                .unwrap();
-            for i in 0..chunk.num_rows() {
-                let v = if vs.is_null(i) { "NULL" } else { vs.value(i) };
-                out.push(format!("{} {} {v}", chunk.op(i).short_name(), ids.value(i)));
-            }
-        }
-        out
+        chunks.iter().flat_map(Chunk::to_pretty).collect()
     }
 
     fn run(op: &mut ChangelogNormalize, rows: &[(Op, i64, Option<&str>)]) -> Vec<String> {

@@ -171,7 +171,6 @@ impl MetadataColumns {
 #[cfg(test)]
 mod tests {
     use arrow::datatypes::{Field, Schema};
-    use arrow::util::display::array_value_to_string;
     use eddy_common::metrics::OperatorMetrics;
 
     use super::*;
@@ -220,19 +219,8 @@ mod tests {
         let chunk = columns
             .append(decoded, &schema, "changes", 3, &records)
             .unwrap();
-        let rendered: Vec<String> = (0..chunk.num_rows())
-            .map(|i| {
-                let values: Vec<String> = chunk
-                    .rows()
-                    .columns()
-                    .iter()
-                    .map(|c| array_value_to_string(c, i).unwrap())
-                    .collect();
-                format!("{} {}", chunk.op(i).short_name(), values.join(" "))
-            })
-            .collect();
         assert_eq!(
-            rendered,
+            chunk.to_pretty(),
             [
                 "+I 1 10 a changes CreateTime",
                 "-U 1 12 b changes LogAppendTime",

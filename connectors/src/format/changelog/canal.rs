@@ -161,7 +161,6 @@ mod tests {
 
     use arrow::datatypes::{DataType, Field, Schema};
 
-    use super::super::rendered as rows;
     use super::*;
 
     fn schema() -> SchemaRef {
@@ -188,7 +187,7 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(
-            rows(&chunk),
+            chunk.to_pretty(),
             ["+I 1 1.5", "+I 2 2.5", "-U 1 1.5", "+U 1 9.5", "-D 2 2.5"]
         );
     }
@@ -203,7 +202,7 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(
-            rows(&chunk),
+            chunk.to_pretty(),
             ["-U 1 1.0", "+U 1 3.0", "-U 2 4.0", "+U 2 4.0"]
         );
     }
@@ -224,7 +223,7 @@ mod tests {
             r#"{"data":[{"id":"3"}],"type":"INSERT","table":"items"}"#,
         );
         let chunk = format.decode(&schema(), lines.as_bytes()).unwrap().unwrap();
-        assert_eq!(rows(&chunk), ["+I 1 NULL", "+I 3 NULL"]);
+        assert_eq!(chunk.to_pretty(), ["+I 1 .", "+I 3 ."]);
         let error = format
             .decode(&schema(), br#"{"data":[{"id":"1"}],"type":"INSERT"}"#)
             .unwrap_err();

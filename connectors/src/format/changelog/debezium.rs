@@ -176,7 +176,6 @@ mod tests {
 
     use arrow::datatypes::{DataType, Field, Schema};
 
-    use super::super::rendered as rows;
     use super::*;
 
     fn schema() -> SchemaRef {
@@ -202,7 +201,7 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(
-            rows(&chunk),
+            chunk.to_pretty(),
             ["+I 1 a", "+I 2 b", "-U 1 a", "+U 1 A", "-D 2 b"]
         );
     }
@@ -214,7 +213,7 @@ mod tests {
             schema_include: true,
         };
         let chunk = with.decode(&schema(), line.as_bytes()).unwrap().unwrap();
-        assert_eq!(rows(&chunk), ["+I 7 s"]);
+        assert_eq!(chunk.to_pretty(), ["+I 7 s"]);
         let error = DebeziumJson::default()
             .decode(&schema(), line.as_bytes())
             .unwrap_err()

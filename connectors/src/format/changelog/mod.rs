@@ -281,27 +281,6 @@ pub(crate) fn validate_common(options: &Options<'_>, format: &str) -> eddy_commo
     TimestampStandard::from_options(options, format).map(|_| ())
 }
 
-/// Each row of a chunk as `op v1 v2 ...` (NULL for a null), for tests.
-#[cfg(test)]
-pub(crate) fn rendered(chunk: &Chunk) -> Vec<String> {
-    use arrow::array::Array;
-    use arrow::util::display::array_value_to_string;
-    let rows = chunk.rows();
-    (0..chunk.num_rows())
-        .map(|i| {
-            let mut line = chunk.op(i).short_name().to_string();
-            for column in rows.columns() {
-                line.push(' ');
-                match column.is_null(i) {
-                    true => line.push_str("NULL"),
-                    false => line.push_str(&array_value_to_string(column, i).expect("a value")),
-                }
-            }
-            line
-        })
-        .collect()
-}
-
 /// Asserts that each message of `cases` fails to decode with an error containing its
 /// expected text, for tests.
 #[cfg(test)]
