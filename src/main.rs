@@ -192,7 +192,6 @@ fn init_logging(format: LogFormat, filter: &str) {
 }
 
 fn main() -> ExitCode {
-    keep_freed_buffers();
     let cli = Cli::parse();
     init_logging(cli.log_format, &cli.log);
     match execute(cli.command) {
@@ -201,20 +200,6 @@ fn main() -> ExitCode {
             eprintln!("error: {error:#}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// Has glibc's allocator keep freed memory for reuse. By default it tunes its thresholds as
-/// it goes and gives memory freed on one worker thread back to the kernel, to fault it in
-/// again on the next chunk: a third of the CPU of a short checkpointed job went to page
-/// faults and `madvise`. Fixed thresholds (buffers up to 32 MiB from the heap, trimmed only
-/// above 64 MiB free) keep them.
-fn keep_freed_buffers() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: `mallopt` only sets allocator parameters; it runs before any other thread.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20);
     }
 }
 
