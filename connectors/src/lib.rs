@@ -44,6 +44,20 @@ const CONNECTORS: &[&str] = &[
     "upsert-kafka",
 ];
 
+/// The format version of each source position a checkpoint keeps, in this build.
+pub fn position_formats() -> Vec<(&'static str, u64)> {
+    vec![
+        (
+            "filesystem-position",
+            filesystem::source::POSITION_FORMAT & 0xFFFF,
+        ),
+        (
+            "postgres-cdc-position",
+            postgres_cdc::reader::POSITION_VERSION,
+        ),
+    ]
+}
+
 /// A table's connector, configured from its `WITH (...)` options.
 pub trait TableConnector: Debug + Send + Sync {
     /// The connector's name (`'connector' = '...'`).
@@ -372,7 +386,8 @@ pub fn create(
         return Err(EddyError::Connector {
             table: table.to_string(),
             message: format!(
-                "the '{name}' connector cannot write a partitioned table (PARTITIONED BY); only                  'filesystem' can"
+                "the '{name}' connector cannot write a partitioned table (PARTITIONED BY); only \
+                 'filesystem' can"
             ),
         });
     }

@@ -173,6 +173,19 @@ pub(crate) fn true_only(mask: &ArrayRef) -> Result<arrow::array::BooleanArray> {
     })
 }
 
+/// The format version of each operator's snapshots in this build, by operator.
+pub fn state_formats() -> Vec<(&'static str, u64)> {
+    vec![
+        ("aggregate", aggregate::SNAPSHOT_VERSION),
+        ("over-aggregate", aggregate::over::SNAPSHOT_VERSION),
+        ("changelog-normalize", normalize::SNAPSHOT_VERSION),
+        ("top-n", rank::SNAPSHOT_VERSION),
+        ("join", join::SNAPSHOT_VERSION),
+        ("temporal-join", join::temporal::SNAPSHOT_VERSION),
+        ("window-join", join::window::SNAPSHOT_VERSION),
+    ]
+}
+
 /// Evaluates a physical expression over a batch into an array.
 pub fn evaluate(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<ArrayRef> {
     expr.evaluate(batch)

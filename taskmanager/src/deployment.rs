@@ -10,6 +10,7 @@ use eddy_common::error::CallError;
 use eddy_common::ids::{ExecutionId, TaskKey};
 use eddy_common::object_storage::resolve;
 use eddy_planner::plan::JobGraph;
+use eddy_planner::plan::fingerprint::{BUILD, PlanFingerprint};
 use eddy_proto::v1 as pb;
 
 use crate::exchange::{InputChannel, OutputChannel, channels};
@@ -36,9 +37,26 @@ fn refused(what: impl std::fmt::Display) -> CallError {
     CallError::Refused(what.to_string())
 }
 
+/// Checks that `graph`, planned here, is the JobManager's (`jobmanager`): a TaskManager of
+/// another build, or whose planner saw something else, refuses the job naming both.
+fn check_plan(graph: &JobGraph, jobmanager: Option<&pb::PlanFingerprint>) -> Result<(), CallError> {
+    let jobmanager = jobmanager.ok_or_else(|| {
+        refused(format!(
+            "the deployment carries no plan to check against: the JobManager's build is \
+             older than this TaskManager's ({BUILD})"
+        ))
+    })?;
+    let jobmanager = PlanFingerprint {
+        build: jobmanager.build.clone(),
+        plan: jobmanager.plan.clone(),
+        state_formats: jobmanager.state_formats.clone(),
+    };
+    graph.fingerprint().check(&jobmanager).map_err(refused)
+}
+
 impl DeploymentPlan {
-    /// Checks `request`: its graph (`planned`, or planned here from its SQL, which must give
-    /// the JobManager's parallelism), its tasks and their locations.
+    /// Checks `request`: its graph (`planned`, or planned here from its SQL, which must be
+    /// the JobManager's plan), its tasks and their locations.
     pub fn new(
         request: pb::DeployTasksRequest,
         planned: Option<Arc<JobGraph>>,
@@ -51,6 +69,7 @@ impl DeploymentPlan {
                 Arc::new(eddy_planner::plan(&request.sql, &options).map_err(refused)?)
             }
         };
+        check_plan(&graph, request.plan.as_ref())?;
         let parallelism: Vec<u32> = graph
             .vertices
             .iter()

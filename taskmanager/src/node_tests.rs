@@ -7,6 +7,8 @@ use async_trait::async_trait;
 use eddy_planner::plan::plan_job;
 use eddy_planner::sql::compile;
 
+use eddy_planner::plan::fingerprint::BUILD;
+
 use super::*;
 use crate::gateway::Registration;
 
@@ -67,8 +69,19 @@ fn deployment(node: &TaskManager, root: &str) -> (pb::DeployTasksRequest, Arc<Jo
         checkpoint_job: "job".into(),
         restore_checkpoint: 0,
         restore_path: String::new(),
+        plan: Some(fingerprint(&graph)),
     };
     (request, graph)
+}
+
+/// The JobManager's fingerprint of `graph`, as a request carries it.
+fn fingerprint(graph: &JobGraph) -> pb::PlanFingerprint {
+    let fingerprint = graph.fingerprint();
+    pb::PlanFingerprint {
+        build: fingerprint.build,
+        plan: fingerprint.plan,
+        state_formats: fingerprint.state_formats,
+    }
 }
 
 fn barrier(checkpoint: u64) -> Barrier {
@@ -136,4 +149,64 @@ async fn a_run_is_held_whole_and_a_checkpoint_triggered_twice_is_taken_once() {
     node.cancel_all().await;
     assert!(node.held_tasks().is_empty(), "a cancelled run is not held");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A TaskManager plans the job from the request's script itself and refuses it when its
+/// plan is not the JobManager's (another build, a planner that saw something else): the
+/// error names both builds and the first line where the plans differ. Nothing is deployed.
+#[tokio::test]
+async fn a_plan_that_is_not_the_jobmanagers_is_refused_naming_both() {
+    let node = TaskManager::new(
+        "tm-test".into(),
+        "http://127.0.0.1:1".into(),
+        1,
+        Arc::new(Acks::default()),
+        Arc::new(Channels::new(CHANNEL_CAPACITY)),
+        None,
+    );
+    let (request, _) = deployment(&node, "");
+    let jobmanager = request.plan.clone().unwrap();
+    let tampered = |edit: &dyn Fn(&mut pb::PlanFingerprint)| {
+        let mut request = request.clone();
+        edit(request.plan.as_mut().unwrap());
+        request
+    };
+    let cases: Vec<(pb::DeployTasksRequest, Vec<&str>)> = vec![
+        (
+            tampered(&|plan| plan.plan = plan.plan.replace("count(Int64(1))", "sum(src.id)")),
+            vec![
+                "planned a different job graph",
+                "sum(src.id)",
+                "count(Int64(1))",
+            ],
+        ),
+        (
+            tampered(&|plan| {
+                plan.build = "eddy 9.9.9".into();
+                plan.state_formats = plan.state_formats.replace("join=", "join=9");
+            }),
+            vec!["eddy 9.9.9", BUILD, "other formats"],
+        ),
+        (
+            pb::DeployTasksRequest {
+                plan: None,
+                ..request.clone()
+            },
+            vec!["carries no plan"],
+        ),
+    ];
+    for (request, expected) in cases {
+        let error = node.deploy(request, None).await.unwrap_err().to_string();
+        for text in expected {
+            assert!(error.contains(text), "{text}: {error}");
+        }
+        assert!(node.held_tasks().is_empty(), "nothing runs after a refusal");
+    }
+    // The JobManager's own plan passes.
+    let request = pb::DeployTasksRequest {
+        plan: Some(jobmanager),
+        ..request
+    };
+    node.deploy(request, None).await.unwrap();
+    assert!(!node.held_tasks().is_empty());
 }

@@ -13,6 +13,8 @@ mod snapshot;
 mod storage;
 
 pub use snapshot::TaskSnapshot;
+/// The format version of task snapshots this build writes.
+pub const SNAPSHOT_FORMAT: u64 = snapshot::VERSION;
 pub use storage::{
     CheckpointDir, CheckpointMetadata, CheckpointStorage, RestartPoint, StateFile, StateHandle,
     Unreadable,

@@ -10,7 +10,7 @@ use crate::state::{OperatorState, StateKind, StateReader, StateWriter};
 use crate::{EddyError, Result};
 
 const MAGIC: &[u8; 8] = b"EDDYSNAP";
-const VERSION: u64 = 5;
+pub(crate) const VERSION: u64 = 5;
 
 /// One task's part of a checkpoint.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

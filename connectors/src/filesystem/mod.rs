@@ -6,7 +6,7 @@ mod commit;
 mod metadata;
 mod partitions;
 mod sink;
-mod source;
+pub(crate) mod source;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -155,13 +155,15 @@ fn partition_commit(
             "success-file" => {}
             "metastore" => {
                 return Err(options.error(
-                    "the 'metastore' partition commit policy needs a Hive table; a filesystem                      table has no metastore (use 'success-file')"
+                    "the 'metastore' partition commit policy needs a Hive table; a filesystem \
+                     table has no metastore (use 'success-file')"
                         .into(),
                 ));
             }
             "custom" => {
                 return Err(options.error(
-                    "unsupported: the 'custom' partition commit policy (it runs a user's Java                      class); use 'success-file'"
+                    "unsupported: the 'custom' partition commit policy (it runs a user's Java \
+                     class); use 'success-file'"
                         .into(),
                 ));
             }
@@ -179,7 +181,8 @@ fn partition_commit(
         }
         Some(other) => {
             return Err(options.error(format!(
-                "invalid value '{other}' for option 'sink.partition-commit.trigger' (valid:                  'process-time', 'partition-time')"
+                "invalid value '{other}' for option 'sink.partition-commit.trigger' (valid: \
+                 'process-time', 'partition-time')"
             )));
         }
     };
@@ -187,7 +190,8 @@ fn partition_commit(
         && !zone.eq_ignore_ascii_case("UTC")
     {
         return Err(options.error(format!(
-            "unsupported: 'sink.partition-commit.watermark-time-zone' = '{zone}' (Eddy reads              partition times as UTC)"
+            "unsupported: 'sink.partition-commit.watermark-time-zone' = '{zone}' (Eddy reads \
+             partition times as UTC)"
         )));
     }
     let success_file = options
@@ -195,7 +199,8 @@ fn partition_commit(
         .unwrap_or(SUCCESS_FILE);
     if success_file.is_empty() || success_file.contains('/') {
         return Err(options.error(format!(
-            "option 'sink.partition-commit.success-file.name' must be a file name, not              '{success_file}'"
+            "option 'sink.partition-commit.success-file.name' must be a file name, not \
+             '{success_file}'"
         )));
     }
     Ok(Some(PartitionCommit {
@@ -220,7 +225,8 @@ fn time_extractor(options: &Options<'_>, partition_keys: &[String]) -> Result<Ti
         && formatter != "yyyy-MM-dd HH:mm:ss"
     {
         return Err(options.error(format!(
-            "unsupported: 'partition.time-extractor.timestamp-formatter' = '{formatter}' (Eddy              reads partition times as 'yyyy-MM-dd HH:mm:ss' or 'yyyy-MM-dd')"
+            "unsupported: 'partition.time-extractor.timestamp-formatter' = '{formatter}' (Eddy \
+             reads partition times as 'yyyy-MM-dd HH:mm:ss' or 'yyyy-MM-dd')"
         )));
     }
     Ok(TimeExtractor {

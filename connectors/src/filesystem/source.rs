@@ -33,7 +33,7 @@ use crate::{SourceContext, SourceEvent, SourceReader};
 
 /// Marks a position written by this reader (byte offsets per split); earlier readers kept
 /// a line number per whole file.
-const POSITION_FORMAT: u64 = 0xEDD7_5917_0000_0002;
+pub(crate) const POSITION_FORMAT: u64 = 0xEDD7_5917_0000_0002;
 
 /// What a filesystem source reads, and how.
 #[derive(Debug, Clone)]

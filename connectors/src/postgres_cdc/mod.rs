@@ -24,7 +24,7 @@ mod lsn;
 mod metadata;
 mod pgoutput;
 mod protocol;
-mod reader;
+pub(crate) mod reader;
 mod snapshot;
 mod values;
 

@@ -36,7 +36,7 @@ const LINGER: Duration = Duration::from_millis(5);
 /// session, until PostgreSQL notices it is gone).
 const SLOT_BUSY_WAIT: Duration = Duration::from_secs(60);
 /// The version of the position's format.
-const POSITION_VERSION: u64 = 1;
+pub(crate) const POSITION_VERSION: u64 = 1;
 
 /// Where the source is: what a checkpoint keeps.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,6 +10,7 @@ use eddy_common::checkpoint::RestartPoint;
 use eddy_common::config::restart::RestartDecision;
 use eddy_common::event::StopRequest;
 use eddy_common::ids::{ExecutionId, TaskKey};
+use eddy_planner::plan::fingerprint::PlanFingerprint;
 use eddy_proto::v1 as pb;
 
 use super::actions::Action;
@@ -304,6 +305,7 @@ fn deployments(state: &mut State, job_id: &str, slots: &[String]) -> Vec<Action>
             0 => job.restore_path.clone().unwrap_or_default(),
             _ => String::new(),
         },
+        plan: Some(fingerprint_message(&job.graph.fingerprint())),
     };
     per_tm
         .into_iter()
@@ -324,4 +326,13 @@ fn deployments(state: &mut State, job_id: &str, slots: &[String]) -> Vec<Action>
             })
         })
         .collect()
+}
+
+/// A plan fingerprint as the deployment request carries it.
+fn fingerprint_message(fingerprint: &PlanFingerprint) -> pb::PlanFingerprint {
+    pb::PlanFingerprint {
+        build: fingerprint.build.clone(),
+        plan: fingerprint.plan.clone(),
+        state_formats: fingerprint.state_formats.clone(),
+    }
 }

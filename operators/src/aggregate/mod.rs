@@ -3,7 +3,7 @@
 
 pub mod accumulator;
 mod group;
-mod over;
+pub(crate) mod over;
 mod window;
 
 use std::sync::Arc;
@@ -134,7 +134,7 @@ impl Accumulators {
 /// varints after the version, 3 starts a `GROUP BY`'s snapshot with the keys it removed
 /// (a snapshot of changes since an earlier one), 4 says after them whether each group
 /// carries the time it was last written (a `GROUP BY` with a state TTL).
-const SNAPSHOT_VERSION: u64 = 4;
+pub(crate) const SNAPSHOT_VERSION: u64 = 4;
 
 /// A writer for an aggregate snapshot, its header written.
 fn snapshot_writer(capacity: usize) -> StateWriter {

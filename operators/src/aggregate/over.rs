@@ -29,7 +29,7 @@ use crate::partition::KeyScope;
 use crate::{Operator, open_versioned_snapshot, versioned_snapshot};
 
 /// The over-aggregate snapshot format.
-const SNAPSHOT_VERSION: u64 = 1;
+pub(crate) const SNAPSHOT_VERSION: u64 = 1;
 
 /// Which rows before the current one a frame holds (it always ends at the current row).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

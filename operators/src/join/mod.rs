@@ -19,8 +19,8 @@
 
 mod lookup;
 mod side;
-mod temporal;
-mod window;
+pub(crate) mod temporal;
+pub(crate) mod window;
 
 use std::sync::Arc;
 
@@ -47,7 +47,7 @@ use crate::{Operator, evaluate};
 /// before them (a snapshot of changes since an earlier one); 3 gives each row of an outer
 /// join's preserved side its match count; 4 says after the version which sides' rows carry
 /// the time they were written (bit 0 the left, bit 1 the right: a side with a state TTL).
-const SNAPSHOT_VERSION: u64 = 4;
+pub(crate) const SNAPSHOT_VERSION: u64 = 4;
 
 /// What a join is, as planned.
 #[derive(Debug, Clone)]

@@ -24,7 +24,7 @@ use hashbrown::HashMap;
 use crate::partition::{KeyScope, key_groups};
 use crate::{Operator, evaluate, open_versioned_snapshot, row_codec, versioned_snapshot};
 
-const SNAPSHOT_VERSION: u64 = 1;
+pub(crate) const SNAPSHOT_VERSION: u64 = 1;
 
 /// What a temporal join is, as planned.
 #[derive(Debug, Clone)]

@@ -26,7 +26,7 @@ use crate::partition::{KeyScope, key_groups};
 use crate::{Operator, evaluate, open_versioned_snapshot, row_codec, versioned_snapshot};
 
 /// The window join's snapshot format.
-const SNAPSHOT_VERSION: u64 = 1;
+pub(crate) const SNAPSHOT_VERSION: u64 = 1;
 
 /// Which rows a join emits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

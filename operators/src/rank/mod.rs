@@ -44,7 +44,7 @@ use crate::{Operator, evaluate, versioned_snapshot};
 
 /// The Top-N snapshot format: 2 says after the watermark whether each partition carries
 /// the time it was last written (a state TTL's).
-const SNAPSHOT_VERSION: u64 = 2;
+pub(crate) const SNAPSHOT_VERSION: u64 = 2;
 
 /// One `ORDER BY` expression of a Top-N.
 #[derive(Debug, Clone)]

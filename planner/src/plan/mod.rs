@@ -2,6 +2,7 @@
 //! exchanges between them, and the changelog kind every operator produces.
 
 pub mod explain;
+pub mod fingerprint;
 mod lookup;
 mod planner;
 
@@ -182,11 +183,6 @@ pub struct JobGraph {
 }
 
 impl JobGraph {
-    /// Total subtasks over all vertices.
-    pub fn subtask_count(&self) -> usize {
-        self.vertices.iter().map(|v| v.parallelism).sum()
-    }
-
     /// Slots needed: with slot sharing, one slot runs one parallel slice of every vertex.
     pub fn slots_needed(&self) -> usize {
         self.vertices
