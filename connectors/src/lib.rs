@@ -6,6 +6,7 @@ pub mod filesystem;
 pub mod format;
 pub mod kafka;
 pub mod lookup;
+pub mod metadata;
 pub mod nexmark;
 mod options;
 pub mod postgres;
@@ -29,6 +30,7 @@ use eddy_common::metrics::OperatorMetrics;
 use eddy_common::{EddyError, Result};
 use futures::FutureExt;
 use futures::future::BoxFuture;
+pub use metadata::ReadableMetadata;
 pub use options::Options;
 use tokio::sync::watch;
 
@@ -166,46 +168,6 @@ pub trait TableConnector: Debug + Send + Sync {
     }
 }
 
-/// A metadata key a source can read into a `METADATA` column.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ReadableMetadata {
-    /// The key (`METADATA FROM 'key'`).
-    pub key: String,
-    /// The type of its values.
-    pub data_type: arrow::datatypes::DataType,
-    /// Why Eddy cannot read a key Flink offers (its type has no Eddy column), if it cannot.
-    pub refusal: Option<String>,
-}
-
-impl ReadableMetadata {
-    /// A key read as `data_type`.
-    pub fn new(key: impl Into<String>, data_type: arrow::datatypes::DataType) -> Self {
-        ReadableMetadata {
-            key: key.into(),
-            data_type,
-            refusal: None,
-        }
-    }
-
-    /// A key Flink offers as `sql_type`, which Eddy's columns cannot hold.
-    pub fn of_unsupported_type(key: impl Into<String>, sql_type: &str) -> Self {
-        let key = key.into();
-        let reason = format!(
-            "unsupported: metadata '{key}' is {sql_type}, and Eddy has no ARRAY or MAP columns yet"
-        );
-        Self::refused(key, reason)
-    }
-
-    /// A key Flink offers that Eddy cannot read, and why.
-    pub fn refused(key: impl Into<String>, reason: String) -> Self {
-        ReadableMetadata {
-            key: key.into(),
-            data_type: arrow::datatypes::DataType::Null,
-            refusal: Some(reason),
-        }
-    }
-}
-
 /// The changes a source's rows carry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SourceChanges {
@@ -244,6 +206,17 @@ pub struct SourceContext {
     /// that acknowledges its input upstream (a replication slot) does so for what a
     /// completed checkpoint covers.
     pub completed: Option<watch::Receiver<CompletedCheckpoint>>,
+}
+
+impl SourceContext {
+    /// The columns a reader decodes: [`SourceContext::schema`] without the metadata columns
+    /// that follow them.
+    pub fn physical_schema(&self) -> SchemaRef {
+        let physical = self.schema.fields().len() - self.metadata.len();
+        Arc::new(arrow::datatypes::Schema::new(
+            self.schema.fields()[..physical].to_vec(),
+        ))
+    }
 }
 
 /// What a sink subtask needs to know about itself.

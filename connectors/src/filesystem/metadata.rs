@@ -4,22 +4,20 @@
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, Int64Array, StringArray, TimestampMillisecondArray};
-use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
-use arrow::record_batch::RecordBatch;
+use arrow::array::{ArrayRef, Int64Array};
+use arrow::datatypes::{DataType, SchemaRef};
 use eddy_common::chunk::Chunk;
 use object_store::path::Path;
 
-use crate::ReadableMetadata;
+use crate::metadata::{ReadableMetadata, append_columns, repeated_text, timestamp_ltz, utc_millis};
 
 /// Every key and its type.
 pub(super) fn readable() -> Vec<ReadableMetadata> {
-    let timestamp = DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()));
     vec![
         ReadableMetadata::new("file.path", DataType::Utf8),
         ReadableMetadata::new("file.name", DataType::Utf8),
         ReadableMetadata::new("file.size", DataType::Int64),
-        ReadableMetadata::new("file.modification-time", timestamp),
+        ReadableMetadata::new("file.modification-time", timestamp_ltz()),
     ]
 }
 
@@ -83,24 +81,15 @@ impl FileColumns {
         facts: &FileFacts,
     ) -> Result<Chunk, arrow::error::ArrowError> {
         let rows = chunk.num_rows();
-        let text = |value: &str| -> ArrayRef {
-            Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
-                value, rows,
-            )))
-        };
-        let mut columns: Vec<ArrayRef> = chunk.rows().columns().to_vec();
-        for key in &self.0 {
-            columns.push(match key {
-                FileKey::Path => text(&format!("/{path}")),
-                FileKey::Name => text(path.filename().unwrap_or_default()),
+        let columns = self.0.iter().map(|key| -> ArrayRef {
+            match key {
+                FileKey::Path => repeated_text(&format!("/{path}"), rows),
+                FileKey::Name => repeated_text(path.filename().unwrap_or_default(), rows),
                 FileKey::Size => Arc::new(Int64Array::from(vec![facts.size as i64; rows])),
-                FileKey::ModificationTime => Arc::new(
-                    TimestampMillisecondArray::from(vec![facts.modified_millis; rows])
-                        .with_timezone("UTC"),
-                ),
-            });
-        }
-        let batch = RecordBatch::try_new(schema.clone(), columns)?;
-        Ok(chunk.with_rows(batch))
+                FileKey::ModificationTime => utc_millis(vec![facts.modified_millis; rows]),
+            }
+        });
+        let columns: Vec<ArrayRef> = columns.collect();
+        append_columns(chunk, schema, columns)
     }
 }

@@ -133,25 +133,13 @@ impl Format {
         ignore_errors: bool,
         metrics: &OperatorMetrics,
     ) -> Result<Option<Chunk>> {
-        let decoded = self.decode_block(schema, lines, location, ignore_errors, metrics, None)?;
+        let decoded = self.decode_traced(schema, lines, location, ignore_errors, metrics, None)?;
         Ok(decoded.map(|d| d.chunk))
     }
 
-    /// Decodes complete lines as [`Format::decode`] does, keeping the line each row came
-    /// from and the `facts` each line states (for metadata columns).
+    /// Decodes complete lines as [`Format::decode`] does; with `trace`, keeps the line
+    /// each row came from and these facts of each line (for metadata columns).
     pub fn decode_traced(
-        &self,
-        schema: &SchemaRef,
-        lines: &[u8],
-        location: LinePosition<'_>,
-        ignore_errors: bool,
-        metrics: &OperatorMetrics,
-        facts: &[Fact],
-    ) -> Result<Option<Decoded>> {
-        self.decode_block(schema, lines, location, ignore_errors, metrics, Some(facts))
-    }
-
-    fn decode_block(
         &self,
         schema: &SchemaRef,
         lines: &[u8],
@@ -562,7 +550,7 @@ mod tests {
                 .iter()
                 .filter_map(|k| k.reads.ok())
                 .collect();
-            let traced = format.decode_traced(&schema(), lines, at, true, &metrics, &facts);
+            let traced = format.decode_traced(&schema(), lines, at, true, &metrics, Some(&facts));
             if let Ok(Some(decoded)) = traced {
                 assert_eq!(decoded.line_of_row.len(), decoded.chunk.num_rows());
                 assert!(

@@ -6,24 +6,20 @@
 
 use std::sync::Arc;
 
-use arrow::array::{
-    ArrayRef, Int32Array, Int64Array, StringArray, TimestampMillisecondArray, UInt32Array,
-};
+use arrow::array::{ArrayRef, Int32Array, Int64Array, StringArray, UInt32Array};
 use arrow::compute::take;
-use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
-use arrow::record_batch::RecordBatch;
+use arrow::datatypes::{DataType, SchemaRef};
 use eddy_common::chunk::Chunk;
 use rdkafka::Timestamp;
 
-use crate::ReadableMetadata;
 use crate::format::{Decoded, Fact, Format};
+use crate::metadata::{ReadableMetadata, append_columns, repeated_text, timestamp_ltz, utc_millis};
 
 /// The prefix of the format's metadata keys.
 const VALUE: &str = "value.";
 
 /// Every key a table in `format` can name.
 pub(super) fn readable(format: &Format) -> Vec<ReadableMetadata> {
-    let timestamp = DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()));
     let mut keys = vec![
         ReadableMetadata::new("topic", DataType::Utf8),
         ReadableMetadata::new("partition", DataType::Int32),
@@ -35,7 +31,7 @@ pub(super) fn readable(format: &Format) -> Vec<ReadableMetadata> {
                 .into(),
         ),
         ReadableMetadata::new("offset", DataType::Int64),
-        ReadableMetadata::new("timestamp", timestamp),
+        ReadableMetadata::new("timestamp", timestamp_ltz()),
         ReadableMetadata::new("timestamp-type", DataType::Utf8),
     ];
     for key in format.metadata_keys() {
@@ -145,26 +141,20 @@ impl MetadataColumns {
         let rows = decoded.chunk.num_rows();
         let lines = UInt32Array::from(decoded.line_of_row);
         let per_row = |per_record: ArrayRef| take(&per_record, &lines, None);
-        let mut columns: Vec<ArrayRef> = decoded.chunk.rows().columns().to_vec();
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.columns.len());
         for column in &self.columns {
             columns.push(match column {
-                Column::Topic => Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
-                    topic, rows,
-                ))),
+                Column::Topic => repeated_text(topic, rows),
                 Column::Partition => Arc::new(Int32Array::from(vec![partition; rows])),
                 Column::Offset => per_row(Arc::new(Int64Array::from(records.offsets.clone())))?,
-                Column::Timestamp => per_row(Arc::new(
-                    TimestampMillisecondArray::from(records.timestamps.clone())
-                        .with_timezone("UTC"),
-                ))?,
+                Column::Timestamp => per_row(utc_millis(records.timestamps.clone()))?,
                 Column::TimestampType => {
                     per_row(Arc::new(StringArray::from(records.kinds.clone())))?
                 }
                 Column::Fact(index) => per_row(decoded.facts[*index].clone())?,
             });
         }
-        let batch = RecordBatch::try_new(schema.clone(), columns)?;
-        Ok(decoded.chunk.with_rows(batch))
+        append_columns(decoded.chunk, schema, columns)
     }
 }
 
@@ -201,7 +191,7 @@ mod tests {
                 at,
                 false,
                 &metrics,
-                columns.facts(),
+                Some(columns.facts()),
             )
             .unwrap()
             .unwrap();

@@ -18,7 +18,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use super::metadata::{MetadataColumns, RecordFacts};
 use super::upsert::KeyedRecords;
 use super::{KafkaConnector, StartupMode, kafka_error};
-use crate::format::{Decoded, Format, LinePosition};
+use crate::format::{Format, LinePosition};
 use crate::{SourceContext, SourceEvent, SourceReader};
 
 /// How long a read waits for records before it lets the task take a checkpoint.
@@ -76,10 +76,7 @@ impl KafkaReader {
         context: &SourceContext,
         metadata: MetadataColumns,
     ) -> Self {
-        let physical = context.schema.fields().len() - context.metadata.len();
-        let physical = Arc::new(arrow::datatypes::Schema::new(
-            context.schema.fields()[..physical].to_vec(),
-        ));
+        let physical = context.physical_schema();
         KafkaReader {
             connector,
             context: context.clone(),
@@ -264,6 +261,7 @@ impl KafkaReader {
             file: &topic,
             first_line: batch.first_offset as u64,
         };
+        let traced = !self.metadata.is_empty();
         let decoded = match &self.connector.upsert {
             Some(layout) => {
                 let mut skipped = 0;
@@ -274,36 +272,21 @@ impl KafkaReader {
                         batch.first_offset
                     )
                 };
-                let decoded = layout.decode(&batch.keyed, describe, &mut skipped)?;
+                let decoded = layout.decode(&batch.keyed, describe, &mut skipped, traced)?;
                 OperatorMetrics::add(&self.context.metrics.parse_errors_skipped, skipped);
                 decoded
             }
-            None if self.metadata.is_empty() => self
-                .connector
-                .format
-                .decode(
-                    &self.context.schema,
-                    &batch.lines,
-                    position,
-                    self.connector.ignore_parse_errors,
-                    &self.context.metrics,
-                )?
-                .map(|chunk| Decoded {
-                    chunk,
-                    line_of_row: Vec::new(),
-                    facts: Vec::new(),
-                }),
             None => self.connector.format.decode_traced(
                 &self.physical,
                 &batch.lines,
                 position,
                 self.connector.ignore_parse_errors,
                 &self.context.metrics,
-                self.metadata.facts(),
+                traced.then(|| self.metadata.facts()),
             )?,
         };
         let decoded = match decoded {
-            Some(d) if !self.metadata.is_empty() => {
+            Some(d) if traced => {
                 let (schema, topic) = (&self.context.schema, &self.connector.topic);
                 Some(
                     self.metadata

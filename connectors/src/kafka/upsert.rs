@@ -157,16 +157,20 @@ impl UpsertLayout {
     /// The table's rows of `records` (keys, and values for those that are not
     /// tombstones), as `+U` rows and `-D` rows carrying the key alone. A record whose key
     /// or value cannot be decoded fails with `describe(i)` naming it, or is skipped and
-    /// counted in `skipped`.
+    /// counted in `skipped`. `traced` keeps each row's record (for metadata columns).
     pub(super) fn decode(
         &self,
         records: &KeyedRecords,
         describe: impl Fn(usize) -> String,
         skipped: &mut u64,
+        traced: bool,
     ) -> Result<Option<Decoded>> {
         if let Ok(chunk) = self.decode_all(records) {
             return Ok(chunk.map(|chunk| Decoded {
-                line_of_row: (0..chunk.num_rows() as u32).collect(),
+                line_of_row: match traced {
+                    true => (0..chunk.num_rows() as u32).collect(),
+                    false => Vec::new(),
+                },
                 chunk,
                 facts: Vec::new(),
             }));
@@ -178,7 +182,9 @@ impl UpsertLayout {
             one.push(key, value);
             match self.decode_all(&one) {
                 Ok(Some(chunk)) => {
-                    line_of_row.extend(std::iter::repeat_n(i as u32, chunk.num_rows()));
+                    if traced {
+                        line_of_row.extend(std::iter::repeat_n(i as u32, chunk.num_rows()));
+                    }
                     good.push(chunk);
                 }
                 Ok(None) => {}
@@ -512,7 +518,7 @@ mod tests {
         );
         let mut skipped = 0;
         let read = layout
-            .decode(&records, |i| format!("record {i}"), &mut skipped)
+            .decode(&records, |i| format!("record {i}"), &mut skipped, true)
             .unwrap()
             .unwrap();
         assert_eq!(read.line_of_row, [0, 1, 2, 3]);
@@ -568,7 +574,7 @@ mod tests {
         records.push(b"{\"k_id\":\"three\"}", None);
         let mut skipped = 0;
         let error = strict
-            .decode(&records, |i| format!("record {i}"), &mut skipped)
+            .decode(&records, |i| format!("record {i}"), &mut skipped, true)
             .unwrap_err()
             .to_string();
         assert!(
@@ -580,7 +586,7 @@ mod tests {
             ..strict.clone()
         };
         let read = lenient
-            .decode(&records, |i| format!("record {i}"), &mut skipped)
+            .decode(&records, |i| format!("record {i}"), &mut skipped, true)
             .unwrap()
             .unwrap();
         assert_eq!((read.chunk.num_rows(), skipped), (1, 2));

@@ -4,17 +4,16 @@
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, StringArray, TimestampMillisecondArray};
-use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
-use arrow::record_batch::RecordBatch;
+use arrow::array::{ArrayRef, StringArray};
+use arrow::datatypes::{DataType, SchemaRef};
 use eddy_common::chunk::Chunk;
 
 use super::protocol::POSTGRES_EPOCH_MICROS;
-use crate::ReadableMetadata;
+use crate::metadata::{ReadableMetadata, append_columns, repeated_text, timestamp_ltz, utc_millis};
 
 /// Every key and its type.
 pub(crate) fn readable() -> Vec<ReadableMetadata> {
-    let timestamp = DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()));
+    let timestamp = timestamp_ltz();
     [
         ("table_name", DataType::Utf8),
         ("schema_name", DataType::Utf8),
@@ -49,28 +48,20 @@ pub(crate) fn append(
     times: &[i64],
 ) -> Result<Chunk, String> {
     let rows = chunk.num_rows();
-    let mut columns: Vec<ArrayRef> = chunk.rows().columns().to_vec();
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(keys.len());
     for key in keys {
-        let constant = |value: &str| -> ArrayRef {
-            Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
-                value, rows,
-            )))
-        };
         columns.push(match key.as_str() {
-            "table_name" => constant(names.table),
-            "schema_name" => constant(names.schema),
-            "database_name" => constant(names.database),
-            "op_ts" => {
-                Arc::new(TimestampMillisecondArray::from(times.to_vec()).with_timezone("UTC"))
-            }
+            "table_name" => repeated_text(names.table, rows),
+            "schema_name" => repeated_text(names.schema, rows),
+            "database_name" => repeated_text(names.database, rows),
+            "op_ts" => utc_millis(times.to_vec()),
             "row_kind" => Arc::new(StringArray::from_iter_values(
                 (0..rows).map(|i| chunk.op(i).short_name()),
             )),
             other => return Err(format!("no metadata '{other}'")),
         });
     }
-    let batch = RecordBatch::try_new(schema.clone(), columns).map_err(|e| e.to_string())?;
-    Ok(chunk.with_rows(batch))
+    append_columns(chunk, schema, columns).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

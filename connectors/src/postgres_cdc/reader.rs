@@ -140,10 +140,7 @@ pub(super) struct CdcReader {
 
 impl CdcReader {
     pub fn new(connector: Arc<PostgresCdcConnector>, context: &SourceContext) -> Self {
-        let physical = context.schema.fields().len() - context.metadata.len();
-        let physical = Arc::new(arrow::datatypes::Schema::new(
-            context.schema.fields()[..physical].to_vec(),
-        ));
+        let physical = context.physical_schema();
         CdcReader {
             rows: TextRows::new(physical.clone()),
             physical,

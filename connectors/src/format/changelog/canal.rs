@@ -9,15 +9,13 @@ use std::borrow::Cow;
 
 use arrow::datatypes::SchemaRef;
 use arrow::error::ArrowError;
-use eddy_common::chunk::{Chunk, Op};
+use eddy_common::chunk::Op;
 use regex::Regex;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::facts::{MessageFacts, json_text};
-use super::{
-    ChangeFormat, ChangeRows, JsonObject, decode_rows, excerpt, malformed, parse_envelope,
-};
+use super::{ChangeFormat, ChangeRows, JsonObject, excerpt, malformed, parse_envelope};
 use crate::Options;
 
 /// The option keys of `canal-json`.
@@ -73,11 +71,6 @@ impl CanalJson {
             database: pattern("canal-json.database.include")?,
             table: pattern("canal-json.table.include")?,
         })
-    }
-
-    /// Decodes whole lines, one message a line.
-    pub fn decode(&self, schema: &SchemaRef, bytes: &[u8]) -> Result<Option<Chunk>, ArrowError> {
-        decode_rows(self, schema, bytes)
     }
 }
 

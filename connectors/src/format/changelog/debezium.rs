@@ -7,12 +7,12 @@
 
 use arrow::datatypes::SchemaRef;
 use arrow::error::ArrowError;
-use eddy_common::chunk::{Chunk, Op};
+use eddy_common::chunk::Op;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::facts::MessageFacts;
-use super::{ChangeFormat, ChangeRows, decode_rows, excerpt, malformed, parse_envelope};
+use super::{ChangeFormat, ChangeRows, excerpt, malformed, parse_envelope};
 use crate::Options;
 
 /// The option keys of `debezium-json`.
@@ -76,11 +76,6 @@ impl DebeziumJson {
         Ok(DebeziumJson {
             schema_include: options.flag("debezium-json.schema-include", false)?,
         })
-    }
-
-    /// Decodes whole lines, one message a line.
-    pub fn decode(&self, schema: &SchemaRef, bytes: &[u8]) -> Result<Option<Chunk>, ArrowError> {
-        decode_rows(self, schema, bytes)
     }
 }
 

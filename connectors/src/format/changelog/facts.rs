@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use arrow::array::{ArrayBuilder, ArrayRef, StringBuilder, TimestampMillisecondBuilder};
-use arrow::datatypes::{DataType, TimeUnit};
+use arrow::datatypes::DataType;
 use arrow::error::ArrowError;
 use serde_json::value::RawValue;
 
@@ -42,9 +42,7 @@ impl Fact {
     /// The type of the fact's column.
     pub fn data_type(self) -> DataType {
         match self {
-            Fact::IngestionTime | Fact::EventTime => {
-                DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))
-            }
+            Fact::IngestionTime | Fact::EventTime => crate::metadata::timestamp_ltz(),
             _ => DataType::Utf8,
         }
     }

@@ -7,14 +7,12 @@ use std::borrow::Cow;
 
 use arrow::datatypes::SchemaRef;
 use arrow::error::ArrowError;
-use eddy_common::chunk::{Chunk, Op};
+use eddy_common::chunk::Op;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::facts::MessageFacts;
-use super::{
-    ChangeFormat, ChangeRows, JsonObject, decode_rows, excerpt, malformed, parse_envelope,
-};
+use super::{ChangeFormat, ChangeRows, JsonObject, excerpt, malformed, parse_envelope};
 use crate::Options;
 
 /// The option keys of `maxwell-json`.
@@ -48,11 +46,6 @@ impl MaxwellJson {
     pub fn from_options(options: &Options<'_>) -> eddy_common::Result<Self> {
         super::validate_common(options, "maxwell-json")?;
         Ok(MaxwellJson)
-    }
-
-    /// Decodes whole lines, one message a line.
-    pub fn decode(&self, schema: &SchemaRef, bytes: &[u8]) -> Result<Option<Chunk>, ArrowError> {
-        decode_rows(self, schema, bytes)
     }
 }
 

@@ -39,6 +39,16 @@ pub(crate) trait ChangeFormat {
         message: &[u8],
         rows: &mut ChangeRows,
     ) -> Result<(), ArrowError>;
+
+    /// Decodes whole lines, one message a line, rows only (for tests; readers decode
+    /// through [`super::Format`]).
+    #[cfg(test)]
+    fn decode(&self, schema: &SchemaRef, bytes: &[u8]) -> Result<Option<Chunk>, ArrowError>
+    where
+        Self: Sized,
+    {
+        decode_changes(self, schema, bytes, None).map(|decoded| decoded.map(|d| d.chunk))
+    }
 }
 
 /// Decodes whole lines, one message a line; empty messages (Kafka tombstones, blank lines)
@@ -68,15 +78,6 @@ pub(crate) fn decode_changes(
         }
     }
     rows.decode(schema)
-}
-
-/// Decodes whole lines with `format`, rows only.
-pub(crate) fn decode_rows(
-    format: &impl ChangeFormat,
-    schema: &SchemaRef,
-    bytes: &[u8],
-) -> Result<Option<Chunk>, ArrowError> {
-    decode_changes(format, schema, bytes, None).map(|decoded| decoded.map(|d| d.chunk))
 }
 
 /// Row images decoded from a block of envelopes, in order: JSON objects, one a line, and
