@@ -1,10 +1,14 @@
 //! `eddy`: the command line of the Eddy stream processor.
 
-mod cluster;
+mod client;
 mod credentials;
+mod daemons;
 mod embedded;
 mod security;
 mod watch;
+
+#[cfg(test)]
+mod options_doc;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,7 +21,7 @@ use anyhow::{Context, Result};
 /// at the same speed; `bench/RESULTS.md`).
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use tracing_subscriber::EnvFilter;
 
 /// Eddy: a distributed stream processor with Flink-style streaming SQL.
@@ -66,7 +70,7 @@ enum Command {
         job: JobArgs,
     },
     /// Run a JobManager daemon: takes jobs, schedules them onto TaskManagers.
-    Jobmanager(Box<cluster::JobManagerArgs>),
+    Jobmanager(Box<daemons::JobManagerArgs>),
     /// Exit 0 if something accepts TCP connections at HOST:PORT (a container health
     /// check without a shell).
     Health {
@@ -74,13 +78,13 @@ enum Command {
         address: String,
     },
     /// Run a TaskManager daemon: offers slots to a JobManager and runs tasks.
-    Taskmanager(cluster::TaskManagerArgs),
+    Taskmanager(Box<daemons::TaskManagerArgs>),
     /// Submit a SQL script to a JobManager; prints the job id.
     Submit {
         #[command(flatten)]
         job: JobArgs,
         #[command(flatten)]
-        target: cluster::Target,
+        target: client::Target,
         /// Start from a savepoint (or a retained checkpoint directory), at any parallelism.
         #[arg(long, value_name = "PATH")]
         from_savepoint: Option<String>,
@@ -90,7 +94,7 @@ enum Command {
         /// The job's id.
         job_id: String,
         #[command(flatten)]
-        target: cluster::Target,
+        target: client::Target,
     },
     /// Stop a job: with --savepoint, take a savepoint first and print its path.
     Stop {
@@ -100,25 +104,25 @@ enum Command {
         #[arg(long)]
         savepoint: bool,
         #[command(flatten)]
-        target: cluster::Target,
+        target: client::Target,
     },
     /// List the jobs of a JobManager.
     List {
         #[command(flatten)]
-        target: cluster::Target,
+        target: client::Target,
         /// Output format.
-        #[arg(long, value_enum, default_value_t = cluster::OutputFormat::Table)]
-        output: cluster::OutputFormat,
+        #[arg(long, value_enum, default_value_t = client::OutputFormat::Table)]
+        output: client::OutputFormat,
     },
     /// Show a job: state, vertices, subtasks, their TaskManagers and counters.
     Status {
         /// The job's id.
         job_id: String,
         #[command(flatten)]
-        target: cluster::Target,
+        target: client::Target,
         /// Output format.
-        #[arg(long, value_enum, default_value_t = cluster::OutputFormat::Table)]
-        output: cluster::OutputFormat,
+        #[arg(long, value_enum, default_value_t = client::OutputFormat::Table)]
+        output: client::OutputFormat,
         /// Also list recent checkpoints: id, trigger time, duration, size, alignment and
         /// each task's acknowledgement time.
         #[arg(long)]
@@ -130,7 +134,7 @@ enum Command {
         /// The job's id.
         job_id: String,
         #[command(flatten)]
-        target: cluster::Target,
+        target: client::Target,
         /// Milliseconds between refreshes.
         #[arg(long, default_value_t = 1000)]
         interval_ms: u64,
@@ -146,7 +150,7 @@ enum Command {
         /// The job's id.
         job_id: String,
         #[command(flatten)]
-        target: cluster::Target,
+        target: client::Target,
     },
 }
 
@@ -191,8 +195,22 @@ fn init_logging(format: LogFormat, filter: &str) {
     }
 }
 
+/// The command line, with a daemon's `--config` file layered under its flags.
+fn command_line() -> Result<Cli> {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let matches = Cli::command().get_matches_from(&argv);
+    let matches = daemons::config_file::layer(Cli::command(), matches, argv)?;
+    Ok(Cli::from_arg_matches(&matches)?)
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match command_line() {
+        Ok(cli) => cli,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            return ExitCode::FAILURE;
+        }
+    };
     init_logging(cli.log_format, &cli.log);
     match execute(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
@@ -236,44 +254,44 @@ fn execute(command: Command) -> Result<()> {
     match command {
         Command::Jobmanager(args) => {
             stop_on_panic("jobmanager");
-            runtime()?.block_on(cluster::jobmanager(*args))
+            runtime()?.block_on(daemons::jobmanager(*args))
         }
-        Command::Taskmanager(args) => runtime()?.block_on(cluster::taskmanager(args)),
-        Command::Health { address } => runtime()?.block_on(cluster::health(&address)),
+        Command::Taskmanager(args) => runtime()?.block_on(daemons::taskmanager(*args)),
+        Command::Health { address } => runtime()?.block_on(client::health(&address)),
         Command::Submit {
             job,
             target,
             from_savepoint,
         } => {
             let (sql, overrides) = job.read()?;
-            runtime()?.block_on(cluster::submit(&target, sql, overrides, from_savepoint))
+            runtime()?.block_on(client::submit(&target, sql, overrides, from_savepoint))
         }
         Command::Savepoint { job_id, target } => {
-            runtime()?.block_on(cluster::savepoint(&target, job_id, false))
+            runtime()?.block_on(client::savepoint(&target, job_id, false))
         }
         Command::Stop {
             job_id,
             savepoint: true,
             target,
-        } => runtime()?.block_on(cluster::savepoint(&target, job_id, true)),
+        } => runtime()?.block_on(client::savepoint(&target, job_id, true)),
         Command::Stop {
             job_id,
             savepoint: false,
             target,
-        } => runtime()?.block_on(cluster::cancel(&target, job_id)),
-        Command::List { target, output } => runtime()?.block_on(cluster::list(&target, output)),
+        } => runtime()?.block_on(client::cancel(&target, job_id)),
+        Command::List { target, output } => runtime()?.block_on(client::list(&target, output)),
         Command::Status {
             job_id,
             target,
             output,
             checkpoints,
-        } => runtime()?.block_on(cluster::status(&target, job_id, output, checkpoints)),
+        } => runtime()?.block_on(client::status(&target, job_id, output, checkpoints)),
         Command::Top {
             job_id,
             target,
             interval_ms,
-        } => runtime()?.block_on(cluster::top(&target, job_id, interval_ms)),
-        Command::Cancel { job_id, target } => runtime()?.block_on(cluster::cancel(&target, job_id)),
+        } => runtime()?.block_on(client::top(&target, job_id, interval_ms)),
+        Command::Cancel { job_id, target } => runtime()?.block_on(client::cancel(&target, job_id)),
         Command::Cert(args) => credentials::cert(args),
         Command::Token(args) => credentials::token(args),
         Command::Explain { job } => {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
 use clap::Args;
-use eddy_jobmanager::policy::SubmitPolicy;
+use eddy_jobmanager::policy::{self, SubmitPolicy};
 use eddy_proto::auth::{Guard, Tokens};
 use eddy_proto::tls::{Tls, TlsFiles};
 
@@ -31,16 +31,6 @@ pub struct TlsArgs {
 }
 
 impl TlsArgs {
-    /// These options, falling back to `file`'s for each one not given.
-    pub fn or(self, file: TlsArgs) -> TlsArgs {
-        TlsArgs {
-            tls_cert: self.tls_cert.or(file.tls_cert),
-            tls_key: self.tls_key.or(file.tls_key),
-            tls_ca: self.tls_ca.or(file.tls_ca),
-            tls_server_name: self.tls_server_name.or(file.tls_server_name),
-        }
-    }
-
     fn files(&self) -> TlsFiles {
         TlsFiles {
             cert: self.tls_cert.clone(),
@@ -62,11 +52,11 @@ impl TlsArgs {
 }
 
 /// What a JobManager lets submitted jobs do.
-#[derive(Debug, Clone, Default, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct LimitArgs {
     /// Where jobs may read and write (table paths, checkpoint and savepoint directories,
-    /// `${file:}` secrets), as comma-separated path or s3://bucket/prefix prefixes
-    /// [default: anywhere].
+    /// `${file:}` secrets), as comma-separated path or s3://bucket/prefix prefixes (without
+    /// it: anywhere).
     #[arg(
         long,
         env = "EDDY_ALLOWED_LOCATIONS",
@@ -82,50 +72,36 @@ pub struct LimitArgs {
         value_name = "NAME"
     )]
     pub forbidden_connectors: Vec<String>,
-    /// The largest SQL script taken, in bytes [default: 1048576].
-    #[arg(long, env = "EDDY_MAX_SQL_BYTES")]
-    pub max_sql_bytes: Option<usize>,
-    /// The largest parallelism of any operator [default: 1024].
-    #[arg(long, env = "EDDY_MAX_PARALLELISM")]
-    pub max_parallelism: Option<usize>,
-    /// Unfinished jobs one user (token) may have [default: unlimited].
+    /// The largest SQL script taken, in bytes.
+    #[arg(long, env = "EDDY_MAX_SQL_BYTES", default_value_t = policy::MAX_SQL_BYTES)]
+    pub max_sql_bytes: usize,
+    /// The largest parallelism of any operator.
+    #[arg(long, env = "EDDY_MAX_PARALLELISM", default_value_t = policy::MAX_PARALLELISM)]
+    pub max_parallelism: usize,
+    /// Unfinished jobs one user (token) may have (without it: unlimited).
     #[arg(long, env = "EDDY_MAX_JOBS_PER_USER")]
     pub max_jobs_per_user: Option<usize>,
     /// The prefix of the TaskManagers' environment variables jobs may name in
-    /// `${env:NAME}` ('' for any) [default: EDDY_SECRET_].
-    #[arg(long, env = "EDDY_SECRET_ENV_PREFIX")]
-    pub secret_env_prefix: Option<String>,
+    /// `${env:NAME}` ('' for any).
+    #[arg(long, env = "EDDY_SECRET_ENV_PREFIX", default_value = policy::SECRET_ENV_PREFIX)]
+    pub secret_env_prefix: String,
 }
 
 impl LimitArgs {
-    /// These limits, falling back to `file`'s for each one not given.
-    pub fn or(self, file: LimitArgs) -> LimitArgs {
-        let pick = |a: Vec<String>, b: Vec<String>| if a.is_empty() { b } else { a };
-        LimitArgs {
-            allowed_locations: pick(self.allowed_locations, file.allowed_locations),
-            forbidden_connectors: pick(self.forbidden_connectors, file.forbidden_connectors),
-            max_sql_bytes: self.max_sql_bytes.or(file.max_sql_bytes),
-            max_parallelism: self.max_parallelism.or(file.max_parallelism),
-            max_jobs_per_user: self.max_jobs_per_user.or(file.max_jobs_per_user),
-            secret_env_prefix: self.secret_env_prefix.or(file.secret_env_prefix),
-        }
-    }
-
     /// The policy they make.
     pub fn policy(self) -> Result<SubmitPolicy> {
-        let defaults = SubmitPolicy::default();
         if self.allowed_locations.iter().any(|l| l.trim().is_empty()) {
             bail!("--allowed-locations: an empty prefix would allow everything");
         }
         Ok(SubmitPolicy {
-            max_sql_bytes: self.max_sql_bytes.unwrap_or(defaults.max_sql_bytes),
-            max_parallelism: self.max_parallelism.unwrap_or(defaults.max_parallelism),
+            max_sql_bytes: self.max_sql_bytes,
+            max_parallelism: self.max_parallelism,
             max_jobs_per_user: self.max_jobs_per_user,
             allowed_locations: (!self.allowed_locations.is_empty())
                 .then_some(self.allowed_locations),
             forbidden_connectors: self.forbidden_connectors,
             allow_literal_secrets: false,
-            secret_env_prefix: self.secret_env_prefix.unwrap_or(defaults.secret_env_prefix),
+            secret_env_prefix: self.secret_env_prefix,
         })
     }
 }

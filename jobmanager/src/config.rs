@@ -21,6 +21,13 @@ pub struct HighAvailability {
     pub storage_dir: Option<String>,
 }
 
+/// How often TaskManagers heartbeat, unless configured.
+pub const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(500);
+/// Silence after which a TaskManager is lost, unless configured.
+pub const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(3);
+/// Where checkpoints go unless configured (or set by a job).
+pub const CHECKPOINT_ROOT: &str = "./eddy-data/checkpoints";
+
 /// How a JobManager runs.
 #[derive(Debug, Clone)]
 pub struct JobManagerConfig {
@@ -55,9 +62,9 @@ impl JobManagerConfig {
 impl Default for JobManagerConfig {
     fn default() -> Self {
         JobManagerConfig {
-            heartbeat_interval: Duration::from_millis(500),
-            heartbeat_timeout: Duration::from_secs(3),
-            checkpoint_root: "./eddy-data/checkpoints".into(),
+            heartbeat_interval: HEARTBEAT_INTERVAL,
+            heartbeat_timeout: HEARTBEAT_TIMEOUT,
+            checkpoint_root: CHECKPOINT_ROOT.into(),
             http_bind: None,
             tls: None,
             guard: Guard::default(),

@@ -45,12 +45,17 @@ pub struct LeaseSettings {
     pub renew_interval: Duration,
 }
 
+impl LeaseSettings {
+    /// Flink's defaults: a 10 s lease renewed every 2 s.
+    pub const DEFAULT: LeaseSettings = LeaseSettings {
+        duration: Duration::from_secs(10),
+        renew_interval: Duration::from_secs(2),
+    };
+}
+
 impl Default for LeaseSettings {
     fn default() -> Self {
-        LeaseSettings {
-            duration: Duration::from_secs(10),
-            renew_interval: Duration::from_secs(2),
-        }
+        LeaseSettings::DEFAULT
     }
 }
 

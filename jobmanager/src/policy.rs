@@ -35,12 +35,16 @@ pub struct SubmitPolicy {
 
 /// The default [`SubmitPolicy::secret_env_prefix`].
 pub const SECRET_ENV_PREFIX: &str = "EDDY_SECRET_";
+/// The default [`SubmitPolicy::max_sql_bytes`].
+pub const MAX_SQL_BYTES: usize = 1 << 20;
+/// The default [`SubmitPolicy::max_parallelism`].
+pub const MAX_PARALLELISM: usize = 1024;
 
 impl Default for SubmitPolicy {
     fn default() -> Self {
         SubmitPolicy {
-            max_sql_bytes: 1 << 20,
-            max_parallelism: 1024,
+            max_sql_bytes: MAX_SQL_BYTES,
+            max_parallelism: MAX_PARALLELISM,
             max_jobs_per_user: None,
             allowed_locations: None,
             forbidden_connectors: Vec::new(),

@@ -39,16 +39,24 @@ pub struct CheckpointConfig {
 }
 
 impl Default for CheckpointConfig {
+    /// The declared defaults ([`super::options::JOB_OPTIONS`]).
     fn default() -> Self {
+        super::JobConfig::default().checkpoints
+    }
+}
+
+impl CheckpointConfig {
+    /// Every field before the declared defaults are applied.
+    pub(super) fn unset() -> Self {
         CheckpointConfig {
             interval: None,
             mode: CheckpointingMode::ExactlyOnce,
-            timeout: Duration::from_secs(600),
+            timeout: Duration::ZERO,
             min_pause: Duration::ZERO,
             tolerable_failures: 0,
-            retained: 3,
+            retained: 0,
             unaligned: false,
-            incremental: true,
+            incremental: false,
             directory: None,
         }
     }

@@ -3,10 +3,12 @@
 use std::collections::BTreeMap;
 
 pub mod checkpointing;
+pub mod options;
 pub mod restart;
 
 use crate::{EddyError, Result};
-use checkpointing::{CheckpointConfig, CheckpointingMode, parse_duration};
+use checkpointing::{CheckpointConfig, CheckpointingMode};
+use options::{JOB_OPTIONS, job_option};
 use restart::{RestartOptions, RestartStrategy};
 
 /// Default parallelism of every operator (`parallelism.default`).
@@ -25,25 +27,8 @@ pub const STATE_TTL: &str = "table.exec.state.ttl";
 /// at-least-once delivery): each is then followed by a normalization on its primary key.
 pub const CDC_EVENTS_DUPLICATE: &str = "table.exec.source.cdc-events-duplicate";
 
-const KNOWN_KEYS: &[&str] = &[
-    PARALLELISM,
-    MAX_PARALLELISM,
-    BATCH_SIZE,
-    PIPELINE_NAME,
-    STATE_TTL,
-    CDC_EVENTS_DUPLICATE,
-    "execution.checkpointing.interval",
-    "execution.checkpointing.mode",
-    "execution.checkpointing.timeout",
-    "execution.checkpointing.min-pause",
-    "execution.checkpointing.tolerable-failed-checkpoints",
-    "execution.checkpointing.num-retained",
-    "execution.checkpointing.unaligned",
-    "execution.checkpointing.incremental",
-    "state.backend.incremental",
-    "execution.checkpointing.dir",
-    "state.checkpoints.dir",
-];
+/// The most key groups a job can have (`pipeline.max-parallelism`).
+pub const MAX_KEY_GROUPS: usize = 32768;
 
 /// The cache a lookup join keeps of its table (Flink's `lookup.cache` = `PARTIAL`), as
 /// the table's options ask.
@@ -83,91 +68,46 @@ pub struct JobConfig {
 }
 
 impl Default for JobConfig {
+    /// Every option at its declared default ([`JOB_OPTIONS`]).
     fn default() -> Self {
+        let mut config = JobConfig::unset();
+        for option in JOB_OPTIONS {
+            if let Some(default) = option.default {
+                // A default that does not parse fails `options::tests` at once.
+                let _ = (option.apply)(&mut config, option.key, default);
+            }
+        }
+        config
+    }
+}
+
+impl JobConfig {
+    /// Every field before the declared defaults are applied: what an option without a
+    /// default means when unset (no checkpoint interval, no state TTL, ...).
+    fn unset() -> Self {
         JobConfig {
-            parallelism: 1,
-            max_parallelism: 128,
-            batch_size: 4096,
-            name: "eddy-job".to_string(),
-            checkpoints: CheckpointConfig::default(),
-            restart: RestartOptions::default(),
+            parallelism: 0,
+            max_parallelism: 0,
+            batch_size: 0,
+            name: String::new(),
+            checkpoints: CheckpointConfig::unset(),
+            restart: RestartOptions::unset(),
             state_ttl: None,
             cdc_events_duplicate: false,
             raw: BTreeMap::new(),
         }
     }
-}
 
-impl JobConfig {
     /// Applies one `SET 'key' = 'value'`.
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
-        match key {
-            PARALLELISM => self.parallelism = parse_positive(key, value)?,
-            MAX_PARALLELISM => {
-                let max = parse_positive(key, value)?;
-                if max > 32768 {
-                    return Err(EddyError::Config(format!(
-                        "'{key}' = '{value}': at most 32768"
-                    )));
-                }
-                self.max_parallelism = max;
-            }
-            BATCH_SIZE => self.batch_size = parse_positive(key, value)?,
-            PIPELINE_NAME => self.name = value.to_string(),
-            STATE_TTL => {
-                let ttl = parse_duration(key, value)?;
-                self.state_ttl = (!ttl.is_zero()).then_some(ttl);
-            }
-            CDC_EVENTS_DUPLICATE => self.cdc_events_duplicate = parse_bool(key, value)?,
-            "execution.checkpointing.interval" => {
-                let interval = parse_duration(key, value)?;
-                self.checkpoints.interval = (!interval.is_zero()).then_some(interval);
-            }
-            "execution.checkpointing.mode" => {
-                self.checkpoints.mode = match value.trim().to_ascii_uppercase().as_str() {
-                    "EXACTLY_ONCE" => CheckpointingMode::ExactlyOnce,
-                    "AT_LEAST_ONCE" => CheckpointingMode::AtLeastOnce,
-                    _ => {
-                        return Err(EddyError::Config(format!(
-                            "'{key}' = '{value}': expected EXACTLY_ONCE or AT_LEAST_ONCE"
-                        )));
-                    }
-                }
-            }
-            "execution.checkpointing.timeout" => {
-                self.checkpoints.timeout = parse_duration(key, value)?
-            }
-            "execution.checkpointing.min-pause" => {
-                self.checkpoints.min_pause = parse_duration(key, value)?
-            }
-            "execution.checkpointing.tolerable-failed-checkpoints" => {
-                self.checkpoints.tolerable_failures = parse_count(key, value)? as u32
-            }
-            "execution.checkpointing.num-retained" => {
-                self.checkpoints.retained = parse_positive(key, value)?
-            }
-            "execution.checkpointing.unaligned" => {
-                self.checkpoints.unaligned = parse_bool(key, value)?
-            }
-            "execution.checkpointing.incremental" | "state.backend.incremental" => {
-                self.checkpoints.incremental = parse_bool(key, value)?
-            }
-            "execution.checkpointing.dir" | "state.checkpoints.dir" => {
-                self.checkpoints.directory = Some(value.trim().to_string())
-            }
-            _ if self.restart.set(key, value)? => {}
-            _ => {
-                return Err(EddyError::Config(format!(
-                    "unknown option '{key}'; valid options are: {}",
-                    KNOWN_KEYS
-                        .iter()
-                        .chain(restart::KEYS)
-                        .copied()
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )));
-            }
-        }
+        let Some(option) = job_option(key) else {
+            let keys: Vec<&str> = JOB_OPTIONS.iter().map(|option| option.key).collect();
+            return Err(EddyError::Config(format!(
+                "unknown option '{key}'; valid options are: {}",
+                keys.join(", ")
+            )));
+        };
+        (option.apply)(self, key, value)?;
         self.raw.insert(key.to_string(), value.to_string());
         Ok(())
     }
@@ -198,32 +138,6 @@ impl JobConfig {
     /// The options as they were set, for display.
     pub fn entries(&self) -> impl Iterator<Item = (&str, &str)> {
         self.raw.iter().map(|(k, v)| (k.as_str(), v.as_str()))
-    }
-}
-
-fn parse_count(key: &str, value: &str) -> Result<usize> {
-    value
-        .trim()
-        .parse::<usize>()
-        .map_err(|_| EddyError::Config(format!("'{key}' = '{value}': expected a whole number")))
-}
-
-fn parse_bool(key: &str, value: &str) -> Result<bool> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        _ => Err(EddyError::Config(format!(
-            "'{key}' = '{value}': expected true or false"
-        ))),
-    }
-}
-
-fn parse_positive(key: &str, value: &str) -> Result<usize> {
-    match value.trim().parse::<usize>() {
-        Ok(v) if v > 0 => Ok(v),
-        _ => Err(EddyError::Config(format!(
-            "'{key}' = '{value}': expected a whole number greater than 0"
-        ))),
     }
 }
 

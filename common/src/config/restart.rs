@@ -17,22 +17,6 @@ use crate::{EddyError, Result};
 /// `restart-strategy.type`.
 pub const TYPE: &str = "restart-strategy.type";
 
-/// Every restart option, as Flink names them.
-pub const KEYS: &[&str] = &[
-    TYPE,
-    "restart-strategy.fixed-delay.attempts",
-    "restart-strategy.fixed-delay.delay",
-    "restart-strategy.failure-rate.max-failures-per-interval",
-    "restart-strategy.failure-rate.failure-rate-interval",
-    "restart-strategy.failure-rate.delay",
-    "restart-strategy.exponential-delay.initial-backoff",
-    "restart-strategy.exponential-delay.max-backoff",
-    "restart-strategy.exponential-delay.backoff-multiplier",
-    "restart-strategy.exponential-delay.reset-backoff-threshold",
-    "restart-strategy.exponential-delay.jitter-factor",
-    "restart-strategy.exponential-delay.attempts-before-reset-backoff",
-];
-
 /// `restart-strategy.type = fixed-delay`: a number of restarts, a fixed delay apart.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FixedDelay {
@@ -89,7 +73,7 @@ pub enum RestartStrategy {
 
 /// Which strategy `restart-strategy.type` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(super) enum Kind {
     None,
     FixedDelay,
     FailureRate,
@@ -99,76 +83,43 @@ enum Kind {
 /// The restart options as set; [`RestartOptions::strategy`] picks the strategy in force.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RestartOptions {
-    kind: Option<Kind>,
-    fixed_delay: FixedDelay,
-    failure_rate: FailureRate,
-    exponential_delay: ExponentialDelay,
+    pub(super) kind: Option<Kind>,
+    pub(super) fixed_delay: FixedDelay,
+    pub(super) failure_rate: FailureRate,
+    pub(super) exponential_delay: ExponentialDelay,
 }
 
 impl Default for RestartOptions {
+    /// The declared defaults ([`super::options::JOB_OPTIONS`]).
     fn default() -> Self {
-        RestartOptions {
-            kind: None,
-            fixed_delay: FixedDelay {
-                attempts: 1,
-                delay: Duration::from_secs(1),
-            },
-            failure_rate: FailureRate {
-                max_failures: 1,
-                interval: Duration::from_secs(60),
-                delay: Duration::from_secs(1),
-            },
-            exponential_delay: ExponentialDelay {
-                initial_backoff: Duration::from_secs(1),
-                max_backoff: Duration::from_secs(60),
-                multiplier: 1.5,
-                reset_threshold: Duration::from_secs(3600),
-                jitter: 0.1,
-                attempts: u32::MAX,
-            },
-        }
+        super::JobConfig::default().restart
     }
 }
 
 impl RestartOptions {
-    /// Applies `key` = `value` if `key` is a restart option; `Ok(false)` if it is not.
-    pub fn set(&mut self, key: &str, value: &str) -> Result<bool> {
-        let fixed = &mut self.fixed_delay;
-        let rate = &mut self.failure_rate;
-        let exponential = &mut self.exponential_delay;
-        match key.strip_prefix("restart-strategy.") {
-            Some("type") => self.kind = Some(parse_kind(key, value)?),
-            Some("fixed-delay.attempts") => fixed.attempts = parse_count(key, value, 0)?,
-            Some("fixed-delay.delay") => fixed.delay = parse_duration(key, value)?,
-            Some("failure-rate.max-failures-per-interval") => {
-                rate.max_failures = parse_count(key, value, 1)?
-            }
-            Some("failure-rate.failure-rate-interval") => {
-                rate.interval = parse_positive_duration(key, value)?
-            }
-            Some("failure-rate.delay") => rate.delay = parse_duration(key, value)?,
-            Some("exponential-delay.initial-backoff") => {
-                exponential.initial_backoff = parse_positive_duration(key, value)?
-            }
-            Some("exponential-delay.max-backoff") => {
-                exponential.max_backoff = parse_positive_duration(key, value)?
-            }
-            Some("exponential-delay.backoff-multiplier") => {
-                exponential.multiplier = parse_number(key, value, |m| m > 1.0, "greater than 1")?
-            }
-            Some("exponential-delay.reset-backoff-threshold") => {
-                exponential.reset_threshold = parse_positive_duration(key, value)?
-            }
-            Some("exponential-delay.jitter-factor") => {
-                let in_range = |j: f64| (0.0..=1.0).contains(&j);
-                exponential.jitter = parse_number(key, value, in_range, "from 0 to 1")?
-            }
-            Some("exponential-delay.attempts-before-reset-backoff") => {
-                exponential.attempts = parse_count(key, value, 1)?
-            }
-            _ => return Ok(false),
+    /// Every field before the declared defaults are applied.
+    pub(super) fn unset() -> Self {
+        let zero = Duration::ZERO;
+        RestartOptions {
+            kind: None,
+            fixed_delay: FixedDelay {
+                attempts: 0,
+                delay: zero,
+            },
+            failure_rate: FailureRate {
+                max_failures: 0,
+                interval: zero,
+                delay: zero,
+            },
+            exponential_delay: ExponentialDelay {
+                initial_backoff: zero,
+                max_backoff: zero,
+                multiplier: 0.0,
+                reset_threshold: zero,
+                jitter: 0.0,
+                attempts: 0,
+            },
         }
-        Ok(true)
     }
 
     /// Checks the options fit together.
@@ -408,7 +359,7 @@ pub fn jitter_draw() -> f64 {
     (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
-fn parse_kind(key: &str, value: &str) -> Result<Kind> {
+pub(super) fn parse_kind(key: &str, value: &str) -> Result<Kind> {
     match value.trim().to_ascii_lowercase().as_str() {
         "none" | "off" | "disable" => Ok(Kind::None),
         "fixed-delay" | "fixeddelay" => Ok(Kind::FixedDelay),
@@ -420,7 +371,7 @@ fn parse_kind(key: &str, value: &str) -> Result<Kind> {
     }
 }
 
-fn parse_count(key: &str, value: &str, least: u32) -> Result<u32> {
+pub(super) fn parse_restarts(key: &str, value: &str, least: u32) -> Result<u32> {
     match value.trim().parse::<u32>() {
         Ok(n) if n >= least => Ok(n),
         _ => Err(EddyError::Config(format!(
@@ -429,7 +380,7 @@ fn parse_count(key: &str, value: &str, least: u32) -> Result<u32> {
     }
 }
 
-fn parse_positive_duration(key: &str, value: &str) -> Result<Duration> {
+pub(super) fn parse_positive_duration(key: &str, value: &str) -> Result<Duration> {
     match parse_duration(key, value)? {
         d if d >= Duration::from_millis(1) => Ok(d),
         _ => Err(EddyError::Config(format!(
@@ -438,7 +389,12 @@ fn parse_positive_duration(key: &str, value: &str) -> Result<Duration> {
     }
 }
 
-fn parse_number(key: &str, value: &str, valid: impl Fn(f64) -> bool, what: &str) -> Result<f64> {
+pub(super) fn parse_number(
+    key: &str,
+    value: &str,
+    valid: impl Fn(f64) -> bool,
+    what: &str,
+) -> Result<f64> {
     match value.trim().parse::<f64>() {
         Ok(n) if valid(n) => Ok(n),
         _ => Err(EddyError::Config(format!(
@@ -450,6 +406,23 @@ fn parse_number(key: &str, value: &str, valid: impl Fn(f64) -> bool, what: &str)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl RestartOptions {
+        /// Applies `key` = `value` if `key` is a restart option; `Ok(false)` if it is not.
+        fn set(&mut self, key: &str, value: &str) -> Result<bool> {
+            let option = super::super::options::job_option(key);
+            let Some(option) = option.filter(|_| key.starts_with("restart-strategy.")) else {
+                return Ok(false);
+            };
+            let mut config = super::super::JobConfig {
+                restart: self.clone(),
+                ..Default::default()
+            };
+            (option.apply)(&mut config, key, value)?;
+            *self = config.restart;
+            Ok(true)
+        }
+    }
 
     fn options(pairs: &[(&str, &str)]) -> RestartOptions {
         let mut options = RestartOptions::default();
