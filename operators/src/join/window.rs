@@ -22,38 +22,12 @@ use eddy_common::state::{OperatorState, SnapshotRequest};
 use eddy_common::{EddyError, Result};
 use hashbrown::HashMap;
 
+use super::JoinKind;
 use crate::partition::{KeyScope, key_groups};
 use crate::{Operator, evaluate, open_versioned_snapshot, row_codec, versioned_snapshot};
 
 /// The window join's snapshot format.
 pub(crate) const SNAPSHOT_VERSION: u64 = 1;
-
-/// Which rows a join emits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JoinKind {
-    /// Pairs that satisfy the condition.
-    Inner,
-    /// Pairs, and left rows that joined nothing padded with NULLs.
-    Left,
-    /// Pairs, and right rows that joined nothing padded with NULLs.
-    Right,
-    /// Pairs, and rows of either side that joined nothing padded with NULLs.
-    Full,
-    /// The left rows that join at least one right row (`IN`, `EXISTS`), once each.
-    LeftSemi,
-    /// The left rows that join no right row (`NOT EXISTS`).
-    LeftAnti,
-}
-
-impl JoinKind {
-    /// Whether unmatched rows of input `input` are emitted padded.
-    fn pads(self, input: usize) -> bool {
-        matches!(
-            (self, input),
-            (JoinKind::Left | JoinKind::Full, 0) | (JoinKind::Right | JoinKind::Full, 1)
-        )
-    }
-}
 
 /// What a window join is, as planned.
 #[derive(Debug, Clone)]

@@ -11,7 +11,7 @@ use datafusion_expr::binary::comparison_coercion;
 use datafusion_expr::{Expr, ExprSchemable, JoinType};
 use eddy_common::{EddyError, Result};
 use eddy_operators::OrEddy;
-use eddy_operators::join::{Filtering, IntervalBounds, JoinKind, JoinSpec, WindowJoinSpec};
+use eddy_operators::join::{IntervalBounds, JoinKind, JoinSpec, Retention, WindowJoinSpec};
 
 use super::{
     Changelog, OperatorKind, OperatorSpec, Partitioning, Planner, Stream, VertexOutput, WindowKind,
@@ -61,80 +61,38 @@ impl Planner {
             ));
         }
         let keys = self.join_keys(join, &left, &right)?;
-        if let Some(windows) = window_join_of(join, &left, &right) {
-            return self.plan_window_join(join, &left, &right, keys, windows);
+        let kind = join_kind(join.join_type)?;
+        match window_join_of(join, &left, &right) {
+            Some(windows) => self.plan_window_join(join, &left, &right, keys, windows, kind),
+            None => self.plan_regular_join(join, &left, &right, keys, kind),
         }
-        let (outer, filtering) = match join.join_type {
-            JoinType::Inner => ([false, false], None),
-            JoinType::Left => ([true, false], None),
-            JoinType::Right => ([false, true], None),
-            JoinType::Full => ([true, true], None),
-            JoinType::LeftSemi => ([true, false], Some(Filtering::Semi)),
-            JoinType::LeftAnti => ([true, false], Some(Filtering::Anti)),
-            JoinType::LeftMark | JoinType::RightMark => {
-                return Err(unsupported(
-                    "a subquery under OR or NOT in WHERE (IN (SELECT ...) and [NOT] EXISTS are \
-                     supported as conjuncts of WHERE)",
-                ));
-            }
-            other => {
-                return Err(unsupported(format!(
-                    "{other} joins (inner, outer, semi and anti equi-joins are supported)"
-                )));
-            }
-        };
-        let target = self.exchange_to_join(&left, &right, &keys, join);
-        // A joined row is taken back by a retraction of a row that made it, so an updating
-        // input makes a retract stream (an upsert key would not identify joined rows); so
-        // does an outer join, whose padded rows leave when a partner arrives.
-        // A semi join takes a row back only when the last partner of its row leaves; an
-        // outer interval join pads a row only when it expires unmatched.
-        let append_only = [&left, &right]
-            .iter()
-            .all(|s| s.changelog == Changelog::AppendOnly);
-        let interval = match filtering {
-            None => self.interval_of(join, &left, &right),
+    }
+
+    /// A regular join (its rows held until retracted, or for the state TTL), or an interval
+    /// join (its rows expire with the watermark).
+    fn plan_regular_join(
+        &mut self,
+        join: &datafusion_expr::Join,
+        left: &Stream,
+        right: &Stream,
+        keys: JoinKeys,
+        kind: JoinKind,
+    ) -> Result<Stream> {
+        let target = self.exchange_to_join(left, right, &keys, join);
+        let interval = match kind.filtering() {
+            None => self.interval_of(join, left, right),
             Some(_) => None,
         };
-        let changelog = match (append_only, outer, filtering, interval) {
-            (true, [false, false], None, _)
-            | (true, _, Some(Filtering::Semi), _)
-            | (true, _, None, Some(_)) => Changelog::AppendOnly,
-            _ => Changelog::Retract,
-        };
-        let on = on_display(join);
-        let kind = join.join_type.to_string().to_ascii_lowercase();
         // An interval join's rows expire with the watermark; a regular join's with the TTL.
-        let state_ttl = match interval {
-            None => [
+        let retention = match interval {
+            None => Retention::StateTtl([
                 self.state_ttl_of(&join.left),
                 self.state_ttl_of(&join.right),
-            ],
-            Some(_) => [None, None],
+            ]),
+            Some(bounds) => Retention::Interval(bounds),
         };
-        let ttl = match state_ttl {
-            [None, None] => String::new(),
-            [left, right] if left == right => ttl_display(left),
-            [left, right] => format!(
-                ", state TTL left {} ms, right {} ms",
-                left.map_or("∞".to_string(), |t| t.to_string()),
-                right.map_or("∞".to_string(), |t| t.to_string())
-            ),
-        };
-        let description = match (&join.filter, interval) {
-            (Some(filter), Some(b)) => format!(
-                "IntervalJoin({kind}, on: {on}, where: {filter}; rows expire with the watermark: \
-                 left time - right time in [{}, {}] ms{})",
-                b.lower,
-                b.upper,
-                match outer {
-                    [false, false] => "",
-                    _ => "; a row that joined nothing is emitted padded when it expires",
-                }
-            ),
-            (Some(filter), None) => format!("Join({kind}, on: {on}, where: {filter}{ttl})"),
-            (None, _) => format!("Join({kind}, on: {on}{ttl})"),
-        };
+        let changelog = regular_join_changelog(kind, left, right, interval.is_some());
+        let description = regular_join_description(join, kind, retention);
         let stream = Stream {
             // An interval join's output keeps the left input's time attribute.
             rowtime: interval.and_then(|b| left.rowtime.filter(|t| *t == b.left_time)),
@@ -159,10 +117,8 @@ impl Planner {
                     filter: self.join_filter(join)?,
                     nulls_equal: join.null_equality == NullEquality::NullEqualsNull,
                     schema: output_schema(&join.schema),
-                    interval,
-                    outer,
-                    filtering,
-                    state_ttl,
+                    kind,
+                    retention,
                 }),
             },
         );
@@ -179,16 +135,8 @@ impl Planner {
         right: &Stream,
         keys: JoinKeys,
         windows: WindowJoinBounds,
+        kind: JoinKind,
     ) -> Result<Stream> {
-        let kind = match join.join_type {
-            JoinType::Inner => JoinKind::Inner,
-            JoinType::Left => JoinKind::Left,
-            JoinType::Right => JoinKind::Right,
-            JoinType::Full => JoinKind::Full,
-            JoinType::LeftSemi => JoinKind::LeftSemi,
-            JoinType::LeftAnti => JoinKind::LeftAnti,
-            other => return Err(unsupported(format!("{other} window joins"))),
-        };
         let target = self.exchange_to_join(left, right, &keys, join);
         let left_kept = !matches!(kind, JoinKind::Right | JoinKind::Full);
         let stream = Stream {
@@ -415,4 +363,80 @@ fn window_join_of(
         left: (left_start, left_end),
         right: (right_start, right_end),
     })
+}
+
+/// The kind of join `join_type` asks for, if Eddy has it.
+fn join_kind(join_type: JoinType) -> Result<JoinKind> {
+    Ok(match join_type {
+        JoinType::Inner => JoinKind::Inner,
+        JoinType::Left => JoinKind::Left,
+        JoinType::Right => JoinKind::Right,
+        JoinType::Full => JoinKind::Full,
+        JoinType::LeftSemi => JoinKind::LeftSemi,
+        JoinType::LeftAnti => JoinKind::LeftAnti,
+        JoinType::LeftMark | JoinType::RightMark => {
+            return Err(unsupported(
+                "a subquery under OR or NOT in WHERE (IN (SELECT ...) and [NOT] EXISTS are \
+                 supported as conjuncts of WHERE)",
+            ));
+        }
+        other => {
+            return Err(unsupported(format!(
+                "{other} joins (inner, outer, semi and anti equi-joins are supported)"
+            )));
+        }
+    })
+}
+
+/// A regular or interval join's changelog. A joined row is taken back by a retraction of a
+/// row that made it, so an updating input makes a retract stream (an upsert key would not
+/// identify joined rows); so does an outer join, whose padded rows leave when a partner
+/// arrives. A semi join takes a row back only when the last partner of its row leaves; an
+/// outer interval join pads a row only when it expires unmatched.
+fn regular_join_changelog(
+    kind: JoinKind,
+    left: &Stream,
+    right: &Stream,
+    interval: bool,
+) -> Changelog {
+    let append_only = [left, right]
+        .iter()
+        .all(|s| s.changelog == Changelog::AppendOnly);
+    match (append_only, kind, interval) {
+        (true, JoinKind::Inner | JoinKind::LeftSemi, _) | (true, _, true) => Changelog::AppendOnly,
+        _ => Changelog::Retract,
+    }
+}
+
+/// How `EXPLAIN` shows a regular or interval join.
+fn regular_join_description(
+    join: &datafusion_expr::Join,
+    kind: JoinKind,
+    retention: Retention,
+) -> String {
+    let on = on_display(join);
+    let join_type = join.join_type.to_string().to_ascii_lowercase();
+    let ttl = match retention.state_ttl() {
+        [None, None] => String::new(),
+        [left, right] if left == right => ttl_display(left),
+        [left, right] => format!(
+            ", state TTL left {} ms, right {} ms",
+            left.map_or("∞".to_string(), |t| t.to_string()),
+            right.map_or("∞".to_string(), |t| t.to_string())
+        ),
+    };
+    match (&join.filter, retention.interval()) {
+        (Some(filter), Some(b)) => format!(
+            "IntervalJoin({join_type}, on: {on}, where: {filter}; rows expire with the watermark: \
+             left time - right time in [{}, {}] ms{})",
+            b.lower,
+            b.upper,
+            match kind.pads(0) || kind.pads(1) {
+                false => "",
+                true => "; a row that joined nothing is emitted padded when it expires",
+            }
+        ),
+        (Some(filter), None) => format!("Join({join_type}, on: {on}, where: {filter}{ttl})"),
+        (None, _) => format!("Join({join_type}, on: {on}{ttl})"),
+    }
 }
