@@ -21,6 +21,9 @@ pub enum JobManagerError {
     /// The request needs checkpoints the job does not take.
     #[error("the job does not checkpoint; savepoints need execution.checkpointing.interval")]
     NotCheckpointing,
+    /// A stop-with-savepoint is under way.
+    #[error("the job is stopping with a savepoint; it takes no further savepoint")]
+    Stopping,
     /// The cluster's policy refuses the job.
     #[error(transparent)]
     Refused(#[from] crate::policy::PolicyViolation),

@@ -29,7 +29,9 @@ fn status(error: JobManagerError) -> Status {
         JobManagerError::NoSuchJob(_) | JobManagerError::UnknownTaskManager(_) => {
             Status::not_found(message)
         }
-        JobManagerError::WrongState { .. } | JobManagerError::NotCheckpointing => {
+        JobManagerError::WrongState { .. }
+        | JobManagerError::NotCheckpointing
+        | JobManagerError::Stopping => {
             Status::failed_precondition(message)
         }
         JobManagerError::InvalidJob(_) | JobManagerError::BadMessage(_) => {

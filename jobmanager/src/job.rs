@@ -68,6 +68,78 @@ impl TaskRecord {
     }
 }
 
+/// Where a job is in its life, with what only that state has: bad combinations (a
+/// coordinator of a job that does not run, an adoption of a running one) cannot be written.
+pub enum Phase {
+    /// Waiting for slots.
+    Created,
+    /// Its tasks are deployed.
+    Running(Box<Run>),
+    /// Waiting to restart; a job recovered from the job store may adopt its last run
+    /// meanwhile.
+    Restarting {
+        /// The recovered run, waiting for the TaskManagers to show they still run it.
+        adoption: Option<Adoption>,
+    },
+    /// Every task finished.
+    Finished,
+    /// Cancelled, or stopped, on request.
+    Cancelled,
+    /// Failed for good.
+    Failed,
+}
+
+impl Phase {
+    /// A job just entering `state`.
+    fn entering(state: JobState) -> Phase {
+        match state {
+            JobState::Created => Phase::Created,
+            JobState::Running => Phase::Running(Box::default()),
+            JobState::Restarting => Phase::Restarting { adoption: None },
+            JobState::Finished => Phase::Finished,
+            JobState::Cancelled => Phase::Cancelled,
+            JobState::Failed => Phase::Failed,
+        }
+    }
+
+    /// Its lifecycle state.
+    pub fn state(&self) -> JobState {
+        match self {
+            Phase::Created => JobState::Created,
+            Phase::Running(_) => JobState::Running,
+            Phase::Restarting { .. } => JobState::Restarting,
+            Phase::Finished => JobState::Finished,
+            Phase::Cancelled => JobState::Cancelled,
+            Phase::Failed => JobState::Failed,
+        }
+    }
+}
+
+/// What a job's current run has while it runs.
+#[derive(Default)]
+pub struct Run {
+    /// The slots it holds: slot `k` (on that TaskManager) runs subtask `k` of every vertex.
+    pub slots: Vec<String>,
+    /// Its checkpoint coordinator, if the job checkpoints.
+    pub coordinator: Option<CheckpointCoordinator>,
+    /// Its sources were told to stop: tasks ending stopped end the job, not fail it.
+    pub draining: bool,
+}
+
+/// A savepoint of a job: asked for, or (stopping with it) taken and being kept.
+#[derive(Default)]
+pub enum Savepoint {
+    /// None is asked for.
+    #[default]
+    None,
+    /// One is asked for.
+    Asked(SavepointRequest),
+    /// A stop-with-savepoint's checkpoint completed: no later checkpoint may be taken (its
+    /// sinks would commit rows that resuming from the savepoint writes again) while it is
+    /// kept and the job stopped.
+    Stopping,
+}
+
 /// A savepoint asked for: the checkpoint that serves it once triggered, whether to stop the
 /// job after, and who waits for its path.
 pub struct SavepointRequest {
@@ -97,8 +169,10 @@ pub struct JobRecord {
     /// (secret options hold references on a cluster, but `eddy run` takes literals).
     stored_sql: String,
     stored_options: HashMap<String, String>,
-    /// Where it is in its lifecycle, and its watchers (change it with
+    /// Where it is in its lifecycle, with what that state has (change it with
     /// [`JobRecord::transition`]).
+    phase: Phase,
+    /// Its lifecycle state, for its watchers.
     state: watch::Sender<JobState>,
     /// Why it is in its state.
     pub reason: String,
@@ -115,16 +189,11 @@ pub struct JobRecord {
     pub restart: RestartTracker,
     /// When the restart strategy last reset its backoff and count (0: never).
     pub restart_reset_at_ms: i64,
-    /// The current run's tasks.
+    /// The current run's tasks (the last run's, once it ended).
     pub tasks: BTreeMap<TaskKey, TaskRecord>,
-    /// The slots the current run holds: slot `k` (on that TaskManager) runs subtask `k`
-    /// of every vertex.
-    pub slots: Vec<String>,
     /// Where the job's checkpoints go (the root as configured, and the storage), if it
     /// checkpoints.
     pub storage: Option<(String, CheckpointStorage)>,
-    /// The current run's checkpoint coordinator, if it checkpoints.
-    pub coordinator: Option<CheckpointCoordinator>,
     /// Checkpoints of earlier runs, for the history.
     pub history: Vec<pb::CheckpointInfo>,
     /// Checkpoints of earlier runs that completed and that failed.
@@ -135,20 +204,12 @@ pub struct JobRecord {
     pub restore_from: u64,
     /// A savepoint or checkpoint directory the job started from.
     pub restore_path: Option<String>,
-    /// A savepoint asked for.
-    pub savepoint: Option<SavepointRequest>,
-    /// A stop-with-savepoint's checkpoint completed: no later checkpoint may be taken
-    /// (its sinks would commit rows that resuming from the savepoint writes again).
-    pub stopping: bool,
-    /// Its sources were told to stop: tasks ending stopped end the job, not fail it.
-    pub draining: bool,
+    /// A savepoint asked for, or being kept before the job stops (it outlives a restart).
+    pub savepoint: Savepoint,
     /// Every state it entered, and when.
     pub timeline: Vec<pb::StateChange>,
     /// Its restarts and their causes.
     pub restart_history: Vec<pb::RestartInfo>,
-    /// Recovered from the job store: its last run, waiting for the TaskManagers to show
-    /// they still run it.
-    pub adoption: Option<Adoption>,
 }
 
 impl JobRecord {
@@ -175,6 +236,7 @@ impl JobRecord {
             options,
             owner: String::new(),
             graph,
+            phase: Phase::Created,
             state: watch::Sender::new(JobState::Created),
             reason: "waiting for slots".into(),
             submitted_at_ms,
@@ -184,30 +246,106 @@ impl JobRecord {
             restart: RestartTracker::new(restart_strategy),
             restart_reset_at_ms: 0,
             tasks: BTreeMap::new(),
-            slots: Vec::new(),
             storage,
-            coordinator: None,
             history: Vec::new(),
             checkpoint_counts: (0, 0),
             next_checkpoint: 1,
             restore_from: 0,
             restore_path,
-            savepoint: None,
-            stopping: false,
-            draining: false,
+            savepoint: Savepoint::None,
             timeline: vec![pb::StateChange {
                 state: JobState::Created.to_proto() as i32,
                 at_ms: submitted_at_ms,
                 reason: String::new(),
             }],
             restart_history: Vec::new(),
-            adoption: None,
         }
     }
 
     /// Its lifecycle state.
     pub fn state(&self) -> JobState {
-        *self.state.borrow()
+        self.phase.state()
+    }
+
+    /// Its current run, while it runs.
+    pub fn run(&self) -> Option<&Run> {
+        match &self.phase {
+            Phase::Running(run) => Some(run),
+            _ => None,
+        }
+    }
+
+    /// Its current run, while it runs.
+    pub fn run_mut(&mut self) -> Option<&mut Run> {
+        match &mut self.phase {
+            Phase::Running(run) => Some(run),
+            _ => None,
+        }
+    }
+
+    /// The checkpoint coordinator of its current run, while it runs and checkpoints.
+    pub fn coordinator_mut(&mut self) -> Option<&mut CheckpointCoordinator> {
+        self.run_mut()?.coordinator.as_mut()
+    }
+
+    /// The checkpoint coordinator of its current run, while it runs and checkpoints, with
+    /// the savepoint asked of it.
+    pub fn checkpointing_mut(&mut self) -> Option<(&mut CheckpointCoordinator, &mut Savepoint)> {
+        match &mut self.phase {
+            Phase::Running(run) => Some((run.coordinator.as_mut()?, &mut self.savepoint)),
+            _ => None,
+        }
+    }
+
+    /// The run it waits to adopt, while restarting after a JobManager change.
+    pub fn adoption_mut(&mut self) -> Option<&mut Adoption> {
+        match &mut self.phase {
+            Phase::Restarting { adoption } => adoption.as_mut(),
+            _ => None,
+        }
+    }
+
+    /// Gives up waiting to adopt a run; the run waited for, if any.
+    pub fn take_adoption(&mut self) -> Option<Adoption> {
+        match &mut self.phase {
+            Phase::Restarting { adoption } => adoption.take(),
+            _ => None,
+        }
+    }
+
+    /// Waits to adopt `adoption` (a restarting job's recovered run); false, and nothing
+    /// kept, in any other state.
+    pub fn await_adoption(&mut self, adoption: Adoption) -> bool {
+        match &mut self.phase {
+            Phase::Restarting { adoption: waiting } => {
+                *waiting = Some(adoption);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Ends its current run's checkpointing (before the run ends): the coordinator's
+    /// history and counts join the job's, and the checkpoint ids go on from its next one.
+    /// Returns the slots the run held, to release.
+    pub fn close_run(&mut self) -> Vec<String> {
+        let Some(run) = self.run_mut() else {
+            return Vec::new();
+        };
+        let slots = std::mem::take(&mut run.slots);
+        if let Some(coordinator) = run.coordinator.take() {
+            self.next_checkpoint = coordinator.next_id();
+            self.history.extend(coordinator.history());
+            let overflow = self
+                .history
+                .len()
+                .saturating_sub(crate::coordinator::HISTORY);
+            self.history.drain(..overflow);
+            let (completed, failed) = coordinator.counts();
+            self.checkpoint_counts.0 += completed;
+            self.checkpoint_counts.1 += failed;
+        }
+        slots
     }
 
     /// Moves the job on `transition`; false (and no change) if its state does not allow
@@ -219,6 +357,7 @@ impl JobRecord {
                 tracing::debug!(job = %job_id, %from, to = %next, ?transition, "job state");
                 self.state.send_replace(next);
                 if next != from {
+                    self.phase = Phase::entering(next);
                     self.timeline.push(pb::StateChange {
                         state: next.to_proto() as i32,
                         at_ms: eddy_common::event::wall_clock(),
@@ -238,6 +377,19 @@ impl JobRecord {
     /// Follows its state.
     pub fn watch(&self) -> watch::Receiver<JobState> {
         self.state.subscribe()
+    }
+
+    /// Whether `execution` is its current run.
+    pub fn is_run(&self, execution: &ExecutionId) -> bool {
+        self.attempt == execution.attempt
+    }
+
+    /// The run it waits to adopt, while restarting after a JobManager change.
+    pub fn adoption(&self) -> Option<&Adoption> {
+        match &self.phase {
+            Phase::Restarting { adoption } => adoption.as_ref(),
+            _ => None,
+        }
     }
 
     /// The id of its current run.
@@ -321,7 +473,7 @@ impl JobRecord {
     /// Its checkpoints, earlier runs' first.
     fn history_all(&self) -> Vec<pb::CheckpointInfo> {
         let mut all = self.history.clone();
-        if let Some(c) = &self.coordinator {
+        if let Some(c) = self.run().and_then(|run| run.coordinator.as_ref()) {
             all.extend(c.history());
         }
         all
@@ -400,7 +552,7 @@ impl JobRecord {
             .map(|vertex| self.vertex_info(vertex))
             .collect();
         let (mut completed, mut failed) = self.checkpoint_counts;
-        if let Some(c) = &self.coordinator {
+        if let Some(c) = self.run().and_then(|run| run.coordinator.as_ref()) {
             completed += c.counts().0;
             failed += c.counts().1;
         }

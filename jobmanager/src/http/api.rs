@@ -43,6 +43,7 @@ impl From<JobManagerError> for ApiError {
             }
             JobManagerError::WrongState { .. }
             | JobManagerError::NotCheckpointing
+            | JobManagerError::Stopping
             | JobManagerError::SavepointAborted => StatusCode::CONFLICT,
             JobManagerError::InvalidJob(_) | JobManagerError::BadMessage(_) => {
                 StatusCode::BAD_REQUEST

@@ -16,20 +16,16 @@ use super::tasks::reported_task;
 use super::{JobManager, State};
 use crate::adoption::{Adoption, HeldTask};
 use crate::job::{JobRecord, TaskRecord};
-use crate::lifecycle::{JobState, Transition};
+use crate::lifecycle::Transition;
+use crate::resources::ResourceManager;
 
 impl JobManager {
-    /// Makes a recovered job's last run adoptable: claims the job's commit log, if it
+    /// What adopting a recovered job's last run needs: claims the job's commit log, if it
     /// checkpoints (no earlier JobManager can commit to it any more), and keeps what the
-    /// log names. Returns how long
-    /// the TaskManagers have to show the run before the job restarts instead (see
-    /// [`JobManager::adoption_window`]); `None` when the log cannot be read now (the
-    /// restart tries again).
-    pub(super) async fn await_adoption(
-        &self,
-        job_id: &str,
-        record: &mut JobRecord,
-    ) -> Option<Duration> {
+    /// log names; `None` when the log cannot be read now (the restart tries again). The
+    /// TaskManagers then have [`JobManager::adoption_window`] to show the run before the
+    /// job restarts instead.
+    pub(super) async fn adoption_of(&self, job_id: &str, record: &JobRecord) -> Option<Adoption> {
         let adoption = match record.storage.as_ref() {
             // A job without checkpoints has no log to claim and nothing to restart from:
             // its run is adopted, or the job fails.
@@ -44,16 +40,14 @@ impl JobManager {
                 }
             }
         };
-        record.adoption = Some(adoption);
-        record.reason = "waiting for its TaskManagers to show its running tasks".into();
-        Some(self.adoption_window())
+        Some(adoption)
     }
 
     /// How long a recovered job waits for its TaskManagers: as long as a TaskManager may
     /// take to find this JobManager (a call to the one before timing out, then its next
     /// heartbeat) and to be missed (the heartbeat timeout). Only a run that cannot be
     /// adopted waits it whole.
-    fn adoption_window(&self) -> Duration {
+    pub(super) fn adoption_window(&self) -> Duration {
         self.config.heartbeat_timeout
             + eddy_proto::JOBMANAGER_CALL_TIMEOUT
             + self.config.heartbeat_interval
@@ -77,8 +71,8 @@ impl JobManager {
             let adoption = state
                 .jobs
                 .get_mut(&execution.job)
-                .filter(|job| job.attempt == execution.attempt)
-                .and_then(|job| job.adoption.as_mut());
+                .filter(|job| job.is_run(&execution))
+                .and_then(JobRecord::adoption_mut);
             let Some(adoption) = adoption else {
                 stale.insert(execution);
                 continue;
@@ -114,19 +108,20 @@ impl JobManager {
         let Some(job) = state.jobs.get_mut(job_id) else {
             return Vec::new();
         };
-        let Some(slots) = job.adoption.as_ref().and_then(|a| a.slots(&job.graph)) else {
+        let Some(slots) = job.adoption().and_then(|a| a.slots(&job.graph)) else {
             return Vec::new();
         };
-        if job.state() != JobState::Restarting {
-            return Vec::new();
-        }
         if !state.resources.claim(&slots) {
             tracing::warn!(job = %job_id, "cannot adopt the run: its slots are taken; it restarts when the wait is over");
             return Vec::new();
         }
-        let adoption = job.adoption.take().expect("checked above");
+        let Some(adoption) = job.take_adoption() else {
+            return Vec::new();
+        };
         job.transition(job_id, Transition::Adopted);
-        job.slots = slots;
+        if let Some(run) = job.run_mut() {
+            run.slots = slots;
+        }
         job.tasks = adoption
             .held()
             .iter()
@@ -139,7 +134,7 @@ impl JobManager {
         job.next_checkpoint = adoption.next_checkpoint();
         start_coordinator(job);
         if job.sources_ended()
-            && let Some(coordinator) = job.coordinator.as_mut()
+            && let Some(coordinator) = job.coordinator_mut()
         {
             coordinator.request_now();
         }
@@ -165,23 +160,23 @@ impl JobManager {
     }
 }
 
-/// Gives up a job's waiting adoption (it restarts, or was cancelled): the tasks held of
-/// its run are cancelled.
-pub(super) fn abandon_adoption(state: &mut State, job_id: &str) -> Vec<Action> {
-    let Some(job) = state.jobs.get_mut(job_id) else {
+/// Gives up a job's waiting adoption of run `execution` (it restarts, or was cancelled):
+/// the tasks held of the run are cancelled.
+pub(super) fn abandon_adoption(
+    adoption: Option<Adoption>,
+    execution: &ExecutionId,
+    resources: &ResourceManager,
+) -> Vec<Action> {
+    let Some(adoption) = adoption else {
         return Vec::new();
     };
-    let Some(adoption) = job.adoption.take() else {
-        return Vec::new();
-    };
-    let execution = ExecutionId::new(job_id, job.attempt);
     if !adoption.held().is_empty() {
         tracing::info!(job = %execution, held = adoption.held().len(), "the run was not adopted; cancelling its tasks");
     }
     adoption
         .taskmanagers()
         .into_iter()
-        .filter_map(|tm| state.resources.get(&tm))
+        .filter_map(|tm| resources.get(&tm))
         .map(|tm| Action::Stop(tm.gateway.clone(), execution.clone(), StopRequest::Cancel))
         .collect()
 }
@@ -194,7 +189,7 @@ pub(super) fn adoption_report(
     reported: pb::TaskState,
     input_ended: bool,
 ) -> bool {
-    let Some(adoption) = job.adoption.as_mut() else {
+    let Some(adoption) = job.adoption_mut() else {
         return false;
     };
     match reported {
@@ -210,7 +205,7 @@ pub(super) fn adoption_report(
 /// The jobs waiting to adopt a run: forget what `taskmanager` (gone) held.
 pub(super) fn forget_held_on(state: &mut State, taskmanager: &str) {
     for job in state.jobs.values_mut() {
-        if let Some(adoption) = job.adoption.as_mut() {
+        if let Some(adoption) = job.adoption_mut() {
             adoption.forget_taskmanager(taskmanager);
         }
     }

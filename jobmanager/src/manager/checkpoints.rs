@@ -19,7 +19,7 @@ use super::actions::Action;
 use super::tasks::reported_task;
 use crate::coordinator::{AckOutcome, Acknowledgement};
 use crate::error::JobManagerError;
-use crate::job::{JobRecord, SavepointRequest};
+use crate::job::{JobRecord, Savepoint, SavepointRequest};
 use crate::lifecycle::JobState;
 
 /// A task's acknowledgement as the coordinator takes it.
@@ -60,19 +60,17 @@ impl JobManager {
         let (outcome, actions) = {
             let mut state = self.lock();
             let job = state.job_mut(&execution.job)?;
-            if job.attempt != execution.attempt || job.state() != JobState::Running {
+            if !job.is_run(&execution) {
                 return Ok(());
             }
-            let Some(coordinator) = job.coordinator.as_mut() else {
+            let Some(coordinator) = job.coordinator_mut() else {
                 return Ok(());
             };
             let outcome = coordinator.acknowledge(key, acknowledgement(ack, key));
             let mut actions = Vec::new();
-            if let AckOutcome::Complete(metadata) = &outcome {
-                let (_, storage) = job
-                    .storage
-                    .clone()
-                    .expect("a checkpointing job has storage");
+            if let AckOutcome::Complete(metadata) = &outcome
+                && let Some((_, storage)) = job.storage.clone()
+            {
                 actions.push(Action::Commit {
                     execution: execution.clone(),
                     storage,
@@ -96,10 +94,10 @@ impl JobManager {
         let Some(job) = state.jobs.get_mut(&execution.job) else {
             return;
         };
-        if job.attempt != execution.attempt || job.state() != JobState::Running {
+        if !job.is_run(execution) {
             return;
         }
-        if let Some(coordinator) = job.coordinator.as_mut() {
+        if let Some(coordinator) = job.coordinator_mut() {
             coordinator.trigger_failed(checkpoint, reason);
         }
     }
@@ -156,8 +154,7 @@ impl JobManager {
                 return;
             }
             let info = job
-                .coordinator
-                .as_mut()
+                .coordinator_mut()
                 .and_then(|c| c.committed(checkpoint))
                 .unwrap_or_default();
             tracing::info!(
@@ -188,9 +185,8 @@ impl JobManager {
         let must_fail = {
             let mut state = self.lock();
             match state.jobs.get_mut(&execution.job) {
-                Some(job) if job.attempt == execution.attempt => job
-                    .coordinator
-                    .as_mut()
+                Some(job) if job.is_run(execution) => job
+                    .coordinator_mut()
                     .is_some_and(|c| c.commit_failed(checkpoint, &reason)),
                 _ => false,
             }
@@ -212,7 +208,7 @@ impl JobManager {
             let mut guard = self.lock();
             let state = &mut *guard;
             for (job_id, job) in state.jobs.iter_mut() {
-                if job.state() != JobState::Running || job.coordinator.is_none() {
+                if job.coordinator_mut().is_none() {
                     continue;
                 }
                 match due_barrier(job, now) {
@@ -246,17 +242,24 @@ impl JobManager {
     ) -> Result<Duration, JobManagerError> {
         let mut state = self.lock();
         let job = state.running_job_mut(job_id)?;
-        let Some(coordinator) = job.coordinator.as_mut() else {
+        let Some(coordinator) = job.coordinator_mut() else {
             return Err(JobManagerError::NotCheckpointing);
         };
         coordinator.request_now();
-        let request = job.savepoint.get_or_insert_with(|| SavepointRequest {
-            checkpoint: None,
-            stop,
-            replies: Vec::new(),
-        });
-        request.stop |= stop;
-        request.replies.push(reply);
+        match &mut job.savepoint {
+            Savepoint::Asked(request) => {
+                request.stop |= stop;
+                request.replies.push(reply);
+            }
+            Savepoint::Stopping => return Err(JobManagerError::Stopping),
+            Savepoint::None => {
+                job.savepoint = Savepoint::Asked(SavepointRequest {
+                    checkpoint: None,
+                    stop,
+                    replies: vec![reply],
+                });
+            }
+        }
         Ok(job
             .graph
             .config
@@ -298,8 +301,10 @@ impl JobManager {
             Ok(path) => tracing::info!(job = %job_id, %path, "savepoint complete"),
             Err(error) => {
                 tracing::warn!(job = %job_id, %error, "savepoint failed");
-                if let Some(job) = self.lock().jobs.get_mut(&job_id) {
-                    job.stopping = false;
+                if let Some(job) = self.lock().jobs.get_mut(&job_id)
+                    && matches!(job.savepoint, Savepoint::Stopping)
+                {
+                    job.savepoint = Savepoint::None;
                 }
             }
         }
@@ -327,16 +332,18 @@ enum Due {
 
 /// Whether a checkpoint of `job` is due (for its savepoint too), or its checkpoints failed.
 fn due_barrier(job: &mut JobRecord, now: Instant) -> Due {
-    let Some(coordinator) = job.coordinator.as_mut() else {
+    let Some((coordinator, savepoint)) = job.checkpointing_mut() else {
         return Due::Nothing;
     };
     if coordinator.check_timeout(now) {
         return Due::TimedOut;
     }
-    if job.stopping {
-        return Due::Nothing;
-    }
-    if let Some(savepoint) = job.savepoint.as_mut()
+    let mut savepoint = match savepoint {
+        Savepoint::Stopping => return Due::Nothing,
+        Savepoint::Asked(request) => Some(request),
+        Savepoint::None => None,
+    };
+    if let Some(savepoint) = savepoint.as_deref_mut()
         && savepoint.checkpoint.is_some()
         && coordinator.idle()
     {
@@ -348,7 +355,7 @@ fn due_barrier(job: &mut JobRecord, now: Instant) -> Due {
     let Some(barrier) = coordinator.due(now) else {
         return Due::Nothing;
     };
-    if let Some(savepoint) = job.savepoint.as_mut()
+    if let Some(savepoint) = savepoint
         && savepoint.checkpoint.is_none()
     {
         savepoint.checkpoint = Some(barrier.checkpoint);
@@ -366,14 +373,14 @@ fn with_savepoint(
     metadata: &CheckpointMetadata,
     mut notify: Vec<Action>,
 ) -> Vec<Action> {
-    let serves = job
-        .savepoint
-        .as_ref()
-        .is_some_and(|s| s.checkpoint == Some(metadata.checkpoint));
+    let serves = matches!(&job.savepoint,
+        Savepoint::Asked(request) if request.checkpoint == Some(metadata.checkpoint));
     let (true, Some((_, storage))) = (serves, job.storage.as_ref()) else {
         return notify;
     };
-    let savepoint = job.savepoint.take().expect("a savepoint waits");
+    let Savepoint::Asked(savepoint) = std::mem::take(&mut job.savepoint) else {
+        return notify;
+    };
     let stop = savepoint.stop;
     let keep = Action::Savepoint(
         job_id.to_string(),
@@ -383,7 +390,7 @@ fn with_savepoint(
     );
     notify.push(keep);
     if stop {
-        job.stopping = true;
+        job.savepoint = Savepoint::Stopping;
         vec![Action::InOrder(notify)]
     } else {
         notify

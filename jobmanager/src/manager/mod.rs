@@ -77,19 +77,6 @@ impl State {
             }),
         }
     }
-
-    /// The job of run `execution`, moved on `transition`, if that run is still its current
-    /// one and its state allows the transition: otherwise the event is stale.
-    fn transition_run(
-        &mut self,
-        execution: &ExecutionId,
-        transition: Transition,
-    ) -> Option<&mut JobRecord> {
-        let job = self.jobs.get_mut(&execution.job)?;
-        let current =
-            job.attempt == execution.attempt && job.transition(&execution.job, transition);
-        current.then_some(job)
-    }
 }
 
 /// The JobManager's state, shared by its services.
@@ -320,12 +307,17 @@ impl JobManager {
             record.reason = "resuming after a JobManager restart".into();
             // A run that was running may still run whole: the TaskManagers get a while to
             // show it before the job restarts from its checkpoint (or, keeping none, fails).
-            let wait = match stored.state {
-                JobState::Running => self.await_adoption(&job_id, &mut record).await,
+            let adoption = match stored.state {
+                JobState::Running => self.adoption_of(&job_id, &record).await,
                 _ => None,
             };
-            let actions = if checkpointing || wait.is_some() {
+            let actions = if checkpointing || adoption.is_some() {
                 record.transition(&job_id, Transition::Failed { restart: true });
+                let wait = adoption.map(|adoption| {
+                    record.await_adoption(adoption);
+                    record.reason = "waiting for its TaskManagers to show its running tasks".into();
+                    self.adoption_window()
+                });
                 vec![Action::Restart(
                     ExecutionId::new(&job_id, record.attempt),
                     wait.unwrap_or_default(),
@@ -350,17 +342,23 @@ impl JobManager {
     /// checkpoint covers.
     pub fn cancel(self: &Arc<Self>, job_id: &str) -> Result<(), JobManagerError> {
         let actions = {
-            let mut state = self.lock();
-            let job = state.job(job_id)?;
+            let mut guard = self.lock();
+            let State {
+                resources, jobs, ..
+            } = &mut *guard;
+            let job = jobs
+                .get_mut(job_id)
+                .ok_or_else(|| JobManagerError::NoSuchJob(job_id.into()))?;
             if !job.state().allows(Transition::CancelRequested) {
                 return Err(JobManagerError::WrongState {
                     job: job_id.into(),
                     state: job.state(),
                 });
             }
-            let mut actions = runs::end_run(&mut state, job_id, Some(StopRequest::Cancel));
-            actions.extend(adoptions::abandon_adoption(&mut state, job_id));
-            let job = state.jobs.get_mut(job_id).expect("job exists");
+            let mut actions = runs::end_run(job, job_id, resources, Some(StopRequest::Cancel));
+            let execution = job.execution(job_id);
+            let adoption = job.take_adoption();
+            actions.extend(adoptions::abandon_adoption(adoption, &execution, resources));
             job.transition(job_id, Transition::CancelRequested);
             job.reason = "cancelled on request".into();
             actions.extend(self.persisted(job_id, job));
@@ -381,7 +379,9 @@ impl JobManager {
             let mut state = self.lock();
             let state = &mut *state;
             let job = state.running_job_mut(job_id)?;
-            job.draining = true;
+            if let Some(run) = job.run_mut() {
+                run.draining = true;
+            }
             job.reason = "stopping: sources end, sinks flush".into();
             let execution = job.execution(job_id);
             job.taskmanagers()

@@ -16,6 +16,7 @@ use eddy_proto::v1 as pb;
 use super::actions::Action;
 use super::adoptions::abandon_adoption;
 use super::{JobManager, State};
+use crate::resources::ResourceManager;
 use crate::coordinator::CheckpointCoordinator;
 use crate::gateway::Deployment;
 use crate::job::{JobRecord, TaskRecord};
@@ -23,33 +24,23 @@ use crate::lifecycle::{JobState, Transition};
 
 /// Ends the current run of a job: frees its slots and, with `stop`, stops its tasks that
 /// may still run. The caller moves the job to its new state.
-pub(super) fn end_run(state: &mut State, job_id: &str, stop: Option<StopRequest>) -> Vec<Action> {
-    let Some(job) = state.jobs.get_mut(job_id) else {
-        return Vec::new();
-    };
+pub(super) fn end_run(
+    job: &mut JobRecord,
+    job_id: &str,
+    resources: &mut ResourceManager,
+    stop: Option<StopRequest>,
+) -> Vec<Action> {
     if job.state() != JobState::Running {
         return Vec::new();
     }
     let execution = job.execution(job_id);
-    if let Some(coordinator) = job.coordinator.take() {
-        job.next_checkpoint = coordinator.next_id();
-        job.history.extend(coordinator.history());
-        let overflow = job
-            .history
-            .len()
-            .saturating_sub(crate::coordinator::HISTORY);
-        job.history.drain(..overflow);
-        let (completed, failed) = coordinator.counts();
-        job.checkpoint_counts.0 += completed;
-        job.checkpoint_counts.1 += failed;
-    }
-    state.resources.release(&std::mem::take(&mut job.slots));
+    resources.release(&job.close_run());
     let Some(how) = stop else {
         return Vec::new();
     };
     job.taskmanagers()
         .into_iter()
-        .filter_map(|tm| state.resources.get(&tm))
+        .filter_map(|tm| resources.get(&tm))
         .map(|tm| Action::Stop(tm.gateway.clone(), execution.clone(), how))
         .collect()
 }
@@ -60,29 +51,37 @@ impl JobManager {
         let mut actions = Vec::new();
         {
             let mut guard = self.lock();
-            let state = &mut *guard;
-            for job_id in state.order.clone() {
-                let job = state.jobs.get_mut(&job_id).expect("ordered job exists");
+            let State {
+                resources,
+                jobs,
+                order,
+            } = &mut *guard;
+            for job_id in order.iter() {
+                let Some(job) = jobs.get_mut(job_id) else {
+                    continue;
+                };
                 if job.state() != JobState::Created {
                     continue;
                 }
-                let slots = match state.resources.allocate(job.graph.slots_needed()) {
+                let slots = match resources.allocate(job.graph.slots_needed()) {
                     Ok(slots) => slots,
                     Err(shortage) => {
                         job.reason = shortage.to_string();
                         continue;
                     }
                 };
-                let deploys = deployments(state, &job_id, &slots);
-                let job = state.jobs.get_mut(&job_id).expect("job exists");
-                job.slots = slots;
-                job.transition(&job_id, Transition::Scheduled);
+                job.transition(job_id, Transition::Scheduled);
+                let deploys = deployments(job, job_id, resources, &slots);
+                let slot_count = slots.len();
+                if let Some(run) = job.run_mut() {
+                    run.slots = slots;
+                }
                 job.reason = String::new();
                 job.started_at_ms = eddy_common::event::wall_clock();
-                let record = self.record_now(&job_id, job);
-                tracing::info!(job = %job_id, attempt = job.attempt, slots = job.slots.len(), restored_from = job.restore_from, "job deployed");
+                let record = self.record_now(job_id, job);
+                tracing::info!(job = %job_id, attempt = job.attempt, slots = slot_count, restored_from = job.restore_from, "job deployed");
                 actions.push(Action::Start {
-                    execution: job.execution(&job_id),
+                    execution: job.execution(job_id),
                     record,
                     deploys,
                 });
@@ -95,8 +94,11 @@ impl JobManager {
     /// strategy allows, or fail it for good.
     pub(super) fn fail(self: &Arc<Self>, job_id: &str, reason: String) {
         let actions = {
-            let mut state = self.lock();
-            let Some(job) = state.jobs.get_mut(job_id) else {
+            let mut guard = self.lock();
+            let State {
+                resources, jobs, ..
+            } = &mut *guard;
+            let Some(job) = jobs.get_mut(job_id) else {
                 return;
             };
             if !job.state().allows(Transition::Failed { restart: true }) {
@@ -109,8 +111,7 @@ impl JobManager {
                 },
             };
             let restart = matches!(decision, RestartDecision::Restart { .. });
-            let mut actions = end_run(&mut state, job_id, Some(StopRequest::Cancel));
-            let job = state.jobs.get_mut(job_id).expect("job exists");
+            let mut actions = end_run(job, job_id, resources, Some(StopRequest::Cancel));
             job.transition(job_id, Transition::Failed { restart });
             match decision {
                 RestartDecision::Restart { delay } => {
@@ -134,15 +135,19 @@ impl JobManager {
     /// Fails a restarting job without a further restart (`execution`: the run that ended).
     fn fail_for_good(self: &Arc<Self>, execution: &ExecutionId, reason: String) {
         let actions = {
-            let mut state = self.lock();
-            if state
-                .transition_run(execution, Transition::Unrestorable)
-                .is_none()
-            {
+            let mut guard = self.lock();
+            let State {
+                resources, jobs, ..
+            } = &mut *guard;
+            let Some(job) = jobs.get_mut(&execution.job) else {
+                return;
+            };
+            if !job.is_run(execution) || !job.state().allows(Transition::Unrestorable) {
                 return;
             }
-            let mut actions = abandon_adoption(&mut state, &execution.job);
-            let job = state.jobs.get_mut(&execution.job).expect("job exists");
+            // The adoption waited for ends with the restarting state.
+            let mut actions = abandon_adoption(job.take_adoption(), execution, resources);
+            job.transition(&execution.job, Transition::Unrestorable);
             tracing::error!(job = %execution.job, %reason, "job failed; it cannot restart");
             job.reason = reason;
             actions.extend(self.persisted(&execution.job, job));
@@ -216,16 +221,21 @@ impl JobManager {
     /// Moves a restarting job to its next attempt, restoring `point`; cancels the tasks
     /// held of its last run if it waited to adopt it.
     fn restart_from(&self, execution: &ExecutionId, point: RestartPoint) -> Vec<Action> {
-        let mut state = self.lock();
-        if state
-            .transition_run(execution, Transition::RestartDue)
-            .is_none()
-        {
+        let mut guard = self.lock();
+        let State {
+            resources, jobs, ..
+        } = &mut *guard;
+        let Some(job) = jobs.get_mut(&execution.job) else {
+            return Vec::new();
+        };
+        if !job.is_run(execution) || !job.state().allows(Transition::RestartDue) {
             return Vec::new();
         }
-        let waited_to_adopt = state.jobs[&execution.job].adoption.is_some();
-        let actions = abandon_adoption(&mut state, &execution.job);
-        let job = state.jobs.get_mut(&execution.job).expect("job exists");
+        // The adoption waited for ends with the restarting state.
+        let adoption = job.take_adoption();
+        let waited_to_adopt = adoption.is_some();
+        let actions = abandon_adoption(adoption, execution, resources);
+        job.transition(&execution.job, Transition::RestartDue);
         if waited_to_adopt {
             // The run the JobManager before left could not be adopted: this is a restart.
             job.count_restart("the JobManager changed and the run did not run on whole");
@@ -252,19 +262,26 @@ impl JobManager {
 /// the job's next checkpoint; returns the parallelism of each vertex.
 pub(super) fn start_coordinator(job: &mut JobRecord) -> Vec<usize> {
     let vertex_parallelism: Vec<usize> = job.graph.vertices.iter().map(|v| v.parallelism).collect();
-    job.coordinator = CheckpointCoordinator::new(
+    let coordinator = CheckpointCoordinator::new(
         &job.graph.config.checkpoints,
         job.tasks.keys().copied().collect(),
         vertex_parallelism.clone(),
         job.next_checkpoint,
     );
+    if let Some(run) = job.run_mut() {
+        run.coordinator = coordinator;
+    }
     vertex_parallelism
 }
 
 /// The deployments of a job's next run into `slots` (slot `k` runs subtask `k` of every
 /// vertex), with its task records and checkpoint coordinator set up.
-fn deployments(state: &mut State, job_id: &str, slots: &[String]) -> Vec<Action> {
-    let job = state.jobs.get_mut(job_id).expect("job exists");
+fn deployments(
+    job: &mut JobRecord,
+    job_id: &str,
+    resources: &ResourceManager,
+    slots: &[String],
+) -> Vec<Action> {
     let execution = job.execution(job_id);
     let mut locations = Vec::new();
     let mut per_tm: BTreeMap<String, Vec<pb::TaskId>> = BTreeMap::new();
@@ -276,7 +293,7 @@ fn deployments(state: &mut State, job_id: &str, slots: &[String]) -> Vec<Action>
                 vertex: vertex.id as u32,
                 subtask: subtask as u32,
             };
-            let address = state.resources.get(tm).map(|t| t.address.clone());
+            let address = resources.get(tm).map(|t| t.address.clone());
             locations.push(pb::TaskLocation {
                 task: Some(task.clone()),
                 address: address.unwrap_or_default(),
@@ -310,7 +327,7 @@ fn deployments(state: &mut State, job_id: &str, slots: &[String]) -> Vec<Action>
     per_tm
         .into_iter()
         .filter_map(|(tm, tasks)| {
-            let gateway = state.resources.get(&tm)?.gateway.clone();
+            let gateway = resources.get(&tm)?.gateway.clone();
             let request = pb::DeployTasksRequest {
                 tasks,
                 ..template.clone()

@@ -198,23 +198,23 @@ impl JobManager {
         let mut final_checkpoint = false;
         if report.input_ended
             && job.sources_ended()
-            && let Some(coordinator) = job.coordinator.as_mut()
+            && let Some(coordinator) = job.coordinator_mut()
         {
             coordinator.request_now();
             final_checkpoint = true;
         }
         if reported == pb::TaskState::Finished
-            && let Some(coordinator) = job.coordinator.as_mut()
+            && let Some(coordinator) = job.coordinator_mut()
         {
             coordinator.task_finished();
         }
+        let draining = job.run().is_some_and(|run| run.draining);
         let ended = |t: &crate::job::TaskRecord| {
-            t.state == pb::TaskState::Finished
-                || (job.draining && t.state == pb::TaskState::Stopped)
+            t.state == pb::TaskState::Finished || (draining && t.state == pb::TaskState::Stopped)
         };
         let outcome = match reported {
             // A stopped task of a drained job ended as it was told to.
-            pb::TaskState::Stopped if job.draining => ReportOutcome::Nothing,
+            pb::TaskState::Stopped if draining => ReportOutcome::Nothing,
             // A task the JobManager did not ask to stop was stopped by its TaskManager
             // (shutting down), or by a stopped or cancelled task upstream: the job cannot
             // go on without it.
@@ -242,9 +242,13 @@ impl JobManager {
     /// Every task of a job's run ended: it finished, or it was drained.
     fn end(self: &Arc<Self>, job_id: &str, outcome: ReportOutcome) {
         let actions = {
-            let mut state = self.lock();
-            let mut actions = end_run(&mut state, job_id, None);
-            if let Some(job) = state.jobs.get_mut(job_id) {
+            let mut guard = self.lock();
+            let State {
+                resources, jobs, ..
+            } = &mut *guard;
+            let mut actions = Vec::new();
+            if let Some(job) = jobs.get_mut(job_id) {
+                actions = end_run(job, job_id, resources, None);
                 let transition = match outcome {
                     ReportOutcome::Stopped => Transition::Stopped,
                     _ => Transition::AllTasksFinished,
