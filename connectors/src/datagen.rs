@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow::array::{
-    ArrayRef, BooleanArray, Date32Array, Decimal128Array, Float32Array, Float64Array, Int8Array,
-    Int16Array, Int32Array, Int64Array, StringBuilder,
+    ArrayRef, BooleanArray, Decimal128Array, Float32Array, Float64Array, Int8Array, Int16Array,
+    Int32Array, Int64Array, StringBuilder,
 };
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
@@ -253,6 +253,7 @@ impl SourceReader for DatagenReader {
     }
 }
 
+/// The column of `data_type` that `generator` makes for the rows at `indices`.
 fn generate(
     data_type: &DataType,
     generator: &FieldGenerator,
@@ -260,111 +261,139 @@ fn generate(
     seed: u64,
     now: i64,
 ) -> Result<ArrayRef> {
-    let array: ArrayRef = match generator {
-        FieldGenerator::Sequence { start, .. } => {
-            let values = Int64Array::from_iter_values(indices.iter().map(|i| start + *i as i64));
-            match data_type {
-                DataType::Utf8 => {
-                    let mut builder =
-                        StringBuilder::with_capacity(indices.len(), indices.len() * 8);
-                    for v in values.values() {
-                        builder.append_value(v.to_string());
-                    }
-                    Arc::new(builder.finish())
-                }
-                other => cast(&values, other)?,
-            }
-        }
+    match generator {
+        FieldGenerator::Sequence { start, .. } => sequence(data_type, *start, indices),
         FieldGenerator::Random {
             min,
             max,
             length,
             max_past,
         } => {
-            let rng = |i: u64| SplitMix64::for_item(seed, i);
-            let span = max - min;
-            let int = |i: u64| {
-                let span = (*max as i128 - *min as i128) as u128 + 1;
-                let v = ((rng(i).next_u64() as u128 * span) >> 64) as i128;
-                (*min as i128 + v) as i64
+            let random = Random {
+                min: *min,
+                max: *max,
+                seed,
             };
             match data_type {
-                DataType::Int8 => Arc::new(Int8Array::from_iter_values(
-                    indices.iter().map(|i| int(*i) as i8),
-                )),
-                DataType::Int16 => Arc::new(Int16Array::from_iter_values(
-                    indices.iter().map(|i| int(*i) as i16),
-                )),
-                DataType::Int32 => Arc::new(Int32Array::from_iter_values(
-                    indices.iter().map(|i| int(*i) as i32),
-                )),
-                DataType::Int64 => Arc::new(Int64Array::from_iter_values(
-                    indices.iter().map(|i| int(*i)),
-                )),
-                DataType::Float32 => Arc::new(Float32Array::from_iter_values(
-                    indices.iter().map(|i| (min + rng(*i).unit() * span) as f32),
-                )),
-                DataType::Float64 => Arc::new(Float64Array::from_iter_values(
-                    indices.iter().map(|i| min + rng(*i).unit() * span),
-                )),
-                DataType::Decimal128(p, s) => {
-                    let scale = 10f64.powi(*s as i32);
-                    Arc::new(
-                        Decimal128Array::from_iter_values(
-                            indices
-                                .iter()
-                                .map(|i| ((min + rng(*i).unit() * span) * scale) as i128),
-                        )
-                        .with_precision_and_scale(*p, *s)?,
-                    )
-                }
-                DataType::Boolean => Arc::new(BooleanArray::from_iter(
-                    indices.iter().map(|i| Some(rng(*i).next_u64() & 1 == 1)),
-                )),
-                DataType::Utf8 => {
-                    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-                    let mut builder =
-                        StringBuilder::with_capacity(indices.len(), indices.len() * length);
-                    let mut text = String::with_capacity(*length);
-                    for i in indices {
-                        let mut g = rng(*i);
-                        text.clear();
-                        text.extend(
-                            (0..*length)
-                                .map(|_| ALPHABET[g.below(ALPHABET.len() as u64) as usize] as char),
-                        );
-                        builder.append_value(&text);
-                    }
-                    Arc::new(builder.finish())
-                }
+                DataType::Utf8 => Ok(random.text(indices, *length)),
                 DataType::Timestamp(_, _) | DataType::Date32 => {
-                    let millis = Int64Array::from_iter_values(indices.iter().map(|i| {
-                        let past = if *max_past > 0 {
-                            rng(*i).below(*max_past as u64) as i64
-                        } else {
-                            0
-                        };
-                        now - past
-                    }));
-                    let ts = cast(&millis, &DataType::Timestamp(TimeUnit::Millisecond, None))?;
-                    match data_type {
-                        DataType::Date32 => Arc::new(
-                            cast(&ts, &DataType::Date32)?
-                                .as_any()
-                                .downcast_ref::<Date32Array>()
-                                .expect("date32")
-                                .clone(),
-                        ),
-                        other => cast(&ts, other)?,
-                    }
+                    random.times(data_type, indices, *max_past, now)
                 }
-                other => {
-                    return Err(eddy_common::EddyError::Unsupported(format!(
-                        "datagen cannot generate {other} columns"
-                    )));
-                }
+                other => random.numbers(other, indices),
             }
         }
-    };
-    Ok(array)
+    }
+}
+
+/// `start + index` for each row, as `data_type`.
+fn sequence(data_type: &DataType, start: i64, indices: &[u64]) -> Result<ArrayRef> {
+    let values = Int64Array::from_iter_values(indices.iter().map(|i| start + *i as i64));
+    Ok(match data_type {
+        DataType::Utf8 => {
+            let mut builder = StringBuilder::with_capacity(indices.len(), indices.len() * 8);
+            for v in values.values() {
+                builder.append_value(v.to_string());
+            }
+            Arc::new(builder.finish())
+        }
+        other => cast(&values, other)?,
+    })
+}
+
+/// Random values between `min` and `max`, each row's from its own stream (so a row is the
+/// same whichever subtask makes it, and again after a restore).
+struct Random {
+    min: f64,
+    max: f64,
+    seed: u64,
+}
+
+impl Random {
+    fn rng(&self, i: u64) -> SplitMix64 {
+        SplitMix64::for_item(self.seed, i)
+    }
+
+    /// A whole number from `min` to `max`, both included.
+    fn int(&self, i: u64) -> i64 {
+        let span = (self.max as i128 - self.min as i128) as u128 + 1;
+        let v = ((self.rng(i).next_u64() as u128 * span) >> 64) as i128;
+        (self.min as i128 + v) as i64
+    }
+
+    /// A number from `min` up to `max`.
+    fn real(&self, i: u64) -> f64 {
+        self.min + self.rng(i).unit() * (self.max - self.min)
+    }
+
+    fn numbers(&self, data_type: &DataType, indices: &[u64]) -> Result<ArrayRef> {
+        let rows = indices.iter().copied();
+        Ok(match data_type {
+            DataType::Int8 => {
+                Arc::new(Int8Array::from_iter_values(rows.map(|i| self.int(i) as i8)))
+            }
+            DataType::Int16 => Arc::new(Int16Array::from_iter_values(
+                rows.map(|i| self.int(i) as i16),
+            )),
+            DataType::Int32 => Arc::new(Int32Array::from_iter_values(
+                rows.map(|i| self.int(i) as i32),
+            )),
+            DataType::Int64 => Arc::new(Int64Array::from_iter_values(rows.map(|i| self.int(i)))),
+            DataType::Float32 => Arc::new(Float32Array::from_iter_values(
+                rows.map(|i| self.real(i) as f32),
+            )),
+            DataType::Float64 => {
+                Arc::new(Float64Array::from_iter_values(rows.map(|i| self.real(i))))
+            }
+            DataType::Decimal128(p, s) => {
+                let scale = 10f64.powi(*s as i32);
+                Arc::new(
+                    Decimal128Array::from_iter_values(rows.map(|i| (self.real(i) * scale) as i128))
+                        .with_precision_and_scale(*p, *s)?,
+                )
+            }
+            DataType::Boolean => Arc::new(BooleanArray::from_iter(
+                rows.map(|i| Some(self.rng(i).next_u64() & 1 == 1)),
+            )),
+            other => {
+                return Err(eddy_common::EddyError::Unsupported(format!(
+                    "datagen cannot generate {other} columns"
+                )));
+            }
+        })
+    }
+
+    /// Text of `length` letters and digits.
+    fn text(&self, indices: &[u64], length: usize) -> ArrayRef {
+        const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+        let mut builder = StringBuilder::with_capacity(indices.len(), indices.len() * length);
+        let mut text = String::with_capacity(length);
+        for i in indices {
+            let mut g = self.rng(*i);
+            text.clear();
+            text.extend(
+                (0..length).map(|_| ALPHABET[g.below(ALPHABET.len() as u64) as usize] as char),
+            );
+            builder.append_value(&text);
+        }
+        Arc::new(builder.finish())
+    }
+
+    /// Times up to `max_past` milliseconds before `now`.
+    fn times(
+        &self,
+        data_type: &DataType,
+        indices: &[u64],
+        max_past: i64,
+        now: i64,
+    ) -> Result<ArrayRef> {
+        let millis = Int64Array::from_iter_values(indices.iter().map(|i| {
+            let past = match max_past > 0 {
+                true => self.rng(*i).below(max_past as u64) as i64,
+                false => 0,
+            };
+            now - past
+        }));
+        let ts = cast(&millis, &DataType::Timestamp(TimeUnit::Millisecond, None))?;
+        Ok(cast(&ts, data_type)?)
+    }
 }

@@ -31,9 +31,7 @@ fn status(error: JobManagerError) -> Status {
         }
         JobManagerError::WrongState { .. }
         | JobManagerError::NotCheckpointing
-        | JobManagerError::Stopping => {
-            Status::failed_precondition(message)
-        }
+        | JobManagerError::Stopping => Status::failed_precondition(message),
         JobManagerError::InvalidJob(_) | JobManagerError::BadMessage(_) => {
             Status::invalid_argument(message)
         }

@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use eddy_common::Result;
 use eddy_common::checkpoint::{
     CheckpointStorage, CompletedCheckpoint, StateFile, StateHandle, TaskSnapshot,
@@ -15,12 +14,11 @@ use eddy_common::chunk::Chunk;
 use eddy_common::config::checkpointing::CheckpointingMode;
 use eddy_common::event::{Barrier, StreamEnd, Timestamp};
 use eddy_common::ids::{ExecutionId, TaskKey};
-use eddy_common::metrics::{OperatorMetrics, TaskMetrics};
-use eddy_common::state::{OperatorState, SnapshotRequest, StateKind};
-use eddy_connectors::{SinkContext, SourceContext, SourceEvent, SourceReader};
+use eddy_common::metrics::TaskMetrics;
+use eddy_common::state::{SnapshotRequest, StateKind};
+use eddy_connectors::{SinkContext, SourceContext};
 use eddy_operators::partition::KeyScope;
 use eddy_operators::wall_clock;
-use eddy_operators::watermark::SplitWatermarks;
 use eddy_planner::plan::{JobGraph, SourceSpec, VertexOutput};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::sync::watch;
@@ -29,7 +27,7 @@ use tracing::Instrument;
 use crate::exchange::{InputChannel, OutputChannel};
 use crate::input::{Input, InputGate};
 use crate::operator_chain::OperatorChain;
-use crate::output::{ExchangeOutput, PriorityLanes, TaskOutput};
+use crate::output::{ExchangeOutput, TaskOutput};
 pub use crate::restore::{TaskRestore, VertexRestore};
 use crate::snapshot_chain::SnapshotChains;
 use eddy_common::wire::{decode_chunk, encode_chunk};
@@ -297,7 +295,7 @@ async fn read_source(
     let stateless = (vertex.operators.iter().all(|op| !op.is_stateful())
         && matches!(vertex.output, VertexOutput::Exchange { .. }))
     .then_some(vertex.operators.len());
-    run_source(source, reader, context, scan, pipeline, stop, stateless).await
+    source::run_source(source, reader, context, scan, pipeline, stop, stateless).await
 }
 
 /// Replays the data that was in flight to the task at an unaligned checkpoint, then runs
@@ -530,240 +528,6 @@ impl Uploader {
     }
 }
 
-/// A source task's way to take an unaligned checkpoint while a send blocks: its operators
-/// hold no state, so its snapshot is its position, and the barrier goes on the priority
-/// lanes, whose counts already include the chunk being sent.
-struct Overtake {
-    lanes: PriorityLanes,
-    uploader: Uploader,
-    operators: usize,
-}
-
-impl Overtake {
-    fn checkpoint(&self, barrier: Barrier, position: Vec<u8>) -> Result<()> {
-        let snapshot = Snapshot {
-            task: TaskSnapshot {
-                source: Some(position),
-                operators: vec![OperatorState::full(Bytes::new()); self.operators],
-                in_flight: Vec::new(),
-                sink: None,
-            },
-            previous: Vec::new(),
-            full_estimate: 0,
-        };
-        self.lanes.send(barrier)?;
-        self.uploader
-            .upload(barrier, snapshot, Duration::ZERO, Duration::ZERO);
-        Ok(())
-    }
-}
-
-/// The newest trigger waiting, if any (older ones are superseded).
-fn latest_trigger(triggers: &mut Option<UnboundedReceiver<Barrier>>) -> Option<Barrier> {
-    let triggers = triggers.as_mut()?;
-    let mut latest = None;
-    while let Ok(barrier) = triggers.try_recv() {
-        latest = Some(barrier);
-    }
-    latest
-}
-
-async fn run_source(
-    source: &SourceSpec,
-    mut reader: Box<dyn SourceReader>,
-    context: SourceContext,
-    mut scan: OperatorChain,
-    pipeline: &mut Pipeline<'_>,
-    stop: &mut StopSignal,
-    stateless: Option<usize>,
-) -> Result<TaskEnd> {
-    let source_metrics = context.metrics.clone();
-    let splits = reader.open().await?;
-    let mut watermarks = source
-        .watermark
-        .clone()
-        .map(|expr| SplitWatermarks::new(expr, splits));
-    let mut triggers = pipeline
-        .checkpointing
-        .as_mut()
-        .and_then(|c| c.triggers.take());
-    let overtake = match (stateless, pipeline.uploader()) {
-        (Some(operators), Some(uploader)) => Some(Overtake {
-            lanes: pipeline.output.priority_lanes(),
-            uploader,
-            operators,
-        }),
-        _ => None,
-    };
-    let mut deferred: Option<Barrier> = None;
-    loop {
-        if let Some(request) = *stop.borrow() {
-            return Ok(request.end());
-        }
-        // Triggers are taken between reads, so a barrier sits exactly between the rows
-        // read before and after it.
-        if let Some(barrier) = deferred.take().or_else(|| latest_trigger(&mut triggers)) {
-            pipeline
-                .checkpoint(
-                    barrier,
-                    Some(reader.position(barrier.checkpoint)?),
-                    Duration::ZERO,
-                )
-                .await?;
-        }
-        // Reading is work while the reader computes (a generator) or decodes, not while it
-        // waits for data or paces itself: only the time its future is polled counts.
-        let event = tokio::select! {
-            biased;
-            changed = stop.changed() => return Ok(requested_end(stop, changed)),
-            event = polled(reader.next(), pipeline.metrics) => event?,
-        };
-        let working = Instant::now();
-        let new_watermark = match event {
-            None => break,
-            Some(SourceEvent::Rows { split, rows }) => {
-                let count = rows.num_rows();
-                OperatorMetrics::add(&source_metrics.records_out, count as u64);
-                pipeline
-                    .metrics
-                    .taken_in(count, rows.rows().get_array_memory_size());
-                let mut watermark = None;
-                let chunks = scan.process(rows)?;
-                let single = chunks.len() == 1;
-                for chunk in chunks {
-                    if let Some(w) = watermarks.as_mut() {
-                        watermark = w.observe(split, chunk.rows())?.or(watermark);
-                    }
-                    match (&overtake, triggers.as_mut()) {
-                        // While the send blocks (backpressure), an unaligned barrier can
-                        // still go out; an aligned one waits for the next read.
-                        (Some(overtake), Some(pending)) if single => {
-                            emit_overtaken(
-                                pipeline,
-                                chunk,
-                                overtake,
-                                pending,
-                                &mut deferred,
-                                &mut *reader,
-                            )
-                            .await?
-                        }
-                        _ => pipeline.emit(chunk).await?,
-                    }
-                }
-                watermark
-            }
-            Some(SourceEvent::Idle) => None,
-            Some(SourceEvent::SplitEnd(split)) => {
-                watermarks.as_mut().and_then(|w| w.end_split(split))
-            }
-        };
-        if let Some(watermark) = new_watermark {
-            pipeline.advance(watermark).await?;
-        }
-        pipeline.metrics.worked(working.elapsed());
-    }
-    // A bounded source has ended: event time is complete, so every window can fire.
-    pipeline.advance(Timestamp::MAX).await?;
-    if let Some(completed) = pipeline.checkpointing.as_ref().map(|c| c.completed.clone()) {
-        // With checkpoints, the source stays until a checkpoint taken after every source
-        // ended has completed: that final checkpoint covers all output, so two-phase-commit
-        // sinks can commit the last rows, and a failure before it replays them.
-        pipeline.input_ended = true;
-        if let Some(checkpointing) = pipeline.checkpointing.as_ref() {
-            let _ = checkpointing
-                .input_ended
-                .send(TaskKey::new(pipeline.vertex, pipeline.subtask));
-        }
-        if let Some(barrier) = deferred.take() {
-            pipeline
-                .checkpoint(
-                    barrier,
-                    Some(reader.position(barrier.checkpoint)?),
-                    Duration::ZERO,
-                )
-                .await?;
-        }
-        return wait_for_final_checkpoint(&mut reader, pipeline, stop, triggers, completed).await;
-    }
-    Ok(TaskEnd::Finished)
-}
-
-/// Runs `future`, counting the time spent in its polls (not the time it waits) as work.
-async fn polled<F: std::future::Future>(future: F, metrics: &TaskMetrics) -> F::Output {
-    let mut future = std::pin::pin!(future);
-    std::future::poll_fn(|cx| {
-        let started = Instant::now();
-        let result = future.as_mut().poll(cx);
-        metrics.worked(started.elapsed());
-        result
-    })
-    .await
-}
-
-/// Sends a chunk; while the send blocks (backpressure), an unaligned barrier triggered
-/// meanwhile still goes out at once (with `reader`'s position), and an aligned one is
-/// deferred to the next read.
-async fn emit_overtaken(
-    pipeline: &mut Pipeline<'_>,
-    chunk: Chunk,
-    overtake: &Overtake,
-    pending: &mut UnboundedReceiver<Barrier>,
-    deferred: &mut Option<Barrier>,
-    reader: &mut dyn SourceReader,
-) -> Result<()> {
-    let emit = pipeline.emit(chunk);
-    tokio::pin!(emit);
-    loop {
-        tokio::select! {
-            biased;
-            sent = &mut emit => return sent,
-            Some(barrier) = pending.recv() => {
-                if barrier.unaligned && deferred.is_none() {
-                    overtake.checkpoint(barrier, reader.position(barrier.checkpoint)?)?;
-                } else {
-                    *deferred = Some(barrier);
-                }
-            }
-        }
-    }
-}
-
-/// Takes part in checkpoints after the source's end until one taken after every source
-/// ended has completed.
-async fn wait_for_final_checkpoint(
-    reader: &mut Box<dyn SourceReader>,
-    pipeline: &mut Pipeline<'_>,
-    stop: &mut StopSignal,
-    mut triggers: Option<UnboundedReceiver<Barrier>>,
-    mut completed: watch::Receiver<CompletedCheckpoint>,
-) -> Result<TaskEnd> {
-    let mut emitted_after_end = None;
-    loop {
-        let notice = *completed.borrow_and_update();
-        if notice.end_of_input && emitted_after_end.is_some_and(|first| notice.checkpoint >= first)
-        {
-            return Ok(TaskEnd::Finished);
-        }
-        let trigger = async {
-            match triggers.as_mut() {
-                Some(t) => t.recv().await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            biased;
-            changed = stop.changed() => return Ok(requested_end(stop, changed)),
-            // The job is gone from this TaskManager: its tasks are being cancelled.
-            changed = completed.changed() => if changed.is_err() { return Ok(TaskEnd::Cancelled) },
-            Some(barrier) = trigger => {
-                pipeline.checkpoint(barrier, Some(reader.position(barrier.checkpoint)?), Duration::ZERO).await?;
-                emitted_after_end.get_or_insert(barrier.checkpoint);
-            }
-        }
-    }
-}
-
 /// Runs a task fed by channels until all of them have ended (a stop reaches it as the
 /// end of its inputs, once the sources have stopped); it ends as its inputs did.
 async fn run_inputs(mut gate: InputGate, pipeline: &mut Pipeline<'_>) -> Result<TaskEnd> {
@@ -804,6 +568,7 @@ async fn run_inputs(mut gate: InputGate, pipeline: &mut Pipeline<'_>) -> Result<
     Ok(gate.end())
 }
 
+mod source;
 #[cfg(test)]
 #[path = "task_tests.rs"]
 mod tests;

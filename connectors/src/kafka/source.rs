@@ -48,6 +48,14 @@ struct Batch {
     facts: RecordFacts,
 }
 
+/// What one gathering of records found.
+enum Gathered {
+    /// Records of one partition, to decode.
+    Batch(Batch),
+    /// No records, but something to say (a partition ended, or nothing came).
+    Event(SourceEvent),
+}
+
 /// A record read: its offset, timestamp, key and value (`None`: a tombstone).
 struct Record {
     offset: i64,
@@ -173,9 +181,9 @@ impl KafkaReader {
     }
 
     async fn read(&mut self) -> Result<Option<SourceEvent>> {
-        if self.consumer.is_none() {
+        let Some(consumer) = self.consumer.clone() else {
             return Err(EddyError::Internal("kafka reader used before open".into()));
-        }
+        };
         if let Some(split) = self.newly_ended() {
             return Ok(Some(SourceEvent::SplitEnd(split)));
         }
@@ -191,13 +199,22 @@ impl KafkaReader {
                 }
             };
         }
-        let consumer = self.consumer.clone().expect("connected");
+        match self.gather(&consumer).await? {
+            Gathered::Batch(batch) => self.decode_batch(batch).map(Some),
+            Gathered::Event(event) => Ok(Some(event)),
+        }
+    }
+
+    /// Up to a batch of records of one partition: the record carried over from the last
+    /// call, then what the consumer has within [`IDLE`]. A record of another partition is
+    /// carried over to the next call.
+    async fn gather(&mut self, consumer: &StreamConsumer) -> Result<Gathered> {
         let mut batch: Option<Batch> = None;
         if let Some((split, record)) = self.carried.take() {
-            batch = Some(self.start_batch(split, record.offset));
-            let batch = batch.as_mut().expect("batch");
+            let mut b = self.start_batch(split, record.offset);
             let (key, value) = (record.key.as_deref(), record.value.as_deref());
-            self.append(batch, record.offset, record.timestamp, key, value);
+            self.append(&mut b, record.offset, record.timestamp, key, value);
+            batch = Some(b);
         }
         let max = self.context.batch_size.max(1);
         while batch.as_ref().is_none_or(|b| b.records < max) {
@@ -219,7 +236,7 @@ impl KafkaReader {
                         break;
                     }
                     if let Some(split) = self.newly_ended() {
-                        return Ok(Some(SourceEvent::SplitEnd(split)));
+                        return Ok(Gathered::Event(SourceEvent::SplitEnd(split)));
                     }
                     continue;
                 }
@@ -249,9 +266,14 @@ impl KafkaReader {
                 }
             }
         }
-        let Some(batch) = batch else {
-            return Ok(Some(SourceEvent::Idle));
-        };
+        Ok(match batch {
+            Some(batch) => Gathered::Batch(batch),
+            None => Gathered::Event(SourceEvent::Idle),
+        })
+    }
+
+    /// A batch's records decoded into rows (with their metadata columns).
+    fn decode_batch(&mut self, batch: Batch) -> Result<SourceEvent> {
         let partition = self.partitions[batch.split].id;
         let topic = format!(
             "topic '{}' partition {partition}, offset",
@@ -296,13 +318,13 @@ impl KafkaReader {
             other => other.map(|d| d.chunk),
         };
         OperatorMetrics::add(&self.context.metrics.records_in, batch.records as u64);
-        Ok(Some(match decoded {
+        Ok(match decoded {
             Some(rows) => SourceEvent::Rows {
                 split: batch.split,
                 rows,
             },
             None => SourceEvent::Idle,
-        }))
+        })
     }
 
     fn start_batch(&self, split: usize, offset: i64) -> Batch {

@@ -109,6 +109,59 @@ pub(super) async fn prepare(
     primary_key: &[String],
 ) -> Result<Statements> {
     let table = &connector.target;
+    let columns = table_columns(client, connector, schema).await?;
+    let key = primary_key
+        .iter()
+        .map(|k| {
+            schema
+                .index_of(k)
+                .map_err(|_| connector.error(format!("primary key column '{k}' is not a column")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let all: Vec<usize> = (0..columns.len()).collect();
+    let array_types = |positions: &[usize]| -> Vec<Type> {
+        positions
+            .iter()
+            .map(|&i| columns[i].kind.array_type())
+            .collect()
+    };
+    let statement = |sql: String, types: Vec<Type>| async move {
+        client
+            .prepare_typed(&sql, &types)
+            .await
+            .map_err(|e| db_error(connector, "preparing a statement", e))
+    };
+    let delete_by_key = match key.is_empty() {
+        true => None,
+        false => {
+            let sql = format!(
+                "DELETE FROM {table} WHERE ({}) IN ({})",
+                column_names(&columns, &key),
+                unnest_select(&columns, &key)
+            );
+            Some(statement(sql, array_types(&key)).await?)
+        }
+    };
+    Ok(Statements {
+        insert: statement(insert_sql(table, &columns, &key), array_types(&all)).await?,
+        delete_by_key,
+        delete_one: statement(
+            delete_one_sql(table, &columns),
+            columns.iter().map(|c| c.kind.scalar_type()).collect(),
+        )
+        .await?,
+        key,
+        kinds: columns.iter().map(|c| c.kind).collect(),
+    })
+}
+
+/// The table's column of each of the sink's (the same name, else the same but for case).
+async fn table_columns(
+    client: &Client,
+    connector: &PostgresConnector,
+    schema: &SchemaRef,
+) -> Result<Vec<Column>> {
+    let table = &connector.target;
     let catalog = client
         .query(
             "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod) \
@@ -120,7 +173,7 @@ pub(super) async fn prepare(
         .await
         .map_err(|e| db_error(connector, "reading the table's columns", e))?;
     let existing: Vec<(String, String)> = catalog.iter().map(|r| (r.get(0), r.get(1))).collect();
-    let columns = schema
+    schema
         .fields()
         .iter()
         .map(|field| {
@@ -142,28 +195,25 @@ pub(super) async fn prepare(
                 kind: Kind::of(field.data_type()),
             })
         })
-        .collect::<Result<Vec<_>>>()?;
-    let key = primary_key
-        .iter()
-        .map(|k| {
-            schema
-                .index_of(k)
-                .map_err(|_| connector.error(format!("primary key column '{k}' is not a column")))
-        })
-        .collect::<Result<Vec<_>>>()?;
+        .collect()
+}
 
+/// The quoted names of the columns at `positions`, comma-separated.
+fn column_names(columns: &[Column], positions: &[usize]) -> String {
+    positions
+        .iter()
+        .map(|&i| columns[i].quoted.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Inserts rows given as one array per column; with a key, an upsert.
+fn insert_sql(table: &str, columns: &[Column], key: &[usize]) -> String {
     let all: Vec<usize> = (0..columns.len()).collect();
-    let names = |positions: &[usize]| -> String {
-        positions
-            .iter()
-            .map(|&i| columns[i].quoted.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     let mut insert = format!(
         "INSERT INTO {table} ({}) {}",
-        names(&all),
-        unnest_select(&columns, &all)
+        column_names(columns, &all),
+        unnest_select(columns, &all)
     );
     if !key.is_empty() {
         let updates: Vec<String> = all
@@ -171,12 +221,20 @@ pub(super) async fn prepare(
             .filter(|i| !key.contains(i))
             .map(|&i| format!("{0} = EXCLUDED.{0}", columns[i].quoted))
             .collect();
-        insert.push_str(&format!(" ON CONFLICT ({}) DO ", names(&key)));
+        insert.push_str(&format!(
+            " ON CONFLICT ({}) DO ",
+            column_names(columns, key)
+        ));
         match updates.is_empty() {
             true => insert.push_str("NOTHING"),
             false => insert.push_str(&format!("UPDATE SET {}", updates.join(", "))),
         }
     }
+    insert
+}
+
+/// Deletes one row equal to the given values (NULLs equal), for a table without a key.
+fn delete_one_sql(table: &str, columns: &[Column]) -> String {
     let conditions: Vec<String> = columns
         .iter()
         .enumerate()
@@ -190,44 +248,10 @@ pub(super) async fn prepare(
             )
         })
         .collect();
-    let delete_one = format!(
+    format!(
         "DELETE FROM {table} WHERE ctid = (SELECT ctid FROM {table} WHERE {} LIMIT 1)",
         conditions.join(" AND ")
-    );
-    let array_types = |positions: &[usize]| -> Vec<Type> {
-        positions
-            .iter()
-            .map(|&i| columns[i].kind.array_type())
-            .collect()
-    };
-    let statement = |sql: String, types: Vec<Type>| async move {
-        client
-            .prepare_typed(&sql, &types)
-            .await
-            .map_err(|e| db_error(connector, "preparing a statement", e))
-    };
-    let delete_by_key = match key.is_empty() {
-        true => None,
-        false => {
-            let sql = format!(
-                "DELETE FROM {table} WHERE ({}) IN ({})",
-                names(&key),
-                unnest_select(&columns, &key)
-            );
-            Some(statement(sql, array_types(&key)).await?)
-        }
-    };
-    Ok(Statements {
-        insert: statement(insert, array_types(&all)).await?,
-        delete_by_key,
-        delete_one: statement(
-            delete_one,
-            columns.iter().map(|c| c.kind.scalar_type()).collect(),
-        )
-        .await?,
-        key,
-        kinds: columns.iter().map(|c| c.kind).collect(),
-    })
+    )
 }
 
 /// `SELECT u.c0::type, … FROM unnest($1::int8[], …) AS u(c0, …)` over `positions`.

@@ -16,11 +16,11 @@ use eddy_proto::v1 as pb;
 use super::actions::Action;
 use super::adoptions::abandon_adoption;
 use super::{JobManager, State};
-use crate::resources::ResourceManager;
 use crate::coordinator::CheckpointCoordinator;
 use crate::gateway::Deployment;
 use crate::job::{JobRecord, TaskRecord};
 use crate::lifecycle::{JobState, Transition};
+use crate::resources::ResourceManager;
 
 /// Ends the current run of a job: frees its slots and, with `stop`, stops its tasks that
 /// may still run. The caller moves the job to its new state.

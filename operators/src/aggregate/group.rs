@@ -267,6 +267,54 @@ impl Operator for GroupAggregate {
         if let Some(now) = now {
             self.drop_expired(now);
         }
+        let batch = self.assign_groups(&chunk, now)?;
+        if batch.touched.is_empty() {
+            return Ok(());
+        }
+        let before_groups: Vec<u32> = batch
+            .touched
+            .iter()
+            .zip(&batch.existed)
+            .filter(|(_, e)| **e)
+            .map(|(g, _)| *g)
+            .collect();
+        let before = self.accumulators.evaluate(&before_groups)?;
+        self.accumulators
+            .update(chunk.rows(), &batch.group_ids, &batch.signs)?;
+        for (g, s) in batch.group_ids.iter().zip(&batch.signs) {
+            self.row_counts[*g as usize] += *s as i64;
+        }
+        let after_groups: Vec<u32> = batch
+            .touched
+            .iter()
+            .copied()
+            .filter(|g| self.row_counts[*g as usize] > 0)
+            .collect();
+        let after = self.accumulators.evaluate(&after_groups)?;
+        if let Some(changes) = self.changes(&batch, &before, &after)? {
+            out.push(changes);
+        }
+        self.settle(batch.touched, now);
+        Ok(())
+    }
+}
+
+/// A chunk's rows by group: each row's group and sign, and the groups it touched.
+struct GroupedChunk {
+    /// Each row's group (0 for a retraction of a group never seen).
+    group_ids: Vec<u32>,
+    /// Each row's sign: +1 adds it, -1 takes it back, 0 ignores it.
+    signs: Vec<i8>,
+    /// The groups touched, in the order first touched.
+    touched: Vec<u32>,
+    /// Whether each touched group held rows before the chunk.
+    existed: Vec<bool>,
+}
+
+impl GroupAggregate {
+    /// The group of each row of `chunk` (created when new; an expired one is dropped
+    /// first), its sign, and the groups touched.
+    fn assign_groups(&mut self, chunk: &Chunk, now: Option<i64>) -> Result<GroupedChunk> {
         let key_arrays = self
             .keys
             .iter()
@@ -276,11 +324,13 @@ impl Operator for GroupAggregate {
             true => None,
             false => Some(self.key_codec.convert_columns(&key_arrays)?),
         };
-        let mut signs = signs_of(&chunk);
-        let mut group_ids = Vec::with_capacity(chunk.num_rows());
-        let mut touched: Vec<u32> = Vec::new();
-        let mut existed: Vec<bool> = Vec::new();
-        for (i, sign) in signs.iter_mut().enumerate() {
+        let mut batch = GroupedChunk {
+            group_ids: Vec::with_capacity(chunk.num_rows()),
+            signs: signs_of(chunk),
+            touched: Vec::new(),
+            existed: Vec::new(),
+        };
+        for (i, sign) in batch.signs.iter_mut().enumerate() {
             let key = rows.as_ref().map_or(&[][..], |r| r.row(i).data());
             let hash = self.group_keys.hash(key);
             let mut found = self.group_keys.find(hash, key);
@@ -297,46 +347,37 @@ impl Operator for GroupAggregate {
                 None if *sign < 0 => {
                     // A retraction of a group never seen: nothing to take back.
                     *sign = 0;
-                    group_ids.push(0);
+                    batch.group_ids.push(0);
                     continue;
                 }
                 None => self.insert_group(hash, key),
             };
             if !self.touched_mark[group as usize] {
                 self.touched_mark[group as usize] = true;
-                touched.push(group);
-                existed.push(self.row_counts[group as usize] > 0);
+                batch.touched.push(group);
+                batch.existed.push(self.row_counts[group as usize] > 0);
             }
-            group_ids.push(group);
+            batch.group_ids.push(group);
         }
-        if touched.is_empty() {
-            return Ok(());
-        }
-        let before_groups: Vec<u32> = touched
-            .iter()
-            .zip(&existed)
-            .filter(|(_, e)| **e)
-            .map(|(g, _)| *g)
-            .collect();
-        let before = self.accumulators.evaluate(&before_groups)?;
-        self.accumulators.update(chunk.rows(), &group_ids, &signs)?;
-        for (g, s) in group_ids.iter().zip(&signs) {
-            self.row_counts[*g as usize] += *s as i64;
-        }
-        let after_groups: Vec<u32> = touched
-            .iter()
-            .copied()
-            .filter(|g| self.row_counts[*g as usize] > 0)
-            .collect();
-        let after = self.accumulators.evaluate(&after_groups)?;
-        let before_rows = self.result_codec.convert_columns(&before)?;
-        let after_rows = self.result_codec.convert_columns(&after)?;
+        Ok(batch)
+    }
 
+    /// The changes of the touched groups, from their results `before` the chunk (of the
+    /// groups that existed) to `after` it (of the groups still alive); `None` when no
+    /// result changed.
+    fn changes(
+        &self,
+        batch: &GroupedChunk,
+        before: &[ArrayRef],
+        after: &[ArrayRef],
+    ) -> Result<Option<Chunk>> {
+        let before_rows = self.result_codec.convert_columns(before)?;
+        let after_rows = self.result_codec.convert_columns(after)?;
         // (op, (0 = before / 1 = after, index)) and the touched position of each row.
         let mut emitted: Emitted = Vec::new();
         let mut key_positions: Vec<u32> = Vec::new();
         let (mut b, mut a) = (0usize, 0usize);
-        for (position, (group, existed)) in touched.iter().zip(&existed).enumerate() {
+        for (position, (group, existed)) in batch.touched.iter().zip(&batch.existed).enumerate() {
             let alive = self.row_counts[*group as usize] > 0;
             match (*existed, alive) {
                 (true, true) => {
@@ -364,26 +405,32 @@ impl Operator for GroupAggregate {
                 (false, false) => {}
             }
         }
-        if !emitted.is_empty() {
-            let keys = self.key_columns(&touched)?;
-            let positions = UInt32Array::from(key_positions);
-            let mut columns: Vec<ArrayRef> = keys
-                .iter()
-                .map(|k| take(k.as_ref(), &positions, None))
-                .collect::<Result<_, _>>()?;
-            let picks: Vec<(usize, usize)> = emitted.iter().map(|(_, p)| *p).collect();
-            for (before_col, after_col) in before.iter().zip(&after) {
-                columns.push(interleave(
-                    &[before_col.as_ref(), after_col.as_ref()],
-                    &picks,
-                )?);
-            }
-            let rows = RecordBatch::try_new(self.schema.clone(), columns)?;
-            out.push(Chunk::from_ops(
-                rows,
-                emitted.iter().map(|(op, _)| *op).collect(),
-            ));
+        if emitted.is_empty() {
+            return Ok(None);
         }
+        let keys = self.key_columns(&batch.touched)?;
+        let positions = UInt32Array::from(key_positions);
+        let mut columns: Vec<ArrayRef> = keys
+            .iter()
+            .map(|k| take(k.as_ref(), &positions, None))
+            .collect::<Result<_, _>>()?;
+        let picks: Vec<(usize, usize)> = emitted.iter().map(|(_, p)| *p).collect();
+        for (before_col, after_col) in before.iter().zip(after) {
+            columns.push(interleave(
+                &[before_col.as_ref(), after_col.as_ref()],
+                &picks,
+            )?);
+        }
+        let rows = RecordBatch::try_new(self.schema.clone(), columns)?;
+        Ok(Some(Chunk::from_ops(
+            rows,
+            emitted.iter().map(|(op, _)| *op).collect(),
+        )))
+    }
+
+    /// After a chunk: the touched groups are marked changed in this epoch; those left
+    /// without rows are removed, the others' TTL renewed.
+    fn settle(&mut self, touched: Vec<u32>, now: Option<i64>) {
         let epoch = self.epochs.current();
         for group in touched {
             self.touched_mark[group as usize] = false;
@@ -396,7 +443,6 @@ impl Operator for GroupAggregate {
                 ttl.write(group, now);
             }
         }
-        Ok(())
     }
 }
 

@@ -13,7 +13,6 @@ use datafusion_expr::execution_props::ExecutionProps;
 use datafusion_expr::physical_planning_context::PhysicalPlanningContext;
 use datafusion_expr::{Expr, ExprSchemable, LogicalPlan};
 use datafusion_physical_expr::{PhysicalExpr, create_physical_expr};
-use eddy_common::config::CDC_EVENTS_DUPLICATE;
 use eddy_common::{EddyError, Result};
 use eddy_operators::OrEddy;
 
@@ -23,17 +22,15 @@ mod join;
 mod lookup;
 mod over;
 mod rank;
+mod scan;
 mod temporal;
 
-use eddy_connectors::SourceChanges;
-use eddy_operators::normalize::NormalizeSpec;
 use eddy_operators::rank::RankOutput;
 
 use super::{
     Changelog, JobGraph, OperatorKind, OperatorSpec, Partitioning, SinkSpec, SourceSpec, Vertex,
     VertexOutput,
 };
-use crate::sql::catalog::ConnectorSource;
 use crate::sql::functions::processing_time::PROCTIME;
 use crate::sql::hints::StateTtlHints;
 use crate::sql::nodes::{
@@ -614,153 +611,6 @@ impl Planner {
                     .iter()
                     .any(|name| projection.schema.fields().iter().any(|f| f.name() == name)),
         })
-    }
-
-    fn plan_scan(&mut self, scan: &datafusion_expr::TableScan) -> Result<Stream> {
-        if scan
-            .source
-            .downcast_ref::<crate::sql::catalog::VersionedSource>()
-            .is_some()
-        {
-            return Err(unsupported(
-                "a table FOR SYSTEM_TIME AS OF outside the right input of a join on \
-                 equality of its columns (a lookup join)",
-            ));
-        }
-        let source = scan
-            .source
-            .downcast_ref::<ConnectorSource>()
-            .ok_or_else(|| {
-                EddyError::Plan(format!("'{}' is not a connector table", scan.table_name))
-            })?;
-        if !source.connector.is_source() {
-            return Err(unsupported(format!(
-                "table '{}' uses the '{}' connector, which cannot be read",
-                source.table,
-                source.connector.name()
-            )));
-        }
-        if !scan.filters.is_empty() || scan.fetch.is_some() {
-            return Err(EddyError::Plan(
-                "a table scan got pushed-down filters".into(),
-            ));
-        }
-        let vertex = self.new_vertex(
-            self.parallelism,
-            Some(SourceSpec {
-                table: source.table.clone(),
-                connector: source.connector.clone(),
-                schema: source.schema.clone(),
-                metadata: source.metadata.clone(),
-                scan_operators: Vec::new(),
-                watermark: None,
-            }),
-            Vec::new(),
-        );
-        let full = DFSchema::try_from_qualified_schema(scan.table_name.clone(), &source.schema)
-            .or_eddy()?;
-        // A changelog format's rows are a retract stream (each change carries its whole
-        // before-image); an upsert source's are normalized by key into one.
-        let changes = source.connector.source_changes();
-        let mut stream = Stream::new(vertex, Arc::new(full), Changelog::of_changes(&changes));
-        match changes {
-            SourceChanges::Upsert { key } => stream = self.normalize(stream, &key)?,
-            SourceChanges::All if self.cdc_events_duplicate => {
-                if source.primary_key.is_empty() {
-                    return Err(EddyError::Plan(format!(
-                        "'{CDC_EVENTS_DUPLICATE}' is enabled, which needs every changelog \
-                         source to declare a PRIMARY KEY to deduplicate by; '{}' has none",
-                        source.table
-                    )));
-                }
-                stream = self.normalize(stream, &source.primary_key)?;
-            }
-            SourceChanges::All | SourceChanges::Inserts => {}
-        }
-        let changelog = stream.changelog;
-        let Some(projection) = &scan.projection else {
-            return Ok(stream);
-        };
-        let exprs = projection
-            .iter()
-            .map(|i| {
-                self.physical(
-                    &Expr::Column(Column::from(stream.schema.qualified_field(*i))),
-                    &stream.schema,
-                )
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let names: Vec<String> = projection
-            .iter()
-            .map(|i| source.schema.field(*i).name().clone())
-            .collect();
-        self.push(
-            &stream,
-            OperatorSpec {
-                description: format!("Calc(select: {})", names.join(", ")),
-                changelog,
-                kind: OperatorKind::Project(exprs, output_schema(&scan.projected_schema)),
-            },
-        );
-        Ok(Stream {
-            schema: scan.projected_schema.clone(),
-            ..stream
-        })
-    }
-
-    /// Follows an upsert source (or a changelog source that may repeat changes) with a
-    /// changelog normalization in a vertex of its own, partitioned by the key (`key`
-    /// columns of the source's rows): each key's last row kept, the stream made a retract
-    /// stream without repeats (Flink's `ChangelogNormalize`).
-    fn normalize(&mut self, source: Stream, key: &[usize]) -> Result<Stream> {
-        let exprs: Vec<Expr> = key
-            .iter()
-            .map(|i| Expr::Column(Column::from(source.schema.qualified_field(*i))))
-            .collect();
-        let partitioned = self.partitioned_exchange(&source, &exprs)?;
-        let state_ttl = self.state_ttl;
-        let stream = Stream::new(
-            partitioned.target,
-            source.schema.clone(),
-            Changelog::Retract,
-        );
-        self.push(
-            &stream,
-            OperatorSpec {
-                description: format!(
-                    "ChangelogNormalize(key: {}{})",
-                    partitioned.display,
-                    ttl_display(state_ttl)
-                ),
-                changelog: Changelog::Retract,
-                kind: OperatorKind::ChangelogNormalize(NormalizeSpec {
-                    keys: partitioned.keys,
-                    key_types: partitioned.types,
-                    schema: output_schema(&source.schema),
-                    state_ttl,
-                }),
-            },
-        );
-        Ok(stream)
-    }
-
-    fn plan_watermark(&mut self, node: &WatermarkAssigner) -> Result<Stream> {
-        let input = self.plan(&node.input)?;
-        let expr = self.physical(&node.expr, &input.schema)?;
-        let vertex = &mut self.vertices[input.vertex];
-        let Some(source) = vertex.source.as_mut() else {
-            return Err(EddyError::Plan(
-                "a WATERMARK must sit directly on a table's source".into(),
-            ));
-        };
-        source.scan_operators = std::mem::take(&mut vertex.operators);
-        source.watermark = Some(expr);
-        let rowtime = input
-            .schema
-            .fields()
-            .iter()
-            .position(|f| f.name() == &node.rowtime);
-        Ok(Stream { rowtime, ..input })
     }
 
     fn plan_window_tvf(&mut self, node: &WindowTvf) -> Result<Stream> {

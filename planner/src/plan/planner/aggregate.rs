@@ -99,90 +99,116 @@ impl Planner {
             .filter(|(i, _)| window_bounds.is_none_or(|w| *i != w.start_pos && *i != w.end_pos))
             .map(|(_, e)| e.clone())
             .collect();
-        let PartitionedBy {
-            target,
-            keys,
-            types: key_types,
-            display: key_display,
-        } = self.partitioned_exchange(&input, &key_exprs)?;
-        let schema = output_schema(&aggregate.schema);
-        let stream_at =
-            |vertex| Stream::new(vertex, aggregate.schema.clone(), Changelog::AppendOnly);
+        let partitioned = self.partitioned_exchange(&input, &key_exprs)?;
+        let aggregates = (calls, call_names);
         match window_bounds {
             Some(window) => {
                 if input.changelog != Changelog::AppendOnly {
                     return Err(unsupported("a window aggregate over an updating input"));
                 }
-                let columns = window_columns(aggregate, &window);
-                let kind = window.kind;
-                let of = match window.attached {
-                    true => " of the input's windows",
-                    false => "",
-                };
-                // Sessions merge only as a window TVF's rows come; the rows of a window
-                // aggregate carry their final session.
-                let session_gap = match kind {
-                    WindowKind::Session { gap } if !window.attached => Some(gap),
-                    _ => None,
-                };
-                let processing_time = input.processing_window.then_some(kind);
-                // The output's rows belong to windows too: a window Top-N, aggregate or
-                // join can follow (on event time: processing-time windows do not close
-                // with the watermark).
-                let event_time = processing_time.is_none();
-                let stream = Stream {
-                    window_end: Some(window.end_pos).filter(|_| event_time),
-                    window_start: Some((kind, window.start_pos)).filter(|_| event_time),
-                    ..stream_at(target)
-                };
-                self.push(
-                    &stream,
-                    OperatorSpec {
-                        description: format!(
-                            "WindowAggregate({kind}{of}, keys=[{key_display}], aggs=[{}])",
-                            call_names.join(", ")
-                        ),
-                        changelog: Changelog::AppendOnly,
-                        kind: OperatorKind::WindowAggregate(WindowAggregateSpec {
-                            keys,
-                            key_types,
-                            columns,
-                            session_gap,
-                            calls,
-                            schema,
-                            processing_time,
-                        }),
-                    },
-                );
-                Ok(stream)
+                Ok(self.push_window_aggregate(aggregate, &input, window, partitioned, aggregates))
             }
-            None => {
-                let mut stream = stream_at(target);
-                let state_ttl = self.state_ttl_of(&aggregate.input);
-                let op = self.push(
-                    &stream,
-                    OperatorSpec {
-                        description: format!(
-                            "GroupAggregate(keys=[{key_display}], aggs=[{}]{})",
-                            call_names.join(", "),
-                            ttl_display(state_ttl)
-                        ),
-                        changelog: Changelog::Retract,
-                        kind: OperatorKind::GroupAggregate {
-                            keys,
-                            key_types,
-                            calls,
-                            emit_update_before: true,
-                            schema,
-                            state_ttl,
-                        },
-                    },
-                );
-                stream.changelog = Changelog::Retract;
-                stream.unique_key = Some(((0..aggregate.group_expr.len()).collect(), (target, op)));
-                Ok(stream)
-            }
+            None => Ok(self.push_group_aggregate(aggregate, partitioned, aggregates)),
         }
+    }
+
+    /// A window aggregate of `aggregate` (windowed by `window`) after `partitioned`: its
+    /// rows belong to windows too.
+    fn push_window_aggregate(
+        &mut self,
+        aggregate: &datafusion_expr::Aggregate,
+        input: &Stream,
+        window: GroupWindow,
+        partitioned: PartitionedBy,
+        (calls, call_names): (Vec<AggregateCall>, Vec<String>),
+    ) -> Stream {
+        let PartitionedBy {
+            target,
+            keys,
+            types: key_types,
+            display: key_display,
+        } = partitioned;
+        let columns = window_columns(aggregate, &window);
+        let kind = window.kind;
+        let of = match window.attached {
+            true => " of the input's windows",
+            false => "",
+        };
+        // Sessions merge only as a window TVF's rows come; the rows of a window aggregate
+        // carry their final session.
+        let session_gap = match kind {
+            WindowKind::Session { gap } if !window.attached => Some(gap),
+            _ => None,
+        };
+        let processing_time = input.processing_window.then_some(kind);
+        // The output's rows belong to windows too: a window Top-N, aggregate or join can
+        // follow (on event time: processing-time windows do not close with the watermark).
+        let event_time = processing_time.is_none();
+        let stream = Stream {
+            window_end: Some(window.end_pos).filter(|_| event_time),
+            window_start: Some((kind, window.start_pos)).filter(|_| event_time),
+            ..Stream::new(target, aggregate.schema.clone(), Changelog::AppendOnly)
+        };
+        self.push(
+            &stream,
+            OperatorSpec {
+                description: format!(
+                    "WindowAggregate({kind}{of}, keys=[{key_display}], aggs=[{}])",
+                    call_names.join(", ")
+                ),
+                changelog: Changelog::AppendOnly,
+                kind: OperatorKind::WindowAggregate(WindowAggregateSpec {
+                    keys,
+                    key_types,
+                    columns,
+                    session_gap,
+                    calls,
+                    schema: output_schema(&aggregate.schema),
+                    processing_time,
+                }),
+            },
+        );
+        stream
+    }
+
+    /// An unbounded group aggregate of `aggregate` after `partitioned`: a retract stream
+    /// keyed by its groups.
+    fn push_group_aggregate(
+        &mut self,
+        aggregate: &datafusion_expr::Aggregate,
+        partitioned: PartitionedBy,
+        (calls, call_names): (Vec<AggregateCall>, Vec<String>),
+    ) -> Stream {
+        let PartitionedBy {
+            target,
+            keys,
+            types: key_types,
+            display: key_display,
+        } = partitioned;
+        let mut stream = Stream::new(target, aggregate.schema.clone(), Changelog::AppendOnly);
+        let state_ttl = self.state_ttl_of(&aggregate.input);
+        let op = self.push(
+            &stream,
+            OperatorSpec {
+                description: format!(
+                    "GroupAggregate(keys=[{key_display}], aggs=[{}]{})",
+                    call_names.join(", "),
+                    ttl_display(state_ttl)
+                ),
+                changelog: Changelog::Retract,
+                kind: OperatorKind::GroupAggregate {
+                    keys,
+                    key_types,
+                    calls,
+                    emit_update_before: true,
+                    schema: output_schema(&aggregate.schema),
+                    state_ttl,
+                },
+            },
+        );
+        stream.changelog = Changelog::Retract;
+        stream.unique_key = Some(((0..aggregate.group_expr.len()).collect(), (target, op)));
+        stream
     }
 }
 
