@@ -73,6 +73,8 @@ pub async fn run(
             secret_env_prefix: String::new(),
             ..SubmitPolicy::default()
         },
+        // Its TaskManagers, in this process, run its plan as it is: it reads the secrets.
+        planning: eddy_planner::PlanningContext::CONNECTING,
         ..JobManagerConfig::default()
     };
     // A job that checkpoints keeps its record beside its checkpoints, as on a cluster.

@@ -112,7 +112,9 @@ async fn a_job_cancelled_while_its_running_record_is_written_stays_cancelled() {
     let deployed = Arc::new(DeployClock::default());
     let cluster = Cluster::start(&jobmanager, 1, 1, &metrics, &deployed).await;
 
-    let graph = Arc::new(eddy_planner::plan(UNBOUNDED, &[]).unwrap());
+    let graph = Arc::new(
+        eddy_planner::plan(UNBOUNDED, &[], eddy_planner::PlanningContext::CONNECTING).unwrap(),
+    );
     let job = jobmanager
         .submit_planned(UNBOUNDED.into(), HashMap::new(), graph, None, "local")
         .unwrap();

@@ -22,6 +22,7 @@ use anyhow::{Context, Result};
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use eddy_planner::PlanningContext;
 use tracing_subscriber::EnvFilter;
 
 /// Eddy: a distributed stream processor with Flink-style streaming SQL.
@@ -296,7 +297,7 @@ fn execute(command: Command) -> Result<()> {
         Command::Token(args) => credentials::token(args),
         Command::Explain { job } => {
             let (sql, overrides) = job.read()?;
-            let graph = eddy_planner::plan(&sql, &overrides)
+            let graph = eddy_planner::plan(&sql, &overrides, PlanningContext::CHECKING)
                 .with_context(|| format!("in {}", job.file.display()))?;
             print!("{}", graph.explain());
             Ok(())
@@ -313,8 +314,7 @@ fn execute(command: Command) -> Result<()> {
 fn run(job: &JobArgs, taskmanagers: usize, metrics: bool) -> Result<()> {
     let (sql, overrides) = job.read()?;
     // The embedded TaskManagers open the connections: secrets are read in this process.
-    eddy_common::secrets::resolve_references();
-    let graph = eddy_planner::plan(&sql, &overrides)
+    let graph = eddy_planner::plan(&sql, &overrides, PlanningContext::CONNECTING)
         .with_context(|| format!("in {}", job.file.display()))?;
     let name = graph.config.name.clone();
     let options = overrides.into_iter().collect();

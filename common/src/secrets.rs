@@ -2,26 +2,22 @@
 //! kept outside the job (`${env:NAME}`, `${file:/path}`), resolving them, and redacting
 //! secret values out of SQL text before it is stored, shown or logged.
 //!
-//! A reference is resolved only in a process that opens connections (a TaskManager, or the
+//! A reference is resolved only where connections are opened (a TaskManager, or the
 //! embedded cluster of `eddy run`), when a connector is configured: the JobManager plans
-//! with the reference itself, and stores and ships the SQL as written.
-
-use std::sync::atomic::{AtomicBool, Ordering};
+//! with the reference itself, and stores and ships the SQL as written. Who plans says
+//! which, with [`SecretReferences`].
 
 /// What a redacted value is shown as.
 pub const REDACTED: &str = "******";
 
-static RESOLVING: AtomicBool = AtomicBool::new(false);
-
-/// Makes this process resolve secret references when connectors are configured (called
-/// by processes that open connections).
-pub fn resolve_references() {
-    RESOLVING.store(true, Ordering::Relaxed);
-}
-
-/// Whether this process resolves secret references.
-pub fn resolving() -> bool {
-    RESOLVING.load(Ordering::Relaxed)
+/// What configuring a connector does with a secret reference in its options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SecretReferences {
+    /// Keeps the reference as written: the plan is checked, stored or shown, not run here.
+    #[default]
+    Keep,
+    /// Reads the secret: the plan's connectors open connections here.
+    Resolve,
 }
 
 /// Whether an option of this name holds a secret (`password`, `secret`, `token`, keys,

@@ -17,6 +17,7 @@ mod random;
 mod throttle;
 pub mod transaction;
 
+use eddy_common::secrets::SecretReferences;
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -337,14 +338,15 @@ pub fn create(
     schema: &SchemaRef,
     primary_key: &[String],
     partition_keys: &[String],
+    secrets: SecretReferences,
 ) -> Result<Arc<dyn TableConnector>> {
     let resolved;
-    let options = match eddy_common::secrets::resolving() {
-        true => {
+    let options = match secrets {
+        SecretReferences::Resolve => {
             resolved = resolve_secrets(table, options)?;
             &resolved
         }
-        false => options,
+        SecretReferences::Keep => options,
     };
     let Some(name) = options.get("connector") else {
         return Err(EddyError::Connector {

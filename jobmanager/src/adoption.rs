@@ -142,7 +142,7 @@ mod tests {
             CREATE TABLE src (id BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '10');
             CREATE TABLE out (id BIGINT, n BIGINT) WITH ('connector' = 'blackhole');
             INSERT INTO out SELECT id, COUNT(*) FROM src GROUP BY id;";
-        plan_job(&compile(sql, &[]).unwrap()).unwrap()
+        plan_job(&compile(sql, &[], eddy_planner::PlanningContext::CHECKING).unwrap()).unwrap()
     }
 
     fn held(taskmanager: &str) -> HeldTask {

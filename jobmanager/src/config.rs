@@ -50,6 +50,9 @@ pub struct JobManagerConfig {
     /// The lease this JobManager leads by, once it leads: its term fences the jobs'
     /// commit logs (0 without high availability), and it is shown with each job.
     pub lease: Option<crate::leadership::Lease>,
+    /// How it plans: a daemon keeps secret references (its TaskManagers read them); an
+    /// embedded one, whose TaskManagers take its plan as it is, reads them.
+    pub planning: eddy_planner::PlanningContext,
 }
 
 impl JobManagerConfig {
@@ -71,6 +74,7 @@ impl Default for JobManagerConfig {
             policy: SubmitPolicy::default(),
             high_availability: None,
             lease: None,
+            planning: eddy_planner::PlanningContext::CHECKING,
         }
     }
 }

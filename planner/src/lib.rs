@@ -6,9 +6,30 @@
 pub mod plan;
 pub mod sql;
 
+use eddy_common::secrets::SecretReferences;
 use eddy_common::{EddyError, Result};
 
 pub use plan::JobGraph;
+
+/// What planning may depend on besides the script: given explicitly by whoever plans, so
+/// that two processes planning one script differ only where they say so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PlanningContext {
+    /// Whether connectors read the secrets their options name (where they will connect)
+    /// or keep the references (where the plan is only checked, stored or shown).
+    pub secrets: SecretReferences,
+}
+
+impl PlanningContext {
+    /// Planning where the plan runs: connectors read the secrets they name.
+    pub const CONNECTING: PlanningContext = PlanningContext {
+        secrets: SecretReferences::Resolve,
+    };
+    /// Planning to check, store or show a plan: secret references stay as written.
+    pub const CHECKING: PlanningContext = PlanningContext {
+        secrets: SecretReferences::Keep,
+    };
+}
 
 /// The name of the threads that plan: a panic on one is a failed plan, not a dead daemon.
 pub const PLANNING_THREAD: &str = "eddy-planner";
@@ -23,9 +44,13 @@ const PLANNING_STACK: usize = 512 << 20;
 /// Parses and plans a SQL script into a job graph. `overrides` (from the command line)
 /// win over the script's `SET` statements. The work runs on a planning thread (see
 /// [`on_planning_thread`]).
-pub fn plan(script: &str, overrides: &[(String, String)]) -> Result<JobGraph> {
+pub fn plan(
+    script: &str,
+    overrides: &[(String, String)],
+    context: PlanningContext,
+) -> Result<JobGraph> {
     on_planning_thread(|| {
-        let compiled = sql::compile(script, overrides)?;
+        let compiled = sql::compile(script, overrides, context)?;
         plan::plan_job(&compiled)
     })
 }

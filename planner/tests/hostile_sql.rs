@@ -6,6 +6,9 @@
 //! `PROPTEST_CASES=20000 cargo test -p eddy-planner --test hostile_sql`. Each run prints its
 //! seed; `PROPTEST_RNG_SEED=<seed>` replays it.
 
+// A test crate: a failed unwrap is a failed test (clippy.toml allows it in #[test] code).
+#![allow(clippy::unwrap_used)]
+
 use std::path::Path;
 
 use proptest::collection::vec;
@@ -179,7 +182,7 @@ proptest! {
     ) {
         let original = &scripts()[script.index(scripts().len())];
         let sql = apply(original.clone(), &edits);
-        match eddy_planner::plan(&sql, &[]) {
+        match eddy_planner::plan(&sql, &[], eddy_planner::PlanningContext::CHECKING) {
             Ok(graph) => {
                 // A plan that comes out is whole: it explains.
                 let _ = graph.explain();
@@ -330,7 +333,7 @@ proptest! {
     #[test]
     fn long_and_deep_statements_plan_or_fail_with_a_location(shape in shape()) {
         let sql = shaped_script(&shape);
-        if let Err(error) = eddy_planner::plan(&sql, &[]) {
+        if let Err(error) = eddy_planner::plan(&sql, &[], eddy_planner::PlanningContext::CHECKING) {
             let message = error.to_string();
             prop_assert!(says_where(&message), "an error without a location for {shape:?}: {message}");
         }

@@ -31,6 +31,7 @@ pub async fn jobmanager(args: JobManagerArgs) -> Result<()> {
         guard,
         policy: args.limits.policy()?,
         lease: None,
+        planning: eddy_planner::PlanningContext::CHECKING,
     };
     if config.heartbeat_timeout <= config.heartbeat_interval {
         bail!("the heartbeat timeout must exceed the heartbeat interval");

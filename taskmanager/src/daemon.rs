@@ -95,8 +95,6 @@ fn url_of(local: SocketAddr, tls: Option<&Tls>) -> String {
 
 /// Runs a TaskManager until `shutdown` resolves; then cancels its tasks and stops.
 pub async fn run(config: TaskManagerConfig, shutdown: impl Future<Output = ()>) -> Result<()> {
-    // Connections are opened here: secrets named by reference are read here.
-    eddy_common::secrets::resolve_references();
     let listener = tokio::net::TcpListener::bind(config.bind).await?;
     let local = listener.local_addr()?;
     let tls = config.tls.as_ref();

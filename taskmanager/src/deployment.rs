@@ -66,7 +66,9 @@ impl DeploymentPlan {
             Some(graph) => graph,
             None => {
                 let options: Vec<(String, String)> = request.options.clone().into_iter().collect();
-                Arc::new(eddy_planner::plan(&request.sql, &options).map_err(refused)?)
+                // This TaskManager opens the plan's connections: it reads their secrets.
+                let context = eddy_planner::PlanningContext::CONNECTING;
+                Arc::new(eddy_planner::plan(&request.sql, &options, context).map_err(refused)?)
             }
         };
         check_plan(&graph, request.plan.as_ref())?;

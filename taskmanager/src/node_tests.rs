@@ -40,7 +40,9 @@ fn deployment(node: &TaskManager, root: &str) -> (pb::DeployTasksRequest, Arc<Jo
         CREATE TABLE src (id BIGINT) WITH ('connector' = 'datagen', 'rows-per-second' = '100');
         CREATE TABLE out (id BIGINT, n BIGINT) WITH ('connector' = 'blackhole');
         INSERT INTO out SELECT id, COUNT(*) FROM src GROUP BY id;";
-    let graph = Arc::new(plan_job(&compile(sql, &[]).unwrap()).unwrap());
+    let graph = Arc::new(
+        plan_job(&compile(sql, &[], eddy_planner::PlanningContext::CHECKING).unwrap()).unwrap(),
+    );
     let execution = ExecutionId::new("job", 1);
     let tasks: Vec<pb::TaskId> = graph
         .vertices

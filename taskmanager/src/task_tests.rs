@@ -34,7 +34,8 @@ fn graph(output: &Path) -> JobGraph {
            UNION ALL SELECT auction, price FROM bid WHERE price >= 5000;",
         output.display()
     );
-    let graph = plan_job(&compile(&sql, &[]).unwrap()).unwrap();
+    let graph =
+        plan_job(&compile(&sql, &[], eddy_planner::PlanningContext::CHECKING).unwrap()).unwrap();
     assert_eq!(
         graph.vertices.len(),
         3,

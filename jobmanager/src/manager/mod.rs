@@ -171,13 +171,19 @@ impl JobManager {
         self.record_now(job_id, job).map(Action::Persist)
     }
 
-    /// Plans a job's SQL (with `options` overriding its `SET`s).
-    pub fn plan(sql: &str, options: &HashMap<String, String>) -> Result<JobGraph, JobManagerError> {
+    /// Plans a job's SQL (with `options` overriding its `SET`s), in this JobManager's
+    /// planning context.
+    pub fn plan(
+        &self,
+        sql: &str,
+        options: &HashMap<String, String>,
+    ) -> Result<JobGraph, JobManagerError> {
         let overrides: Vec<(String, String)> = options
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        eddy_planner::plan(sql, &overrides).map_err(JobManagerError::InvalidJob)
+        eddy_planner::plan(sql, &overrides, self.config.planning)
+            .map_err(JobManagerError::InvalidJob)
     }
 
     /// A new job's record, with its checkpoint storage.
@@ -222,7 +228,7 @@ impl JobManager {
         owner: &str,
     ) -> Result<String, JobManagerError> {
         self.config.policy.check_text(&sql)?;
-        let graph = Arc::new(Self::plan(&sql, &options)?);
+        let graph = Arc::new(self.plan(&sql, &options)?);
         self.submit_planned(sql, options, graph, restore_path, owner)
     }
 
@@ -282,7 +288,7 @@ impl JobManager {
                 continue;
             }
             let job_id = stored.job_id.clone();
-            let planned = Self::plan(&stored.sql, &stored.options).and_then(|graph| {
+            let planned = self.plan(&stored.sql, &stored.options).and_then(|graph| {
                 self.record(
                     &job_id,
                     stored.sql.clone(),

@@ -144,7 +144,9 @@ mod tests {
     use crate::sql::compile;
 
     fn fingerprint(sql: &str) -> PlanFingerprint {
-        plan_job(&compile(sql, &[]).unwrap()).unwrap().fingerprint()
+        plan_job(&compile(sql, &[], crate::PlanningContext::CHECKING).unwrap())
+            .unwrap()
+            .fingerprint()
     }
 
     const JOB: &str = "CREATE TABLE src (id BIGINT, ts TIMESTAMP(3),

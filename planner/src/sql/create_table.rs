@@ -23,6 +23,7 @@ pub(super) fn create_table(
     catalog: &Catalog,
     table: TableStatement,
     location: Location,
+    context: crate::PlanningContext,
 ) -> Result<TableDef> {
     let physical_schema = physical_schema(&table, location)?;
     let options: BTreeMap<String, String> = table.options.iter().cloned().collect();
@@ -32,6 +33,7 @@ pub(super) fn create_table(
         &physical_schema,
         &table.primary_key,
         &table.partition_keys,
+        context.secrets,
     )
     .map_err(|e| locate(e, location))?;
     let (metadata, scan_schema) = metadata_columns(&table, &physical_schema, connector.as_ref())?;

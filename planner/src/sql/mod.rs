@@ -55,7 +55,11 @@ pub struct CompiledScript {
 
 /// Parses and plans a script. `overrides` are options given outside the script (the
 /// command line); they win over the script's `SET`s.
-pub fn compile(sql: &str, overrides: &[(String, String)]) -> Result<CompiledScript> {
+pub fn compile(
+    sql: &str,
+    overrides: &[(String, String)],
+    context: crate::PlanningContext,
+) -> Result<CompiledScript> {
     let statements = script::parse_script(sql)?;
     let mut compiled = CompiledScript {
         config: JobConfig::default(),
@@ -67,7 +71,7 @@ pub fn compile(sql: &str, overrides: &[(String, String)]) -> Result<CompiledScri
         match item {
             Statement::Set { key, value } => compiled.config.set(&key, &value).map_err(at)?,
             Statement::CreateTable(table) => {
-                let def = create_table::create_table(&compiled.catalog, *table, location)?;
+                let def = create_table::create_table(&compiled.catalog, *table, location, context)?;
                 compiled
                     .catalog
                     .add_table(def)

@@ -320,7 +320,9 @@ mod tests {
              CREATE TABLE o (a TIMESTAMP(3), b BIGINT, c BIGINT) WITH ('connector' = 'print');
              INSERT INTO o {select};"
         );
-        crate::plan(&script, &[]).unwrap().explain()
+        crate::plan(&script, &[], crate::PlanningContext::CHECKING)
+            .unwrap()
+            .explain()
     }
 
     #[test]
