@@ -456,6 +456,7 @@ fn assert_equals_failure_free(compose: &Compose, name: &str) {
 }
 
 #[test]
+#[ignore = "tier docker: builds the static image and runs the compose cluster (needs Docker); .ci/run runs the tier"]
 fn a_killed_taskmanager_container_loses_and_duplicates_nothing() {
     let _docker = exclusive_docker();
     let compose = Compose::up("kill", 3);
@@ -473,6 +474,7 @@ fn a_killed_taskmanager_container_loses_and_duplicates_nothing() {
 }
 
 #[test]
+#[ignore = "tier docker: builds the static image and runs the compose cluster (needs Docker); .ci/run runs the tier"]
 fn the_standby_takes_over_when_the_leading_jobmanager_container_is_killed() {
     let _docker = exclusive_docker();
     let compose = Compose::up("jm", 3);
@@ -515,6 +517,7 @@ fn the_standby_takes_over_when_the_leading_jobmanager_container_is_killed() {
 }
 
 #[test]
+#[ignore = "tier docker: builds the static image and runs the compose cluster (needs Docker); .ci/run runs the tier"]
 fn a_partitioned_taskmanager_is_fenced_when_it_comes_back() {
     let _docker = exclusive_docker();
     let compose = Compose::up("partition", 3);
@@ -545,6 +548,7 @@ fn a_partitioned_taskmanager_is_fenced_when_it_comes_back() {
 }
 
 #[test]
+#[ignore = "tier docker: builds the static image and runs the compose cluster (needs Docker); .ci/run runs the tier"]
 fn scale_out_and_resume_from_a_savepoint_at_higher_parallelism() {
     let _docker = exclusive_docker();
     let compose = Compose::up("scale", 5);

@@ -514,6 +514,7 @@ impl Drop for Browser {
 }
 
 #[test]
+#[ignore = "tier browser: drives the dashboard in headless Chromium (needs chromium and chromedriver); .ci/run runs the tier"]
 fn the_dashboard_shows_a_running_job_in_chromium_and_takes_a_savepoint() {
     let cluster = Cluster::start("dashboard", 2, 1);
     let script = cluster.scratch.write(
