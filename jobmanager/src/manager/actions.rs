@@ -206,6 +206,6 @@ impl JobManager {
         self.lock()
             .jobs
             .get(&execution.job)
-            .is_some_and(|job| job.attempt == execution.attempt && job.state() == JobState::Running)
+            .is_some_and(|job| job.is_run(execution) && job.state() == JobState::Running)
     }
 }

@@ -112,9 +112,11 @@ impl JobManager {
     ) {
         let id = metadata.checkpoint;
         let writing = self.commits.read().await;
-        let current = self.lock().jobs.get(&execution.job).is_some_and(|job| {
-            job.attempt == execution.attempt && job.state() == JobState::Running
-        });
+        let current = self
+            .lock()
+            .jobs
+            .get(&execution.job)
+            .is_some_and(|job| job.is_run(&execution) && job.state() == JobState::Running);
         if !current {
             // The run ended meanwhile; its restart may already have chosen an earlier
             // checkpoint, so this one must not become complete.
@@ -150,7 +152,7 @@ impl JobManager {
             let Some(job) = state.jobs.get_mut(&execution.job) else {
                 return;
             };
-            if job.attempt != execution.attempt {
+            if !job.is_run(execution) {
                 return;
             }
             let info = job

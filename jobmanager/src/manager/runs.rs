@@ -176,9 +176,7 @@ impl JobManager {
         let (storage, unreadable) = {
             let state = self.lock();
             match state.jobs.get(&execution.job) {
-                Some(job)
-                    if job.state() == JobState::Restarting && job.attempt == execution.attempt =>
-                {
+                Some(job) if job.state() == JobState::Restarting && job.is_run(&execution) => {
                     let storage = job.storage.as_ref().map(|(_, s)| s.clone());
                     (storage, job.unreadable_checkpoints())
                 }

@@ -106,7 +106,7 @@ impl JobManager {
                 continue;
             };
             if let Some(job) = state.jobs.get_mut(&execution.job)
-                && job.attempt == execution.attempt
+                && job.is_run(&execution)
                 && let Some(record) = job.tasks.get_mut(&key)
                 && &record.taskmanager == tm
             {
@@ -174,7 +174,7 @@ impl JobManager {
     ) -> Result<(ReportOutcome, bool), JobManagerError> {
         let mut state = self.lock();
         let job = state.job_mut(&execution.job)?;
-        if job.attempt != execution.attempt {
+        if !job.is_run(execution) {
             tracing::info!(job = %execution.job, attempt = execution.attempt, current = job.attempt, "fenced a report from an earlier attempt");
             return Ok((ReportOutcome::Nothing, false));
         }

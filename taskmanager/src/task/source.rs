@@ -175,15 +175,9 @@ impl SourceRun {
             if let Some(w) = self.watermarks.as_mut() {
                 watermark = w.observe(split, chunk.rows())?.or(watermark);
             }
-            match (&self.overtake, self.triggers.as_mut()) {
-                // While the send blocks (backpressure), an unaligned barrier can still go
-                // out; an aligned one waits for the next read.
-                (Some(overtake), Some(pending)) if single => {
-                    let reader = &mut *self.reader;
-                    let deferred = &mut self.deferred;
-                    emit_overtaken(pipeline, chunk, overtake, pending, deferred, reader).await?
-                }
-                _ => pipeline.emit(chunk).await?,
+            match single {
+                true => self.send_overtakable(pipeline, chunk).await?,
+                false => pipeline.emit(chunk).await?,
             }
         }
         Ok(watermark)
@@ -210,8 +204,69 @@ impl SourceRun {
         if let Some(barrier) = self.deferred.take() {
             self.checkpoint(pipeline, barrier).await?;
         }
-        let triggers = self.triggers.take();
-        wait_for_final_checkpoint(&mut self.reader, pipeline, stop, triggers, completed).await
+        self.wait_for_final_checkpoint(pipeline, stop, completed)
+            .await
+    }
+
+    /// Sends a chunk. A source vertex that can overtake (see [`Overtake`]) keeps taking
+    /// triggers while the send blocks (backpressure): an unaligned barrier still goes out
+    /// at once (at the reader's position), and an aligned one is deferred to the next read.
+    async fn send_overtakable(&mut self, pipeline: &mut Pipeline<'_>, chunk: Chunk) -> Result<()> {
+        let (Some(overtake), Some(pending)) = (&self.overtake, self.triggers.as_mut()) else {
+            return pipeline.emit(chunk).await;
+        };
+        let emit = pipeline.emit(chunk);
+        tokio::pin!(emit);
+        loop {
+            tokio::select! {
+                biased;
+                sent = &mut emit => return sent,
+                Some(barrier) = pending.recv() => {
+                    if barrier.unaligned && self.deferred.is_none() {
+                        let position = self.reader.position(barrier.checkpoint)?;
+                        overtake.checkpoint(barrier, position)?;
+                    } else {
+                        self.deferred = Some(barrier);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Takes part in checkpoints after the source's end until one taken after every source
+    /// ended has completed.
+    async fn wait_for_final_checkpoint(
+        &mut self,
+        pipeline: &mut Pipeline<'_>,
+        stop: &mut StopSignal,
+        mut completed: watch::Receiver<CompletedCheckpoint>,
+    ) -> Result<TaskEnd> {
+        let mut triggers = self.triggers.take();
+        let mut emitted_after_end = None;
+        loop {
+            let notice = *completed.borrow_and_update();
+            if notice.end_of_input
+                && emitted_after_end.is_some_and(|first| notice.checkpoint >= first)
+            {
+                return Ok(TaskEnd::Finished);
+            }
+            let trigger = async {
+                match triggers.as_mut() {
+                    Some(t) => t.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                changed = stop.changed() => return Ok(requested_end(stop, changed)),
+                // The job is gone from this TaskManager: its tasks are being cancelled.
+                changed = completed.changed() => if changed.is_err() { return Ok(TaskEnd::Cancelled) },
+                Some(barrier) = trigger => {
+                    self.checkpoint(pipeline, barrier).await?;
+                    emitted_after_end.get_or_insert(barrier.checkpoint);
+                }
+            }
+        }
     }
 }
 
@@ -225,67 +280,4 @@ async fn polled<F: std::future::Future>(future: F, metrics: &TaskMetrics) -> F::
         result
     })
     .await
-}
-
-/// Sends a chunk; while the send blocks (backpressure), an unaligned barrier triggered
-/// meanwhile still goes out at once (with `reader`'s position), and an aligned one is
-/// deferred to the next read.
-async fn emit_overtaken(
-    pipeline: &mut Pipeline<'_>,
-    chunk: Chunk,
-    overtake: &Overtake,
-    pending: &mut UnboundedReceiver<Barrier>,
-    deferred: &mut Option<Barrier>,
-    reader: &mut dyn SourceReader,
-) -> Result<()> {
-    let emit = pipeline.emit(chunk);
-    tokio::pin!(emit);
-    loop {
-        tokio::select! {
-            biased;
-            sent = &mut emit => return sent,
-            Some(barrier) = pending.recv() => {
-                if barrier.unaligned && deferred.is_none() {
-                    overtake.checkpoint(barrier, reader.position(barrier.checkpoint)?)?;
-                } else {
-                    *deferred = Some(barrier);
-                }
-            }
-        }
-    }
-}
-
-/// Takes part in checkpoints after the source's end until one taken after every source
-/// ended has completed.
-async fn wait_for_final_checkpoint(
-    reader: &mut Box<dyn SourceReader>,
-    pipeline: &mut Pipeline<'_>,
-    stop: &mut StopSignal,
-    mut triggers: Option<UnboundedReceiver<Barrier>>,
-    mut completed: watch::Receiver<CompletedCheckpoint>,
-) -> Result<TaskEnd> {
-    let mut emitted_after_end = None;
-    loop {
-        let notice = *completed.borrow_and_update();
-        if notice.end_of_input && emitted_after_end.is_some_and(|first| notice.checkpoint >= first)
-        {
-            return Ok(TaskEnd::Finished);
-        }
-        let trigger = async {
-            match triggers.as_mut() {
-                Some(t) => t.recv().await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            biased;
-            changed = stop.changed() => return Ok(requested_end(stop, changed)),
-            // The job is gone from this TaskManager: its tasks are being cancelled.
-            changed = completed.changed() => if changed.is_err() { return Ok(TaskEnd::Cancelled) },
-            Some(barrier) = trigger => {
-                pipeline.checkpoint(barrier, Some(reader.position(barrier.checkpoint)?), Duration::ZERO).await?;
-                emitted_after_end.get_or_insert(barrier.checkpoint);
-            }
-        }
-    }
 }

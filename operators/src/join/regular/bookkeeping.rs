@@ -17,12 +17,25 @@ struct RowTimes {
     reach: i64,
 }
 
-/// One chunk's walk: where it came from, what the probe found, and what is to be emitted.
+/// One chunk's walk: where it came from, what the probe found, what holds for all its rows
+/// (worked out once), and what is to be emitted.
 struct Walk<'a> {
     input: usize,
     probe: &'a Probe,
     now: TtlNow,
     times: Option<RowTimes>,
+    /// The epoch rows are held or retracted in.
+    epoch: u32,
+    /// Whether this side's held rows count their matches.
+    this_counts: bool,
+    /// Whether the other side's held rows count their matches.
+    other_counts: bool,
+    /// An interval join pads a row only when it expires, if it joined nothing.
+    deferred_padding: bool,
+    /// Pairs are emitted (not a semi or anti join).
+    emits_pairs: bool,
+    /// The chunk's rows are a semi join's left rows.
+    semi_left: bool,
     emitted: Vec<Emitted>,
 }
 
@@ -43,11 +56,18 @@ impl StreamingJoin {
             }),
             None => None,
         };
+        let filtering = self.kind.filtering();
         let mut walk = Walk {
             input,
             probe,
             now,
+            deferred_padding: times.is_some(),
             times,
+            epoch: self.epochs.current(),
+            this_counts: self.kind.counts_matches(input),
+            other_counts: self.kind.counts_matches(1 - input),
+            emits_pairs: filtering.is_none(),
+            semi_left: input == 0 && filtering == Some(Filtering::Semi),
             emitted: Vec::new(),
         };
         let mut pair = 0;
@@ -73,26 +93,13 @@ impl StreamingJoin {
         op: Op,
         pairs: std::ops::Range<usize>,
     ) -> u32 {
-        let Walk {
-            input,
-            probe,
-            now,
-            emitted,
-            ..
-        } = walk;
-        let input = *input;
-        let (this_counts, other_counts) = (
-            self.kind.counts_matches(input),
-            self.kind.counts_matches(1 - input),
-        );
-        // An interval join pads a row only when it expires, if it joined nothing.
-        let deferred_padding = self.retention.interval().is_some();
-        let filtering = self.kind.filtering();
-        let other = &mut self.sides[1 - input];
+        let (probe, now, emitted) = (walk.probe, walk.now, &mut walk.emitted);
+        let other_counts = walk.other_counts;
+        let other = &mut self.sides[1 - walk.input];
         let mut joins = 0;
         for pair in pairs.filter(|pair| probe.kept(*pair)) {
             joins += 1;
-            if !this_counts && !other_counts {
+            if !walk.this_counts && !other_counts {
                 continue;
             }
             let id = probe.partners[pair];
@@ -108,10 +115,10 @@ impl StreamingJoin {
                     other.renew(probe.keys.row(i).data(), id, now);
                 }
             }
-            if other_counts && before == 0 && after == 1 && !deferred_padding {
+            if other_counts && before == 0 && after == 1 && !walk.deferred_padding {
                 emitted.push(Emitted::PartnerPadded(id, Op::Delete));
             }
-            if filtering.is_none() {
+            if walk.emits_pairs {
                 emitted.push(Emitted::Joined(pair));
             }
             if other_counts && before == 1 && after == 0 {
@@ -125,15 +132,8 @@ impl StreamingJoin {
     /// pairs; notes its padded row (a preserved side's row that joined nothing) or, in a
     /// semi join, the row itself.
     fn hold_or_retract(&mut self, walk: &mut Walk, i: usize, op: Op, joins: u32) {
-        let Walk {
-            input,
-            probe,
-            now,
-            times,
-            emitted,
-        } = walk;
-        let input = *input;
-        let this_counts = self.kind.counts_matches(input);
+        let (probe, epoch, this_counts) = (walk.probe, walk.epoch, walk.this_counts);
+        let emitted = &mut walk.emitted;
         if !probe.is_valid(i) {
             // A NULL key joins nothing: in an outer join its padded row comes and goes.
             if this_counts {
@@ -141,10 +141,8 @@ impl StreamingJoin {
             }
             return;
         }
-        let epoch = self.epochs.current();
-        let deferred_padding = self.retention.interval().is_some();
-        let semi_left = input == 0 && self.kind.filtering() == Some(Filtering::Semi);
-        let this = &mut self.sides[input];
+        let semi_left = walk.semi_left;
+        let this = &mut self.sides[walk.input];
         let (key, row) = (probe.keys.row(i), probe.rows.row(i));
         if !op.is_accumulate() {
             // A retraction of a row this side never held takes nothing back.
@@ -155,17 +153,17 @@ impl StreamingJoin {
             }
             return;
         }
-        if this_counts && joins == 0 && !deferred_padding {
+        if this_counts && joins == 0 && !walk.deferred_padding {
             emitted.push(Emitted::Padded(i, op));
         } else if semi_left {
             emitted.push(Emitted::Matched(i, op));
         }
-        let Some(RowTimes { times, reach }) = times.as_ref() else {
+        let Some(RowTimes { times, reach }) = walk.times.as_ref() else {
             let (slot, id) = this.insert(key.data(), row.data(), epoch);
             if this_counts {
                 this.set_match_count(id, joins);
             }
-            if let Some(now) = now.this {
+            if let Some(now) = walk.now.this {
                 this.set_time(slot, id, now);
             }
             return;
