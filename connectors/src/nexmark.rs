@@ -576,107 +576,117 @@ impl NexmarkGenerator {
         self.base_time + (event * self.inter_event_micros / 1000) as i64
     }
 
+    /// Appends event number `event` to `rows`, which hold `stream`'s rows.
     fn append(&self, stream: NexmarkStream, event: u64, rows: &mut RowsBuilder) {
         let mut rng = SplitMix64::for_item(self.seed, event);
         let ts = self.timestamp(event);
         rows.len += 1;
         match stream {
-            NexmarkStream::Person => {
-                let id = last_person(event) as i64 + FIRST_PERSON_ID;
-                rows.longs[0].push(id);
-                let first = FIRST_NAMES[rng.below(FIRST_NAMES.len() as u64) as usize];
-                let last = LAST_NAMES[rng.below(LAST_NAMES.len() as u64) as usize];
-                let t = &mut rows.texts;
-                let _ = write!(t[0], "{first} {last}");
-                t[0].append_value("");
-                let _ = write!(
-                    t[1],
-                    "{}@{}.com",
-                    first.to_ascii_lowercase(),
-                    last.to_ascii_lowercase()
-                );
-                t[1].append_value("");
-                let _ = write!(
-                    t[2],
-                    "{:04} {:04} {:04} {:04}",
-                    rng.below(10_000),
-                    rng.below(10_000),
-                    rng.below(10_000),
-                    rng.below(10_000)
-                );
-                t[2].append_value("");
-                let city = CITIES[rng.below(CITIES.len() as u64) as usize];
-                let state = STATES[rng.below(STATES.len() as u64) as usize];
-                t[3].append_value(city);
-                t[4].append_value(state);
-                let size = 8
-                    + [&t[0], &t[1], &t[2]]
-                        .iter()
-                        .map(|b| last_len(b))
-                        .sum::<usize>()
-                    + city.len()
-                    + state.len();
-                append_extra(&mut rng, size, AVERAGE_PERSON_BYTES, &mut t[5]);
-                rows.times[0].push(ts);
-            }
-            NexmarkStream::Auction => {
-                let id = last_auction(event) as i64 + FIRST_AUCTION_ID;
-                let initial = next_price(&mut rng);
-                let seller = if rng.below(HOT_SELLER_RATIO) > 0 {
-                    (last_person(event) / HOT_STRIDE) * HOT_STRIDE
-                } else {
-                    next_person(event, &mut rng)
-                } as i64
-                    + FIRST_PERSON_ID;
-                let category = FIRST_CATEGORY_ID + rng.below(NUM_CATEGORIES) as i64;
-                let length_ms = 1 + rng.below(20_000) as i64;
-                let l = &mut rows.longs;
-                l[0].push(id);
-                l[1].push(initial);
-                l[2].push(initial + next_price(&mut rng));
-                l[3].push(seller);
-                l[4].push(category);
-                let t = &mut rows.texts;
-                let _ = write!(t[0], "item-{}", rng.below(10_000));
-                t[0].append_value("");
-                let _ = write!(t[1], "description of auction {id}");
-                t[1].append_value("");
-                let size = 8 + last_len(&t[0]) + last_len(&t[1]) + 5 * 8;
-                append_extra(&mut rng, size, AVERAGE_AUCTION_BYTES, &mut t[2]);
-                rows.times[0].push(ts);
-                rows.times[1].push(ts + length_ms);
-            }
-            NexmarkStream::Bid => {
-                let auction = if rng.below(HOT_AUCTION_RATIO) > 0 {
-                    (last_auction(event) / HOT_STRIDE) * HOT_STRIDE
-                } else {
-                    next_auction(event, &mut rng)
-                } as i64
-                    + FIRST_AUCTION_ID;
-                let bidder = if rng.below(HOT_BIDDER_RATIO) > 0 {
-                    (last_person(event) / HOT_STRIDE) * HOT_STRIDE + 1
-                } else {
-                    next_person(event, &mut rng)
-                } as i64
-                    + FIRST_PERSON_ID;
-                let l = &mut rows.longs;
-                l[0].push(auction);
-                l[1].push(bidder);
-                l[2].push(next_price(&mut rng));
-                let channel = rng.below(CHANNELS.len() as u64) as usize;
-                let t = &mut rows.texts;
-                t[0].append_value(CHANNELS[channel]);
-                let _ = write!(
-                    t[1],
-                    "https://www.nexmark.com/{}/item.htm?query=1&channel_id={channel}",
-                    CHANNELS[channel].to_ascii_lowercase()
-                );
-                t[1].append_value("");
-                append_extra(&mut rng, 4 * 8, AVERAGE_BID_BYTES, &mut t[2]);
-                rows.times[0].push(ts);
-            }
+            NexmarkStream::Person => append_person(event, ts, &mut rng, rows),
+            NexmarkStream::Auction => append_auction(event, ts, &mut rng, rows),
+            NexmarkStream::Bid => append_bid(event, ts, &mut rng, rows),
         }
     }
+}
+
+/// Appends the person of event number `event`, made at `ts`.
+fn append_person(event: u64, ts: i64, rng: &mut SplitMix64, rows: &mut RowsBuilder) {
+    let id = last_person(event) as i64 + FIRST_PERSON_ID;
+    rows.longs[0].push(id);
+    let first = FIRST_NAMES[rng.below(FIRST_NAMES.len() as u64) as usize];
+    let last = LAST_NAMES[rng.below(LAST_NAMES.len() as u64) as usize];
+    let t = &mut rows.texts;
+    let _ = write!(t[0], "{first} {last}");
+    t[0].append_value("");
+    let _ = write!(
+        t[1],
+        "{}@{}.com",
+        first.to_ascii_lowercase(),
+        last.to_ascii_lowercase()
+    );
+    t[1].append_value("");
+    let _ = write!(
+        t[2],
+        "{:04} {:04} {:04} {:04}",
+        rng.below(10_000),
+        rng.below(10_000),
+        rng.below(10_000),
+        rng.below(10_000)
+    );
+    t[2].append_value("");
+    let city = CITIES[rng.below(CITIES.len() as u64) as usize];
+    let state = STATES[rng.below(STATES.len() as u64) as usize];
+    t[3].append_value(city);
+    t[4].append_value(state);
+    let size = 8
+        + [&t[0], &t[1], &t[2]]
+            .iter()
+            .map(|b| last_len(b))
+            .sum::<usize>()
+        + city.len()
+        + state.len();
+    append_extra(rng, size, AVERAGE_PERSON_BYTES, &mut t[5]);
+    rows.times[0].push(ts);
+}
+
+/// Appends the auction of event number `event`, opened at `ts`.
+fn append_auction(event: u64, ts: i64, rng: &mut SplitMix64, rows: &mut RowsBuilder) {
+    let id = last_auction(event) as i64 + FIRST_AUCTION_ID;
+    let initial = next_price(rng);
+    let seller = if rng.below(HOT_SELLER_RATIO) > 0 {
+        (last_person(event) / HOT_STRIDE) * HOT_STRIDE
+    } else {
+        next_person(event, rng)
+    } as i64
+        + FIRST_PERSON_ID;
+    let category = FIRST_CATEGORY_ID + rng.below(NUM_CATEGORIES) as i64;
+    let length_ms = 1 + rng.below(20_000) as i64;
+    let l = &mut rows.longs;
+    l[0].push(id);
+    l[1].push(initial);
+    l[2].push(initial + next_price(rng));
+    l[3].push(seller);
+    l[4].push(category);
+    let t = &mut rows.texts;
+    let _ = write!(t[0], "item-{}", rng.below(10_000));
+    t[0].append_value("");
+    let _ = write!(t[1], "description of auction {id}");
+    t[1].append_value("");
+    let size = 8 + last_len(&t[0]) + last_len(&t[1]) + 5 * 8;
+    append_extra(rng, size, AVERAGE_AUCTION_BYTES, &mut t[2]);
+    rows.times[0].push(ts);
+    rows.times[1].push(ts + length_ms);
+}
+
+/// Appends the bid of event number `event`, made at `ts`.
+fn append_bid(event: u64, ts: i64, rng: &mut SplitMix64, rows: &mut RowsBuilder) {
+    let auction = if rng.below(HOT_AUCTION_RATIO) > 0 {
+        (last_auction(event) / HOT_STRIDE) * HOT_STRIDE
+    } else {
+        next_auction(event, rng)
+    } as i64
+        + FIRST_AUCTION_ID;
+    let bidder = if rng.below(HOT_BIDDER_RATIO) > 0 {
+        (last_person(event) / HOT_STRIDE) * HOT_STRIDE + 1
+    } else {
+        next_person(event, rng)
+    } as i64
+        + FIRST_PERSON_ID;
+    let l = &mut rows.longs;
+    l[0].push(auction);
+    l[1].push(bidder);
+    l[2].push(next_price(rng));
+    let channel = rng.below(CHANNELS.len() as u64) as usize;
+    let t = &mut rows.texts;
+    t[0].append_value(CHANNELS[channel]);
+    let _ = write!(
+        t[1],
+        "https://www.nexmark.com/{}/item.htm?query=1&channel_id={channel}",
+        CHANNELS[channel].to_ascii_lowercase()
+    );
+    t[1].append_value("");
+    append_extra(rng, 4 * 8, AVERAGE_BID_BYTES, &mut t[2]);
+    rows.times[0].push(ts);
 }
 
 /// The length in bytes of the last value of `builder`.

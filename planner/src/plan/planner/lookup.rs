@@ -5,6 +5,9 @@
 
 use std::sync::Arc;
 
+use arrow::datatypes::DataType;
+use datafusion_physical_expr::PhysicalExpr;
+
 use datafusion_expr::{Expr, ExprSchemable, JoinType, LogicalPlan};
 use eddy_common::Result;
 use eddy_connectors::lookup::{LookupCacheOptions, LookupKind};
@@ -60,6 +63,17 @@ pub(super) fn versioned_side(plan: &LogicalPlan) -> Option<VersionedSide<'_>> {
     }
 }
 
+/// A lookup join's keys, one per equality of its `ON`.
+#[derive(Default)]
+struct LookupKeys {
+    /// The left side's expressions, cast to the key columns' types.
+    exprs: Vec<Arc<dyn PhysicalExpr>>,
+    /// The key columns' types.
+    types: Vec<DataType>,
+    /// The key columns' indexes in the table.
+    columns: Vec<usize>,
+}
+
 impl Planner {
     /// A lookup join of `left` with the versioned table on the right of `join`.
     pub(super) fn plan_lookup_join(
@@ -94,28 +108,11 @@ impl Planner {
             )));
         }
         let right_schema = join.right.schema();
-        let mut keys = Vec::new();
-        let mut key_types = Vec::new();
-        let mut key_columns = Vec::new();
-        for (l, r) in &join.on {
-            let Expr::Column(column) = r else {
-                return Err(unsupported(format!(
-                    "a lookup join key {r}: it must be a column of '{name}'"
-                )));
-            };
-            let index = table_column(&table, right_schema.index_of_column(column).or_eddy()?)
-                .ok_or_else(|| {
-                    unsupported(format!(
-                        "a lookup join key {r}: it must be a column of '{name}' itself, not \
-                         computed"
-                    ))
-                })?;
-            let key_type = table.source.table.physical_schema.field(index).data_type();
-            let l = l.clone().cast_to(key_type, &left.schema).or_eddy()?;
-            keys.push(self.physical(&l, &left.schema)?);
-            key_types.push(key_type.clone());
-            key_columns.push(index);
-        }
+        let LookupKeys {
+            exprs: keys,
+            types: key_types,
+            columns: key_columns,
+        } = self.lookup_keys(join, &left, &table)?;
         let table_side = self.table_steps(&table)?;
         let filter = self.join_filter(join)?;
         let cache = connector.lookup_cache();
@@ -163,6 +160,38 @@ impl Planner {
             },
         );
         Ok(stream)
+    }
+
+    /// The join's keys, from its equalities.
+    fn lookup_keys(
+        &mut self,
+        join: &datafusion_expr::Join,
+        left: &Stream,
+        table: &VersionedSide<'_>,
+    ) -> Result<LookupKeys> {
+        let name = &table.source.table.name;
+        let right_schema = join.right.schema();
+        let mut keys = LookupKeys::default();
+        for (l, r) in &join.on {
+            let Expr::Column(column) = r else {
+                return Err(unsupported(format!(
+                    "a lookup join key {r}: it must be a column of '{name}'"
+                )));
+            };
+            let index = table_column(table, right_schema.index_of_column(column).or_eddy()?)
+                .ok_or_else(|| {
+                    unsupported(format!(
+                        "a lookup join key {r}: it must be a column of '{name}' itself, not \
+                         computed"
+                    ))
+                })?;
+            let key_type = table.source.table.physical_schema.field(index).data_type();
+            let l = l.clone().cast_to(key_type, &left.schema).or_eddy()?;
+            keys.exprs.push(self.physical(&l, &left.schema)?);
+            keys.types.push(key_type.clone());
+            keys.columns.push(index);
+        }
+        Ok(keys)
     }
 
     /// The steps from the rows a lookup returns (the table's columns) to the join's table

@@ -58,24 +58,7 @@ impl Planner {
                  attribute (WATERMARK FOR ...), kept in the join's input"
             )));
         };
-        let on_columns: Vec<String> = join
-            .on
-            .iter()
-            .filter_map(|(_, r)| match r {
-                Expr::Column(c) => Some(c.name.to_lowercase()),
-                _ => None,
-            })
-            .collect();
-        if let Some(missing) = def
-            .primary_key
-            .iter()
-            .find(|k| !on_columns.contains(&k.to_lowercase()))
-        {
-            return Err(EddyError::Plan(format!(
-                "a temporal join must join on the primary key of '{name}': its column \
-                 '{missing}' is not equated in ON"
-            )));
-        }
+        joins_on_primary_key(join, name, &def.primary_key)?;
         if [&left, &right]
             .iter()
             .any(|s| s.changelog != Changelog::AppendOnly)
@@ -117,6 +100,32 @@ impl Planner {
         );
         Ok(stream)
     }
+}
+
+/// Checks that `join` equates every column of the versioned table's primary key.
+fn joins_on_primary_key(
+    join: &datafusion_expr::Join,
+    name: &str,
+    primary_key: &[String],
+) -> Result<()> {
+    let on_columns: Vec<String> = join
+        .on
+        .iter()
+        .filter_map(|(_, r)| match r {
+            Expr::Column(c) => Some(c.name.to_lowercase()),
+            _ => None,
+        })
+        .collect();
+    if let Some(missing) = primary_key
+        .iter()
+        .find(|k| !on_columns.contains(&k.to_lowercase()))
+    {
+        return Err(EddyError::Plan(format!(
+            "a temporal join must join on the primary key of '{name}': its column \
+             '{missing}' is not equated in ON"
+        )));
+    }
+    Ok(())
 }
 
 /// The join's table side with the versioned table's scan replaced by the table's stream
