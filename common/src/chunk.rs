@@ -163,12 +163,16 @@ impl Chunk {
     /// The rows as text, a line each: the op, then every value (`.` for NULL), separated
     /// by spaces, as tests compare them (RisingWave's `StreamChunk::to_pretty`).
     pub fn to_pretty(&self) -> Vec<String> {
+        let all: Vec<usize> = (0..self.rows.num_columns()).collect();
+        self.to_pretty_columns(&all)
+    }
+
+    /// [`Chunk::to_pretty`] of some of the columns, in the order given.
+    pub fn to_pretty_columns(&self, columns: &[usize]) -> Vec<String> {
         let options = FormatOptions::default().with_null(PRETTY_NULL);
-        let formatters: Vec<ArrayFormatter<'_>> = self
-            .rows
-            .columns()
+        let formatters: Vec<ArrayFormatter<'_>> = columns
             .iter()
-            .map(|column| ArrayFormatter::try_new(column.as_ref(), &options))
+            .map(|c| ArrayFormatter::try_new(self.rows.column(*c).as_ref(), &options))
             .collect::<std::result::Result<_, _>>()
             .expect("every Arrow type has a display form");
         (0..self.num_rows())

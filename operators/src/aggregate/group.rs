@@ -534,15 +534,7 @@ mod tests {
     fn changes(aggregate: &mut GroupAggregate, chunk: Chunk) -> Vec<String> {
         let mut out = Vec::new();
         aggregate.process(chunk, &mut out).unwrap();
-        let mut lines = Vec::new();
-        for chunk in &out {
-            for i in 0..chunk.num_rows() {
-                let show = |c: usize| array_value_to_string(chunk.rows().column(c), i).unwrap();
-                let op = chunk.op(i).short_name();
-                lines.push(format!("{op} {} {} {}", show(0), show(1), show(2)));
-            }
-        }
-        lines
+        out.iter().flat_map(Chunk::to_pretty).collect()
     }
 
     #[test]

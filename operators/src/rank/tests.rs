@@ -2,7 +2,6 @@ use std::sync::Arc;
 
 use arrow::array::{Int64Array, StringArray, TimestampMillisecondArray};
 use arrow::datatypes::{Field, Schema, TimeUnit};
-use arrow::util::display::array_value_to_string;
 use datafusion_physical_expr::expressions::Column;
 
 use super::*;
@@ -73,19 +72,9 @@ fn chunk(rows: &[(Op, i64, i64, &str)], end: i64) -> Chunk {
 
 /// Each emitted row as `op name rn`.
 fn changes(out: Vec<Chunk>) -> Vec<String> {
-    let mut lines = Vec::new();
-    for chunk in out {
-        let rows = chunk.rows();
-        for i in 0..chunk.num_rows() {
-            lines.push(format!(
-                "{} {} {}",
-                chunk.op(i).short_name(),
-                array_value_to_string(rows.column(2), i).unwrap(),
-                array_value_to_string(rows.column(4), i).unwrap(),
-            ));
-        }
-    }
-    lines
+    out.iter()
+        .flat_map(|chunk| chunk.to_pretty_columns(&[2, 4]))
+        .collect()
 }
 
 fn run(op: &mut TopN, rows: &[(Op, i64, i64, &str)]) -> Vec<String> {

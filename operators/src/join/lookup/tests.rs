@@ -1,7 +1,6 @@
 use super::*;
 use arrow::array::{AsArray, Int64Array, StringArray};
 use arrow::datatypes::{Field, Schema};
-use arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion_physical_expr::expressions::Column;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -107,21 +106,7 @@ fn stream(rows: &[(Option<i64>, i64)], op: Op) -> Chunk {
 fn run(join: &mut LookupJoin, chunk: Chunk) -> Vec<String> {
     let mut out = Vec::new();
     join.process(chunk, &mut out).unwrap();
-    let options = FormatOptions::default().with_null("null");
-    let mut lines = Vec::new();
-    for chunk in &out {
-        let formatters: Vec<_> = chunk
-            .rows()
-            .columns()
-            .iter()
-            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).unwrap())
-            .collect();
-        for i in 0..chunk.num_rows() {
-            let fields: Vec<String> = formatters.iter().map(|f| f.value(i).to_string()).collect();
-            lines.push(format!("{} {}", chunk.op(i).short_name(), fields.join(" ")));
-        }
-    }
-    lines
+    out.iter().flat_map(Chunk::to_pretty).collect()
 }
 
 #[test]
@@ -160,7 +145,7 @@ fn a_left_lookup_join_pads_rows_that_find_nothing() {
             &mut join,
             stream(&[(Some(3), 1), (Some(1), 2), (None, 3)], Op::Insert)
         ),
-        ["+I 3 1 null null", "+I 1 2 1 one", "+I null 3 null null"]
+        ["+I 3 1 . .", "+I 1 2 1 one", "+I . 3 . ."]
     );
 }
 

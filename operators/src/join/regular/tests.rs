@@ -202,31 +202,7 @@ fn auctions(rows: &[(i64, &str)], ops: &[Op]) -> Chunk {
 
 /// Every output row as `op auction price id name`.
 fn lines(out: &[Chunk]) -> Vec<String> {
-    let mut lines = Vec::new();
-    for chunk in out {
-        let rows = chunk.rows();
-        let int = |c: usize, i: usize| {
-            rows.column(c)
-                .as_primitive::<arrow::datatypes::Int64Type>()
-                .value(i)
-        };
-        let show = |c: usize, i: usize| match rows.column(c).is_null(i) {
-            true => "null".to_string(),
-            false if c == 3 => rows.column(3).as_string::<i32>().value(i).to_string(),
-            false => int(c, i).to_string(),
-        };
-        for i in 0..chunk.num_rows() {
-            lines.push(format!(
-                "{} {} {} {} {}",
-                chunk.op(i).short_name(),
-                show(0, i),
-                show(1, i),
-                show(2, i),
-                show(3, i)
-            ));
-        }
-    }
-    lines
+    out.iter().flat_map(Chunk::to_pretty).collect()
 }
 
 fn run(join: &mut StreamingJoin, input: usize, chunk: Chunk) -> Vec<String> {
@@ -254,11 +230,11 @@ fn a_left_join_pads_until_a_partner_comes_and_after_the_last_leaves() {
     let mut j = outer_join([true, false]);
     assert_eq!(
         run(&mut j, 0, bids(&[(Some(1), 5), (None, 6)], &[Insert; 2])),
-        ["+I 1 5 null null", "+I null 6 null null"]
+        ["+I 1 5 . .", "+I . 6 . ."]
     );
     assert_eq!(
         run(&mut j, 1, auctions(&[(1, "a"), (1, "b")], &[Insert; 2])),
-        ["-D 1 5 null null", "+I 1 5 1 a", "+I 1 5 1 b"]
+        ["-D 1 5 . .", "+I 1 5 1 a", "+I 1 5 1 b"]
     );
     // An update of one partner in one chunk: the pair goes and comes back, and the
     // padded row never shows while another partner remains.
@@ -276,11 +252,11 @@ fn a_left_join_pads_until_a_partner_comes_and_after_the_last_leaves() {
             1,
             auctions(&[(1, "b"), (1, "a2")], &[Delete, Delete])
         ),
-        ["-D 1 5 1 b", "-D 1 5 1 a2", "+I 1 5 null null"]
+        ["-D 1 5 1 b", "-D 1 5 1 a2", "+I 1 5 . ."]
     );
     assert_eq!(
         run(&mut j, 0, bids(&[(Some(1), 5)], &[Delete])),
-        ["-D 1 5 null null"]
+        ["-D 1 5 . ."]
     );
     assert_eq!(j.state_rows(), (0, 0));
 }
@@ -290,11 +266,11 @@ fn a_full_join_pads_both_sides_and_its_counts_survive_a_restore() {
     let mut j = outer_join([true, true]);
     assert_eq!(
         run(&mut j, 1, auctions(&[(2, "x")], &[Insert])),
-        ["+I null null 2 x"]
+        ["+I . . 2 x"]
     );
     assert_eq!(
         run(&mut j, 0, bids(&[(Some(2), 1), (Some(3), 4)], &[Insert; 2])),
-        ["-D null null 2 x", "+I 2 1 2 x", "+I 3 4 null null"]
+        ["-D . . 2 x", "+I 2 1 2 x", "+I 3 4 . ."]
     );
     let snapshot = j.snapshot(&SnapshotRequest::full(1)).unwrap();
     assert_eq!(snapshot.kind, eddy_common::state::StateKind::Full);
@@ -304,11 +280,11 @@ fn a_full_join_pads_both_sides_and_its_counts_survive_a_restore() {
         .unwrap();
     assert_eq!(
         run(&mut restored, 0, bids(&[(Some(2), 1)], &[Delete])),
-        ["-D 2 1 2 x", "+I null null 2 x"]
+        ["-D 2 1 2 x", "+I . . 2 x"]
     );
     assert_eq!(
         run(&mut restored, 1, auctions(&[(3, "y")], &[Insert])),
-        ["-D 3 4 null null", "+I 3 4 3 y"]
+        ["-D 3 4 . .", "+I 3 4 3 y"]
     );
 }
 
@@ -324,81 +300,47 @@ fn filtering_join(filtering: Filtering) -> StreamingJoin {
     j
 }
 
-/// Output rows of a semi or anti join as `op auction price`.
-fn left_lines(join: &mut StreamingJoin, input: usize, chunk: Chunk) -> Vec<String> {
-    let mut out = Vec::new();
-    join.process_input(input, chunk, &mut out).unwrap();
-    let mut lines = Vec::new();
-    for chunk in &out {
-        let show = |c: usize, i: usize| {
-            let column = chunk.rows().column(c);
-            match column.is_null(i) {
-                true => "null".to_string(),
-                false => column
-                    .as_primitive::<arrow::datatypes::Int64Type>()
-                    .value(i)
-                    .to_string(),
-            }
-        };
-        for i in 0..chunk.num_rows() {
-            lines.push(format!(
-                "{} {} {}",
-                chunk.op(i).short_name(),
-                show(0, i),
-                show(1, i)
-            ));
-        }
-    }
-    lines
-}
-
 #[test]
 fn a_semi_join_emits_a_row_with_its_first_match_and_takes_it_back_with_its_last() {
     let mut j = filtering_join(Filtering::Semi);
-    assert!(left_lines(&mut j, 0, bids(&[(Some(1), 5), (None, 6)], &[Insert; 2])).is_empty());
+    assert!(run(&mut j, 0, bids(&[(Some(1), 5), (None, 6)], &[Insert; 2])).is_empty());
     assert_eq!(
-        left_lines(&mut j, 1, auctions(&[(1, "a"), (1, "b")], &[Insert; 2])),
+        run(&mut j, 1, auctions(&[(1, "a"), (1, "b")], &[Insert; 2])),
         ["+I 1 5"]
     );
     // A row arriving with partners held comes at once, once.
-    assert_eq!(
-        left_lines(&mut j, 0, bids(&[(Some(1), 7)], &[Insert])),
-        ["+I 1 7"]
-    );
-    assert!(left_lines(&mut j, 1, auctions(&[(1, "a")], &[Delete])).is_empty());
+    assert_eq!(run(&mut j, 0, bids(&[(Some(1), 7)], &[Insert])), ["+I 1 7"]);
+    assert!(run(&mut j, 1, auctions(&[(1, "a")], &[Delete])).is_empty());
     let snapshot = j.snapshot(&SnapshotRequest::full(1)).unwrap();
     let mut restored = filtering_join(Filtering::Semi);
     restored
         .restore(&[&snapshot.bytes], &KeyScope::everything())
         .unwrap();
     assert_eq!(
-        left_lines(&mut restored, 1, auctions(&[(1, "b")], &[Delete])),
+        run(&mut restored, 1, auctions(&[(1, "b")], &[Delete])),
         ["-D 1 5", "-D 1 7"]
     );
-    assert!(left_lines(&mut restored, 0, bids(&[(Some(1), 5)], &[Delete])).is_empty());
+    assert!(run(&mut restored, 0, bids(&[(Some(1), 5)], &[Delete])).is_empty());
 }
 
 #[test]
 fn an_anti_join_emits_a_row_until_its_first_match_and_after_its_last() {
     let mut j = filtering_join(Filtering::Anti);
     assert_eq!(
-        left_lines(&mut j, 0, bids(&[(Some(1), 5), (None, 6)], &[Insert; 2])),
-        ["+I 1 5", "+I null 6"]
+        run(&mut j, 0, bids(&[(Some(1), 5), (None, 6)], &[Insert; 2])),
+        ["+I 1 5", "+I . 6"]
     );
     assert_eq!(
-        left_lines(&mut j, 1, auctions(&[(1, "a"), (1, "b")], &[Insert; 2])),
+        run(&mut j, 1, auctions(&[(1, "a"), (1, "b")], &[Insert; 2])),
         ["-D 1 5"]
     );
-    assert!(left_lines(&mut j, 0, bids(&[(Some(1), 7)], &[Insert])).is_empty());
-    assert!(left_lines(&mut j, 1, auctions(&[(1, "a")], &[Delete])).is_empty());
+    assert!(run(&mut j, 0, bids(&[(Some(1), 7)], &[Insert])).is_empty());
+    assert!(run(&mut j, 1, auctions(&[(1, "a")], &[Delete])).is_empty());
     assert_eq!(
-        left_lines(&mut j, 1, auctions(&[(1, "b")], &[Delete])),
+        run(&mut j, 1, auctions(&[(1, "b")], &[Delete])),
         ["+I 1 5", "+I 1 7"]
     );
-    assert_eq!(
-        left_lines(&mut j, 0, bids(&[(Some(1), 5)], &[Delete])),
-        ["-D 1 5"]
-    );
+    assert_eq!(run(&mut j, 0, bids(&[(Some(1), 5)], &[Delete])), ["-D 1 5"]);
 }
 
 #[test]

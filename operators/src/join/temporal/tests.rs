@@ -1,7 +1,6 @@
 use super::*;
 use arrow::array::{Int64Array, StringArray, TimestampMillisecondArray};
 use arrow::datatypes::{Field, Schema, TimeUnit};
-use arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion_physical_expr::expressions::Column;
 
 fn side(value: &str) -> SchemaRef {
@@ -54,24 +53,15 @@ fn feed(join: &mut TemporalJoin, input: usize, chunk: Chunk) {
     assert!(out.is_empty(), "rows wait for the watermark");
 }
 
-/// Rows emitted as `currency amount rate`, sorted.
+/// Rows emitted as `+I currency amount rate`, sorted.
 fn advance(join: &mut TemporalJoin, watermark: i64) -> Vec<String> {
     let mut out = Vec::new();
     join.on_watermark(watermark, &mut out).unwrap();
-    let options = FormatOptions::default().with_null("null");
-    let mut lines = Vec::new();
-    for chunk in &out {
-        assert!(chunk.is_append_only());
-        let show = |c: usize, i: usize| {
-            ArrayFormatter::try_new(chunk.rows().column(c).as_ref(), &options)
-                .unwrap()
-                .value(i)
-                .to_string()
-        };
-        for i in 0..chunk.num_rows() {
-            lines.push(format!("{} {} {}", show(0, i), show(1, i), show(4, i)));
-        }
-    }
+    assert!(out.iter().all(Chunk::is_append_only));
+    let mut lines: Vec<String> = out
+        .iter()
+        .flat_map(|chunk| chunk.to_pretty_columns(&[0, 1, 4]))
+        .collect();
     lines.sort();
     lines
 }
@@ -98,9 +88,9 @@ fn each_row_joins_the_version_valid_at_its_time_once_the_watermark_passes_it() {
         ),
     );
     // USD's first version is from 5: the order at 2 finds none.
-    assert_eq!(advance(&mut join, 9), ["EUR 1 114"]);
+    assert_eq!(advance(&mut join, 9), ["+I EUR 1 114"]);
     assert_eq!(join.held(), (2, 3));
-    assert_eq!(advance(&mut join, 20), ["EUR 2 116", "EUR 4 116"]);
+    assert_eq!(advance(&mut join, 20), ["+I EUR 2 116", "+I EUR 4 116"]);
     // Only the versions valid at the watermark are kept.
     assert_eq!(join.held(), (0, 2));
     // A deletion ends a key's versions.
@@ -110,7 +100,7 @@ fn each_row_joins_the_version_valid_at_its_time_once_the_watermark_passes_it() {
         0,
         rows(0, &[("EUR", 5, 24), ("EUR", 6, 26)], Op::Insert),
     );
-    assert_eq!(advance(&mut join, 30), ["EUR 5 116"]);
+    assert_eq!(advance(&mut join, 30), ["+I EUR 5 116"]);
     assert_eq!(join.held(), (0, 1));
 }
 
@@ -133,7 +123,7 @@ fn a_left_temporal_join_pads_rows_without_a_valid_version_and_survives_a_restore
     );
     let snapshot = join.snapshot(&SnapshotRequest::full(1)).unwrap().bytes;
     let expected = advance(&mut join, 10);
-    assert_eq!(expected, ["EUR 1 114", "GBP 7 null", "USD 3 null"]);
+    assert_eq!(expected, ["+I EUR 1 114", "+I GBP 7 .", "+I USD 3 ."]);
     let mut restored = Vec::new();
     for subtask in 0..2 {
         let scope = KeyScope {

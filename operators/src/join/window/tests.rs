@@ -1,7 +1,6 @@
 use super::*;
 use arrow::array::{Int64Array, TimestampMillisecondArray};
 use arrow::datatypes::{Field, Schema, TimeUnit};
-use arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion_expr::Operator as BinaryOp;
 use datafusion_physical_expr::expressions::{BinaryExpr, Column};
 
@@ -84,32 +83,29 @@ fn rows(input: usize, rows: &[(Option<i64>, i64, i64)]) -> Chunk {
     )
 }
 
-/// Output rows as `k window_end value…`, sorted, without window starts.
+/// Output rows as `op k window_end value…`, sorted, without window starts and with
+/// window ends in milliseconds.
 fn lines(out: &[Chunk]) -> Vec<String> {
-    let options = FormatOptions::default().with_null("null");
-    let mut lines = Vec::new();
-    for chunk in out {
-        let rows = chunk.rows();
-        let formatters: Vec<_> = rows
-            .columns()
-            .iter()
-            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).unwrap())
-            .collect();
-        for i in 0..rows.num_rows() {
-            let fields: Vec<String> = (0..rows.num_columns())
-                .filter(|c| c % 4 != 1)
-                .map(|c| match (c % 4, rows.column(c).is_null(i)) {
-                    (2, false) => rows
-                        .column(c)
-                        .as_primitive::<arrow::datatypes::TimestampMillisecondType>()
-                        .value(i)
-                        .to_string(),
-                    _ => formatters[c].value(i).to_string(),
-                })
-                .collect();
-            lines.push(fields.join(" "));
-        }
-    }
+    let mut lines: Vec<String> = out
+        .iter()
+        .flat_map(|chunk| {
+            let columns = chunk
+                .rows()
+                .columns()
+                .iter()
+                .enumerate()
+                .map(|(c, column)| {
+                    let column = match c % 4 {
+                        2 => arrow::compute::cast(column, &DataType::Int64).unwrap(),
+                        _ => column.clone(),
+                    };
+                    (format!("c{c}"), column)
+                });
+            let millis = RecordBatch::try_from_iter(columns).unwrap();
+            let shown: Vec<usize> = (0..millis.num_columns()).filter(|c| c % 4 != 1).collect();
+            chunk.with_rows(millis).to_pretty_columns(&shown)
+        })
+        .collect();
     lines.sort();
     lines
 }
@@ -148,7 +144,7 @@ fn a_window_is_joined_when_the_watermark_closes_it_and_then_dropped() {
     assert_eq!(join.held_rows(), [3, 3]);
     assert!(advance(&mut join, 8).is_empty());
     // The first window [0, 10) closes at watermark 9: key 1 meets key 1 in it only.
-    assert_eq!(advance(&mut join, 9), ["1 10 100 1 10 7"]);
+    assert_eq!(advance(&mut join, 9), ["+I 1 10 100 1 10 7"]);
     assert_eq!(join.held_rows(), [1, 1]);
     // A row of a closed window is late: dropped, not joined later.
     feed(&mut join, 1, rows(1, &[(Some(2), 3, 1)]));
@@ -159,7 +155,7 @@ fn a_window_is_joined_when_the_watermark_closes_it_and_then_dropped() {
             .load(std::sync::atomic::Ordering::Relaxed),
         1
     );
-    assert_eq!(advance(&mut join, i64::MAX), ["1 20 300 1 20 8"]);
+    assert_eq!(advance(&mut join, i64::MAX), ["+I 1 20 300 1 20 8"]);
     assert_eq!(join.held_rows(), [0, 0]);
 }
 
@@ -176,34 +172,37 @@ fn outer_window_joins_pad_the_rows_that_joined_nothing_once() {
     assert_eq!(
         run(JoinKind::Left, false),
         [
-            "1 10 100 1 10 10",
-            "1 10 100 1 10 7",
-            "2 10 200 null null null",
-            "null 10 300 null null null"
+            "+I . 10 300 . . .",
+            "+I 1 10 100 1 10 10",
+            "+I 1 10 100 1 10 7",
+            "+I 2 10 200 . . ."
         ]
     );
     assert_eq!(
         run(JoinKind::Right, false),
         [
-            "1 10 100 1 10 10",
-            "1 10 100 1 10 7",
-            "null null null 3 10 9"
+            "+I . . . 3 10 9",
+            "+I 1 10 100 1 10 10",
+            "+I 1 10 100 1 10 7"
         ]
     );
     // The rest of the condition decides what joined: 100 < 7 and 100 < 10 fail.
     assert_eq!(
         run(JoinKind::Full, true),
         [
-            "1 10 100 null null null",
-            "2 10 200 null null null",
-            "null 10 300 null null null",
-            "null null null 1 10 10",
-            "null null null 1 10 7",
-            "null null null 3 10 9"
+            "+I . . . 1 10 10",
+            "+I . . . 1 10 7",
+            "+I . . . 3 10 9",
+            "+I . 10 300 . . .",
+            "+I 1 10 100 . . .",
+            "+I 2 10 200 . . ."
         ]
     );
-    assert_eq!(run(JoinKind::LeftSemi, false), ["1 10 100"]);
-    assert_eq!(run(JoinKind::LeftAnti, false), ["2 10 200", "null 10 300"]);
+    assert_eq!(run(JoinKind::LeftSemi, false), ["+I 1 10 100"]);
+    assert_eq!(
+        run(JoinKind::LeftAnti, false),
+        ["+I . 10 300", "+I 2 10 200"]
+    );
     assert!(run(JoinKind::LeftSemi, true).is_empty());
 }
 
