@@ -388,5 +388,4 @@ impl TaskExecutorGateway for InProcessTaskExecutor {
 }
 
 #[cfg(test)]
-#[path = "embedded_tests.rs"]
 mod tests;

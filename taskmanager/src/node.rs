@@ -538,5 +538,4 @@ pub fn task_id(execution: &ExecutionId, key: TaskKey) -> pb::TaskId {
 }
 
 #[cfg(test)]
-#[path = "node_tests.rs"]
 mod tests;

@@ -570,5 +570,4 @@ async fn run_inputs(mut gate: InputGate, pipeline: &mut Pipeline<'_>) -> Result<
 
 mod source;
 #[cfg(test)]
-#[path = "task_tests.rs"]
 mod tests;
