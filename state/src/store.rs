@@ -1,0 +1,288 @@
+//! A store: a memtable of recent writes over runs on local disk, newest first. Writes go to
+//! the memtable; past its budget it is written out as a run. Runs are merged in tiers so
+//! that a key is looked up in few of them and a deleted key's space comes back.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{Result, StateError};
+use crate::merge::{Merged, Source};
+use crate::run::{Entry, Lookup, Run, RunWriter};
+
+/// How a store uses memory and merges runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// Bytes of keys and values the memtable holds before it is written as a run.
+    pub memtable_bytes: usize,
+    /// Runs of one tier merged at a time; a tier holds runs up to `fan_in` times the size
+    /// of the one below.
+    pub fan_in: usize,
+    /// Past this many runs the newest `fan_in` are merged whatever their tiers.
+    pub max_runs: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            memtable_bytes: 64 << 20,
+            fan_in: 4,
+            max_runs: 24,
+        }
+    }
+}
+
+/// Per-entry bookkeeping a memtable entry costs beside its bytes (table slot, two vectors).
+const ENTRY_OVERHEAD: usize = 64;
+
+/// One subtask's keyed state: a memtable over immutable runs in a directory it owns.
+#[derive(Debug)]
+pub struct Store {
+    dir: PathBuf,
+    options: StoreOptions,
+    /// Unordered: a single writer reads and writes it by key, and sorts it only to write
+    /// a run or to scan (rare), which makes a write a hash-table insert.
+    memtable: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    memtable_bytes: usize,
+    /// Newest first.
+    runs: Vec<Arc<Run>>,
+    next_run: u64,
+    stats: StoreStats,
+}
+
+/// What a store has written to disk since it was created.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Bytes of runs written from the memtable.
+    pub flushed_bytes: u64,
+    /// Bytes of runs written by merges.
+    pub merged_bytes: u64,
+    /// Merges done.
+    pub merges: u64,
+}
+
+impl Store {
+    /// An empty store writing its runs into `dir` (created if missing). The directory is
+    /// the store's alone: run files already there are not read.
+    pub fn create(dir: impl Into<PathBuf>, options: StoreOptions) -> Result<Store> {
+        let dir = dir.into();
+        std::fs::create_dir_all(&dir).map_err(StateError::io(&dir, "create directory"))?;
+        if options.fan_in < 2 || options.max_runs < options.fan_in {
+            return Err(StateError::Misuse(format!(
+                "fan_in {} must be at least 2 and at most max_runs {}",
+                options.fan_in, options.max_runs
+            )));
+        }
+        Ok(Store {
+            dir,
+            options,
+            memtable: HashMap::new(),
+            memtable_bytes: 0,
+            runs: Vec::new(),
+            next_run: 1,
+            stats: StoreStats::default(),
+        })
+    }
+
+    /// Sets `key` to `value`.
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.write(key, Some(value))
+    }
+
+    /// Deletes `key`.
+    pub fn delete(&mut self, key: &[u8]) -> Result<()> {
+        if self.runs.is_empty() {
+            // No run can hold it: nothing needs hiding.
+            if let Some(old) = self.memtable.remove(key) {
+                self.memtable_bytes -= entry_bytes(key, old.as_deref());
+            }
+            return Ok(());
+        }
+        self.write(key, None)
+    }
+
+    fn write(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        self.memtable_bytes += entry_bytes(key, value);
+        if let Some(old) = self
+            .memtable
+            .insert(key.to_vec(), value.map(<[u8]>::to_vec))
+        {
+            self.memtable_bytes -= entry_bytes(key, old.as_deref());
+        }
+        if self.memtable_bytes >= self.options.memtable_bytes {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// The value of `key`, if it has one.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(value) = self.memtable.get(key) {
+            return Ok(value.clone());
+        }
+        for run in &self.runs {
+            match run.get(key)? {
+                Lookup::Found(value) => return Ok(Some(value)),
+                Lookup::Deleted => return Ok(None),
+                Lookup::Absent => {}
+            }
+        }
+        Ok(None)
+    }
+
+    /// Every key at or after `start` with its value, in key order.
+    pub fn entries_from<'a>(
+        &'a self,
+        start: &[u8],
+    ) -> Result<impl Iterator<Item = Result<Entry>> + 'a> {
+        let mut memtable: Vec<Entry> = self
+            .memtable
+            .iter()
+            .filter(|(k, _)| k.as_slice() >= start)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        memtable.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let memtable = memtable.into_iter().map(Ok);
+        let mut sources: Vec<Source<'a>> = vec![Box::new(memtable)];
+        for run in &self.runs {
+            sources.push(Box::new(run.entries_from(start)));
+        }
+        Merged::new(sources, true)
+    }
+
+    /// Writes the memtable out as the newest run (if it holds anything), then merges runs
+    /// as their tiers call for. A checkpoint flushes first: its state is then the runs.
+    pub fn flush(&mut self) -> Result<()> {
+        if self.memtable.is_empty() {
+            return Ok(());
+        }
+        let mut writer = RunWriter::create(self.new_run_path())?;
+        let mut entries: Vec<_> = self.memtable.iter().collect();
+        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for (key, value) in entries {
+            writer.add(key, value.as_deref())?;
+        }
+        let meta = writer.finish()?;
+        self.stats.flushed_bytes += meta.bytes;
+        self.runs.insert(0, Arc::new(Run::open(meta.path)?));
+        self.memtable.clear();
+        self.memtable_bytes = 0;
+        self.compact()
+    }
+
+    /// The runs that hold the state once flushed, newest first.
+    pub fn runs(&self) -> &[Arc<Run>] {
+        &self.runs
+    }
+
+    /// Bytes the memtable holds (its budget bounds them).
+    pub fn memtable_bytes(&self) -> usize {
+        self.memtable_bytes
+    }
+
+    /// What it has written.
+    pub fn stats(&self) -> StoreStats {
+        self.stats
+    }
+
+    /// Its directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn new_run_path(&mut self) -> PathBuf {
+        let path = self.dir.join(format!("{:012}.run", self.next_run));
+        self.next_run += 1;
+        path
+    }
+
+    /// The tier of a run of `bytes`: 0 up to one memtable, then one more per `fan_in`
+    /// times as large.
+    fn tier(&self, bytes: u64) -> u32 {
+        let base = self.options.memtable_bytes.max(1) as u64;
+        let (mut tier, mut limit) = (0, base);
+        while bytes > limit && tier < 32 {
+            tier += 1;
+            limit = limit.saturating_mul(self.options.fan_in as u64);
+        }
+        tier
+    }
+
+    /// Merges the newest `fan_in` runs while they share a tier, or while there are more
+    /// than `max_runs`; merges every run when the newer runs have grown as large as the
+    /// oldest, or record deletions of half its entries, so that overwritten and deleted
+    /// keys give their space back.
+    fn compact(&mut self) -> Result<()> {
+        let fan_in = self.options.fan_in;
+        loop {
+            if self.bottom_is_stale() {
+                self.merge_newest(self.runs.len())?;
+                continue;
+            }
+            if self.runs.len() < fan_in {
+                return Ok(());
+            }
+            let first = self.tier(self.runs[0].meta().bytes);
+            let same_tier = self.runs[..fan_in]
+                .iter()
+                .all(|run| self.tier(run.meta().bytes) == first);
+            if !same_tier && self.runs.len() <= self.options.max_runs {
+                return Ok(());
+            }
+            self.merge_newest(fan_in)?;
+        }
+    }
+
+    /// Whether the runs above the oldest hold as many bytes as it, or deletions of half
+    /// its entries: merging all then costs no more than what was written since the last
+    /// time, and only a merge that reaches the oldest run drops deletions.
+    fn bottom_is_stale(&self) -> bool {
+        let Some((oldest, newer)) = self.runs.split_last() else {
+            return false;
+        };
+        let oldest = oldest.meta();
+        let newer_bytes: u64 = newer.iter().map(|run| run.meta().bytes).sum();
+        let newer_deletions: u64 = newer.iter().map(|run| run.meta().deletions).sum();
+        !newer.is_empty()
+            && (newer_bytes >= oldest.bytes || newer_deletions.saturating_mul(2) >= oldest.entries)
+    }
+
+    /// Replaces the newest `count` runs with one holding their merged entries; deletions
+    /// are dropped when no older run remains for them to hide a key in.
+    fn merge_newest(&mut self, count: usize) -> Result<()> {
+        let bottom = count == self.runs.len();
+        let path = self.new_run_path();
+        let merging: Vec<Arc<Run>> = self.runs[..count].to_vec();
+        let sources: Vec<Source<'_>> = merging
+            .iter()
+            .map(|run| Box::new(run.entries_from(b"")) as Source<'_>)
+            .collect();
+        let mut writer = RunWriter::create(path)?;
+        for entry in Merged::new(sources, bottom)? {
+            let (key, value) = entry?;
+            writer.add(&key, value.as_deref())?;
+        }
+        let merged = match writer.entries() {
+            // Every key was deleted: no run replaces them (the writer leaves no file).
+            0 => None,
+            _ => {
+                let meta = writer.finish()?;
+                self.stats.merged_bytes += meta.bytes;
+                Some(Arc::new(Run::open(meta.path)?))
+            }
+        };
+        self.stats.merges += 1;
+        for run in self.runs.drain(..count) {
+            run.retire();
+        }
+        self.runs.splice(0..0, merged);
+        Ok(())
+    }
+}
+
+fn entry_bytes(key: &[u8], value: Option<&[u8]>) -> usize {
+    key.len() + value.map_or(0, <[u8]>::len) + ENTRY_OVERHEAD
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,164 @@
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::run::tests::scratch;
+
+fn small() -> StoreOptions {
+    StoreOptions {
+        memtable_bytes: 4096,
+        fan_in: 3,
+        max_runs: 8,
+    }
+}
+
+fn key(i: u32) -> Vec<u8> {
+    i.to_be_bytes().to_vec()
+}
+
+fn files(dir: &Path) -> usize {
+    std::fs::read_dir(dir).unwrap().count()
+}
+
+#[test]
+fn writes_spill_into_runs_and_reads_see_the_newest() {
+    let dir = scratch("spill");
+    let mut store = Store::create(&dir, small()).unwrap();
+    for round in 0..5u32 {
+        for i in 0..2_000u32 {
+            store.put(&key(i), &(i * 10 + round).to_le_bytes()).unwrap();
+        }
+    }
+    for i in (0..2_000u32).step_by(3) {
+        store.delete(&key(i)).unwrap();
+    }
+    assert!(!store.runs().is_empty(), "the memtable spilled");
+    assert!(store.runs().len() <= 8, "{} runs", store.runs().len());
+    assert_eq!(
+        store.get(&key(1)).unwrap(),
+        Some((14u32).to_le_bytes().to_vec())
+    );
+    assert_eq!(store.get(&key(3)).unwrap(), None);
+    assert_eq!(store.get(&key(5_000)).unwrap(), None);
+    let live: Vec<_> = store
+        .entries_from(&key(1_990))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let expected: Vec<_> = (1_990..2_000u32)
+        .filter(|i| i % 3 != 0)
+        .map(|i| (key(i), Some((i * 10 + 4).to_le_bytes().to_vec())))
+        .collect();
+    assert_eq!(live, expected);
+    assert_eq!(
+        files(&dir),
+        store.runs().len(),
+        "merged runs' files are gone"
+    );
+}
+
+#[test]
+fn deleting_everything_gives_the_space_back() {
+    let dir = scratch("reclaim");
+    let mut store = Store::create(&dir, small()).unwrap();
+    for i in 0..3_000u32 {
+        store.put(&key(i), &[7; 20]).unwrap();
+    }
+    store.flush().unwrap();
+    for i in 0..3_000u32 {
+        store.delete(&key(i)).unwrap();
+    }
+    store.flush().unwrap();
+    // More writes make the tiers merge down to the oldest run, where deletions go.
+    for round in 0..40u32 {
+        store.put(&key(10_000 + round), &[1]).unwrap();
+        store.flush().unwrap();
+    }
+    let held: u64 = store.runs().iter().map(|r| r.meta().entries).sum();
+    assert!(held < 200, "{held} entries held for 40 live keys");
+    assert_eq!(store.entries_from(b"").unwrap().count(), 40);
+}
+
+#[test]
+fn a_run_held_elsewhere_keeps_its_file_until_let_go() {
+    let dir = scratch("held");
+    let mut store = Store::create(&dir, small()).unwrap();
+    store.put(b"a", b"1").unwrap();
+    store.flush().unwrap();
+    let held = Arc::clone(&store.runs()[0]);
+    for i in 0..3u8 {
+        store.put(&[b'b', i], b"2").unwrap();
+        store.flush().unwrap();
+    }
+    assert!(
+        !store.runs().iter().any(|r| Arc::ptr_eq(r, &held)),
+        "merged away"
+    );
+    assert!(
+        held.meta().path.exists(),
+        "still held: an upload may be reading it"
+    );
+    let path = held.meta().path.clone();
+    drop(held);
+    assert!(!path.exists());
+}
+
+#[test]
+fn bad_options_are_refused() {
+    let options = StoreOptions {
+        fan_in: 1,
+        ..StoreOptions::default()
+    };
+    let error = Store::create(scratch("options"), options).unwrap_err();
+    assert!(error.to_string().contains("fan_in"), "{error}");
+}
+
+#[derive(Debug, Clone)]
+enum Write {
+    Put(u16, Vec<u8>),
+    Delete(u16),
+    Flush,
+}
+
+fn write() -> impl Strategy<Value = Write> {
+    prop_oneof![
+        6 => (0..500u16, prop::collection::vec(any::<u8>(), 0..64)).prop_map(|(k, v)| Write::Put(k, v)),
+        3 => (0..500u16).prop_map(Write::Delete),
+        1 => Just(Write::Flush),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn a_store_reads_as_a_map_would(writes in prop::collection::vec(write(), 0..3_000)) {
+        let dir = scratch("model");
+        let mut store = Store::create(&dir, StoreOptions { memtable_bytes: 2048, fan_in: 2, max_runs: 6 }).unwrap();
+        let mut model = BTreeMap::new();
+        for write in &writes {
+            match write {
+                Write::Put(k, v) => {
+                    store.put(&k.to_be_bytes(), v).unwrap();
+                    model.insert(k.to_be_bytes().to_vec(), v.clone());
+                }
+                Write::Delete(k) => {
+                    store.delete(&k.to_be_bytes()).unwrap();
+                    model.remove(k.to_be_bytes().as_slice());
+                }
+                Write::Flush => store.flush().unwrap(),
+            }
+        }
+        for k in 0..500u16 {
+            prop_assert_eq!(store.get(&k.to_be_bytes()).unwrap(), model.get(k.to_be_bytes().as_slice()).cloned());
+        }
+        let all: BTreeMap<_, _> = store
+            .entries_from(b"")
+            .unwrap()
+            .map(|e| { let (k, v) = e.unwrap(); (k, v.unwrap()) })
+            .collect();
+        prop_assert_eq!(all, model);
+        prop_assert!(store.runs().len() <= 6);
+    }
+}
