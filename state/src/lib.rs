@@ -9,6 +9,7 @@
 //! - keys start with their key group, so a subtask's share after a rescale is a key range.
 
 pub mod error;
+pub mod key;
 mod merge;
 pub mod run;
 pub mod store;

@@ -134,7 +134,7 @@ impl Store {
     pub fn entries_from<'a>(
         &'a self,
         start: &[u8],
-    ) -> Result<impl Iterator<Item = Result<Entry>> + 'a> {
+    ) -> Result<impl Iterator<Item = Result<Entry>> + use<'a>> {
         let mut memtable: Vec<Entry> = self
             .memtable
             .iter()
@@ -148,6 +148,21 @@ impl Store {
             sources.push(Box::new(run.entries_from(start)));
         }
         Merged::new(sources, true)
+    }
+
+    /// Every key of `key_groups` with its value, in key order: a subtask's share of the
+    /// state at another parallelism.
+    pub fn entries_of_key_groups<'a>(
+        &'a self,
+        key_groups: &std::ops::Range<usize>,
+    ) -> Result<impl Iterator<Item = Result<Entry>> + use<'a>> {
+        let (start, end) = crate::key::key_group_bounds(key_groups);
+        Ok(self
+            .entries_from(&start)?
+            .take_while(move |entry| match (entry, &end) {
+                (Ok((key, _)), Some(end)) => key < end,
+                _ => true,
+            }))
     }
 
     /// Writes the memtable out as the newest run (if it holds anything), then merges runs

@@ -162,3 +162,32 @@ proptest! {
         prop_assert!(store.runs().len() <= 6);
     }
 }
+
+#[test]
+fn a_range_of_key_groups_reads_as_a_range_of_keys() {
+    let dir = scratch("key-groups");
+    let mut store = Store::create(&dir, small()).unwrap();
+    let mut state_key = Vec::new();
+    for group in 0..128u16 {
+        for k in 0..20u32 {
+            crate::key::encode(group, (k % 2) as u8, &k.to_be_bytes(), &mut state_key);
+            store.put(&state_key, &[group as u8]).unwrap();
+        }
+    }
+    crate::key::encode(40, 1, &3u32.to_be_bytes(), &mut state_key);
+    store.delete(&state_key).unwrap();
+    let groups: Vec<u16> = store
+        .entries_of_key_groups(&(32..64))
+        .unwrap()
+        .map(|e| crate::key::decode(&e.unwrap().0).unwrap().0)
+        .collect();
+    assert_eq!(groups.len(), 32 * 20 - 1);
+    assert!(groups.iter().all(|g| (32..64).contains(g)));
+    assert_eq!(
+        store
+            .entries_of_key_groups(&(120..usize::MAX))
+            .unwrap()
+            .count(),
+        8 * 20
+    );
+}
