@@ -74,9 +74,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let read_secs = started.elapsed().as_secs_f64();
     println!(
-        "reads: {reads}, {:.2} M reads/s, {:.1} % found",
+        "reads: {reads}, {:.2} M reads/s, {:.1} % found, block cache {:.1} MiB",
         reads as f64 / read_secs / 1e6,
-        found as f64 * 100.0 / reads as f64
+        found as f64 * 100.0 / reads as f64,
+        store.block_cache_bytes() as f64 / 1048576.0
     );
     Ok(())
 }

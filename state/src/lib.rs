@@ -8,6 +8,7 @@
 //!   runs it needs and shares the unchanged ones with the checkpoint before it;
 //! - keys start with their key group, so a subtask's share after a rescale is a key range.
 
+mod cache;
 pub mod error;
 pub mod key;
 mod merge;

@@ -2,10 +2,12 @@
 //! the memtable; past its budget it is written out as a run. Runs are merged in tiers so
 //! that a key is looked up in few of them and a deleted key's space comes back.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::cache::BlockCache;
 use crate::error::{Result, StateError};
 use crate::merge::{Merged, Source};
 use crate::run::{Entry, Lookup, Run, RunWriter};
@@ -20,6 +22,8 @@ pub struct StoreOptions {
     pub fan_in: usize,
     /// Past this many runs the newest `fan_in` are merged whatever their tiers.
     pub max_runs: usize,
+    /// Bytes of data blocks kept in memory after a read.
+    pub block_cache_bytes: usize,
 }
 
 impl Default for StoreOptions {
@@ -28,6 +32,7 @@ impl Default for StoreOptions {
             memtable_bytes: 64 << 20,
             fan_in: 4,
             max_runs: 24,
+            block_cache_bytes: 64 << 20,
         }
     }
 }
@@ -48,6 +53,7 @@ pub struct Store {
     runs: Vec<Arc<Run>>,
     next_run: u64,
     stats: StoreStats,
+    cache: RefCell<BlockCache>,
 }
 
 /// What a store has written to disk since it was created.
@@ -81,6 +87,7 @@ impl Store {
             runs: Vec::new(),
             next_run: 1,
             stats: StoreStats::default(),
+            cache: RefCell::new(BlockCache::new(options.block_cache_bytes)),
         })
     }
 
@@ -121,7 +128,7 @@ impl Store {
             return Ok(value.clone());
         }
         for run in &self.runs {
-            match run.get(key)? {
+            match run.get_cached(key, &self.cache)? {
                 Lookup::Found(value) => return Ok(Some(value)),
                 Lookup::Deleted => return Ok(None),
                 Lookup::Absent => {}
@@ -193,6 +200,11 @@ impl Store {
     /// Bytes the memtable holds (its budget bounds them).
     pub fn memtable_bytes(&self) -> usize {
         self.memtable_bytes
+    }
+
+    /// Bytes of data blocks its block cache holds.
+    pub fn block_cache_bytes(&self) -> usize {
+        self.cache.borrow().bytes()
     }
 
     /// What it has written.

@@ -1,9 +1,11 @@
 //! The layout of a run file, version 1. All integers are little-endian.
 //!
 //! ```text
-//! data block*   entries, then the CRC-32 of the entries
+//! data block*   entries, restart points, then the CRC-32 of both
 //!               entry: varint key length, varint value tag (0: deleted, n: n - 1 bytes
 //!               follow the key), key, value
+//!               restart points: the offset of every 16th entry (u32 each), their count
+//!               (u32)
 //! index         varint block count; per block varint offset, varint length (with its
 //!               CRC), varint last-key length, last key; then the CRC-32 of all that
 //! bloom         the Bloom filter's bits; then their CRC-32

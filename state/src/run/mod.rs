@@ -8,13 +8,16 @@ mod format;
 mod varint;
 mod writer;
 
+use std::cell::RefCell;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 pub use writer::RunWriter;
 
+use crate::cache::BlockCache;
 use crate::error::{Result, StateError};
 use format::{FOOTER_LEN, Footer};
 
@@ -52,6 +55,8 @@ struct BlockHandle {
 /// An open run file: its index and filter in memory, its blocks read on demand.
 #[derive(Debug)]
 pub struct Run {
+    /// Unique in the process: names its blocks in a block cache.
+    id: u64,
     meta: RunMeta,
     file: File,
     blocks: Vec<BlockHandle>,
@@ -84,7 +89,9 @@ impl Run {
         let index = read_span(&file, &path, footer.index.offset, footer.index.len)?;
         let bloom = read_span(&file, &path, footer.bloom.offset, footer.bloom.len)?;
         let bloom = format::checked(&bloom, "bloom filter", &path)?.to_vec();
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         let mut run = Run {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             meta: RunMeta {
                 path,
                 bytes: len,
@@ -168,6 +175,44 @@ impl Run {
         Ok(bytes)
     }
 
+    /// Block `i`'s content from `cache`, read into it if missing.
+    fn cached_block(&self, i: usize, cache: &RefCell<BlockCache>) -> Result<Arc<[u8]>> {
+        let id = (self.id, i as u32);
+        if let Some(block) = cache.borrow_mut().get(id) {
+            return Ok(block);
+        }
+        let block: Arc<[u8]> = self.read_block(i)?.into();
+        cache.borrow_mut().insert(id, Arc::clone(&block));
+        Ok(block)
+    }
+
+    /// What the run says of `key`, its blocks read through `cache`.
+    pub(crate) fn get_cached(&self, key: &[u8], cache: &RefCell<BlockCache>) -> Result<Lookup> {
+        if !bloom::may_contain(&self.bloom, bloom::hash(key)) {
+            return Ok(Lookup::Absent);
+        }
+        let i = self.block_for(key);
+        if i == self.blocks.len() {
+            return Ok(Lookup::Absent);
+        }
+        let block = self.cached_block(i, cache)?;
+        self.find(&block, key)
+    }
+
+    /// What `block` says of `key`.
+    fn find(&self, block: &[u8], key: &[u8]) -> Result<Lookup> {
+        for entry in block::BlockView::new(block, &self.meta.path)?.seek(key)? {
+            let (found, value) = entry?;
+            if found == key {
+                return Ok(value.map_or(Lookup::Deleted, |v| Lookup::Found(v.to_vec())));
+            }
+            if found > key {
+                break;
+            }
+        }
+        Ok(Lookup::Absent)
+    }
+
     /// What the run says of `key`.
     pub fn get(&self, key: &[u8]) -> Result<Lookup> {
         if !bloom::may_contain(&self.bloom, bloom::hash(key)) {
@@ -178,16 +223,7 @@ impl Run {
             return Ok(Lookup::Absent);
         }
         let block = self.read_block(i)?;
-        for entry in block::Entries::new(&block, &self.meta.path) {
-            let (found, value) = entry?;
-            if found == key {
-                return Ok(value.map_or(Lookup::Deleted, |v| Lookup::Found(v.to_vec())));
-            }
-            if found > key {
-                break;
-            }
-        }
-        Ok(Lookup::Absent)
+        self.find(&block, key)
     }
 
     /// Its entries with keys at or after `start`, in key order.
@@ -230,7 +266,7 @@ impl RunEntries<'_> {
         self.next_block += 1;
         self.buffered.clear();
         self.at = 0;
-        for entry in block::Entries::new(&block, &self.run.meta.path) {
+        for entry in block::BlockView::new(&block, &self.run.meta.path)?.entries() {
             let (key, value) = entry?;
             if key >= self.start.as_slice() {
                 self.buffered

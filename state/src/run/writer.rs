@@ -5,8 +5,9 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
+use super::block::BlockBuilder;
 use super::format::{self, BLOCK_BYTES, Footer, Span};
-use super::{RunMeta, block, bloom, varint};
+use super::{RunMeta, bloom, varint};
 use crate::error::{Result, StateError};
 
 /// Writes one run file.
@@ -14,8 +15,8 @@ pub struct RunWriter {
     path: PathBuf,
     partial: PathBuf,
     file: BufWriter<File>,
-    /// Entries of the block being filled.
-    block: Vec<u8>,
+    /// The block being filled.
+    block: BlockBuilder,
     /// Index entries of the blocks written.
     index: Vec<u8>,
     blocks: u64,
@@ -38,7 +39,7 @@ impl RunWriter {
             path,
             partial,
             file: BufWriter::with_capacity(64 * 1024, file),
-            block: Vec::with_capacity(BLOCK_BYTES + 256),
+            block: BlockBuilder::default(),
             index: Vec::new(),
             blocks: 0,
             offset: 0,
@@ -62,7 +63,7 @@ impl RunWriter {
         if self.first_key.is_none() {
             self.first_key = Some(key.to_vec());
         }
-        block::put_entry(&mut self.block, key, value);
+        self.block.add(key, value);
         self.hashes.push(bloom::hash(key));
         self.deletions += u64::from(value.is_none());
         self.last_key.clear();
@@ -87,7 +88,7 @@ impl RunWriter {
         if self.block.is_empty() {
             return Ok(());
         }
-        let mut block = std::mem::take(&mut self.block);
+        let mut block = self.block.finish();
         format::seal(&mut block);
         varint::put(&mut self.index, self.offset);
         varint::put(&mut self.index, block.len() as u64);
@@ -95,8 +96,7 @@ impl RunWriter {
         self.index.extend_from_slice(&self.last_key);
         self.blocks += 1;
         self.write(&block)?;
-        block.clear();
-        self.block = block;
+        self.block.reuse(block);
         Ok(())
     }
 

@@ -10,6 +10,7 @@ fn small() -> StoreOptions {
         memtable_bytes: 4096,
         fan_in: 3,
         max_runs: 8,
+        block_cache_bytes: 16 << 10,
     }
 }
 
@@ -135,7 +136,7 @@ proptest! {
     #[test]
     fn a_store_reads_as_a_map_would(writes in prop::collection::vec(write(), 0..3_000)) {
         let dir = scratch("model");
-        let mut store = Store::create(&dir, StoreOptions { memtable_bytes: 2048, fan_in: 2, max_runs: 6 }).unwrap();
+        let mut store = Store::create(&dir, StoreOptions { memtable_bytes: 2048, fan_in: 2, max_runs: 6, block_cache_bytes: 8 << 10 }).unwrap();
         let mut model = BTreeMap::new();
         for write in &writes {
             match write {
