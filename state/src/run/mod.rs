@@ -45,7 +45,7 @@ pub enum Lookup {
     Absent,
 }
 
-/// A data block's place in the file and the last key it holds.
+/// A data block's place in the file (its last key is in `Run::last_keys`).
 #[derive(Debug)]
 struct BlockHandle {
     offset: u64,
@@ -186,17 +186,21 @@ impl Run {
         Ok(block)
     }
 
+    /// The block that holds `key` if the run holds it; `None` when the filter or the
+    /// index says it does not.
+    fn locate(&self, key: &[u8]) -> Option<usize> {
+        if !bloom::may_contain(&self.bloom, bloom::hash(key)) {
+            return None;
+        }
+        Some(self.block_for(key)).filter(|i| *i < self.blocks.len())
+    }
+
     /// What the run says of `key`, its blocks read through `cache`.
     pub(crate) fn get_cached(&self, key: &[u8], cache: &RefCell<BlockCache>) -> Result<Lookup> {
-        if !bloom::may_contain(&self.bloom, bloom::hash(key)) {
-            return Ok(Lookup::Absent);
+        match self.locate(key) {
+            Some(i) => self.find(&self.cached_block(i, cache)?, key),
+            None => Ok(Lookup::Absent),
         }
-        let i = self.block_for(key);
-        if i == self.blocks.len() {
-            return Ok(Lookup::Absent);
-        }
-        let block = self.cached_block(i, cache)?;
-        self.find(&block, key)
     }
 
     /// What `block` says of `key`.
@@ -213,17 +217,12 @@ impl Run {
         Ok(Lookup::Absent)
     }
 
-    /// What the run says of `key`.
+    /// What the run says of `key` (its block read from the file).
     pub fn get(&self, key: &[u8]) -> Result<Lookup> {
-        if !bloom::may_contain(&self.bloom, bloom::hash(key)) {
-            return Ok(Lookup::Absent);
+        match self.locate(key) {
+            Some(i) => self.find(&self.read_block(i)?, key),
+            None => Ok(Lookup::Absent),
         }
-        let i = self.block_for(key);
-        if i == self.blocks.len() {
-            return Ok(Lookup::Absent);
-        }
-        let block = self.read_block(i)?;
-        self.find(&block, key)
     }
 
     /// Its entries with keys at or after `start`, in key order.

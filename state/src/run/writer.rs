@@ -22,7 +22,6 @@ pub struct RunWriter {
     blocks: u64,
     offset: u64,
     last_key: Vec<u8>,
-    first_key: Option<Vec<u8>>,
     hashes: Vec<u64>,
     deletions: u64,
 }
@@ -44,7 +43,6 @@ impl RunWriter {
             blocks: 0,
             offset: 0,
             last_key: Vec::new(),
-            first_key: None,
             hashes: Vec::new(),
             deletions: 0,
         })
@@ -53,15 +51,12 @@ impl RunWriter {
     /// Adds an entry; `value` `None` records that `key` was deleted (it hides the key in
     /// older runs). Keys must strictly increase.
     pub fn add(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
-        if self.first_key.is_some() && key <= self.last_key.as_slice() {
+        if !self.hashes.is_empty() && key <= self.last_key.as_slice() {
             return Err(StateError::Misuse(format!(
                 "run {}: key {key:02x?} added after {:02x?}",
                 self.path.display(),
                 self.last_key
             )));
-        }
-        if self.first_key.is_none() {
-            self.first_key = Some(key.to_vec());
         }
         self.block.add(key, value);
         self.hashes.push(bloom::hash(key));
