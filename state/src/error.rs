@@ -34,8 +34,9 @@ pub enum StateError {
 pub type Result<T, E = StateError> = std::result::Result<T, E>;
 
 impl StateError {
-    /// An I/O error on `path` while doing `action`.
-    pub(crate) fn io(
+    /// An I/O error on `path` while doing `action` (also for callers that move state
+    /// files: uploads, downloads).
+    pub fn io(
         path: impl Into<PathBuf>,
         action: &'static str,
     ) -> impl FnOnce(std::io::Error) -> Self {

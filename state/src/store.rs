@@ -6,6 +6,8 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::cache::BlockCache;
 use crate::error::{Result, StateError};
@@ -51,6 +53,9 @@ pub struct Store {
     memtable_bytes: usize,
     /// Newest first.
     runs: Vec<Arc<Run>>,
+    /// Starts the name of every run this store writes: unique to the store, so that a
+    /// run's file name names it in checkpoints of every attempt of a job.
+    run_prefix: String,
     next_run: u64,
     stats: StoreStats,
     cache: RefCell<BlockCache>,
@@ -85,10 +90,26 @@ impl Store {
             memtable: HashMap::new(),
             memtable_bytes: 0,
             runs: Vec::new(),
+            run_prefix: unique_prefix(),
             next_run: 1,
             stats: StoreStats::default(),
             cache: RefCell::new(BlockCache::new(options.block_cache_bytes)),
         })
+    }
+
+    /// A store over runs written earlier (restored from a checkpoint), given newest first,
+    /// writing its new runs into `dir`. The runs become the store's: merging them away
+    /// deletes their files.
+    pub fn open(
+        dir: impl Into<PathBuf>,
+        options: StoreOptions,
+        runs: impl IntoIterator<Item = PathBuf>,
+    ) -> Result<Store> {
+        let mut store = Store::create(dir, options)?;
+        for path in runs {
+            store.runs.push(Arc::new(Run::open(path)?));
+        }
+        Ok(store)
     }
 
     /// Sets `key` to `value`.
@@ -192,6 +213,14 @@ impl Store {
         self.compact()
     }
 
+    /// Flushes the memtable and returns the runs that now hold all of the state, newest
+    /// first: what a checkpoint stores. Holding them keeps their files while they are
+    /// uploaded, even if a merge replaces them meanwhile.
+    pub fn checkpoint(&mut self) -> Result<Vec<Arc<Run>>> {
+        self.flush()?;
+        Ok(self.runs.clone())
+    }
+
     /// The runs that hold the state once flushed, newest first.
     pub fn runs(&self) -> &[Arc<Run>] {
         &self.runs
@@ -212,13 +241,20 @@ impl Store {
         self.stats
     }
 
+    /// How it uses memory and merges runs.
+    pub fn options(&self) -> StoreOptions {
+        self.options
+    }
+
     /// Its directory.
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
     fn new_run_path(&mut self) -> PathBuf {
-        let path = self.dir.join(format!("{:012}.run", self.next_run));
+        let path = self
+            .dir
+            .join(format!("{}-{:08}.run", self.run_prefix, self.next_run));
         self.next_run += 1;
         path
     }
@@ -305,6 +341,20 @@ impl Store {
         self.runs.splice(0..0, merged);
         Ok(())
     }
+}
+
+/// 16 hex digits unlikely to recur in any process: the wall clock's nanoseconds, the process
+/// id and a counter, hashed.
+fn unique_prefix() -> String {
+    static STORES: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let mut seed = Vec::with_capacity(32);
+    seed.extend_from_slice(&nanos.to_le_bytes());
+    seed.extend_from_slice(&std::process::id().to_le_bytes());
+    seed.extend_from_slice(&STORES.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+    format!("{:016x}", twox_hash::XxHash3_64::oneshot(&seed))
 }
 
 fn entry_bytes(key: &[u8], value: Option<&[u8]>) -> usize {

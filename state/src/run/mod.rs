@@ -138,6 +138,16 @@ impl Run {
         &self.meta
     }
 
+    /// Its file's name: unique among the runs of every store (it names the run in
+    /// checkpoints).
+    pub fn name(&self) -> &str {
+        self.meta
+            .path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+    }
+
     /// No store needs the run any more: its file goes once the last holder (a checkpoint
     /// still uploading it, say) drops it.
     pub fn retire(&self) {

@@ -192,3 +192,48 @@ fn a_range_of_key_groups_reads_as_a_range_of_keys() {
         8 * 20
     );
 }
+
+#[test]
+fn a_checkpoints_runs_reopen_as_the_same_state_elsewhere() {
+    let dir = scratch("checkpointed");
+    let mut store = Store::create(&dir, small()).unwrap();
+    for i in 0..2_000u32 {
+        store.put(&key(i), &i.to_le_bytes()).unwrap();
+    }
+    for i in (0..2_000u32).step_by(3) {
+        store.delete(&key(i)).unwrap();
+    }
+    let runs = store.checkpoint().unwrap();
+    assert_eq!(store.memtable_bytes(), 0, "a checkpoint flushes");
+    // Runs held by a checkpoint outlive a merge that replaces them.
+    for i in 2_000..6_000u32 {
+        store.put(&key(i), b"later").unwrap();
+    }
+    store.flush().unwrap();
+    let copied = scratch("restored");
+    let paths: Vec<_> = runs
+        .iter()
+        .map(|run| {
+            let to = copied.join(run.name());
+            std::fs::copy(&run.meta().path, &to).unwrap();
+            to
+        })
+        .collect();
+    let names: std::collections::HashSet<_> = runs.iter().map(|r| r.name().to_string()).collect();
+    assert_eq!(names.len(), runs.len(), "run names are unique");
+    drop(runs);
+
+    let mut restored = Store::open(scratch("reopened"), small(), paths.clone()).unwrap();
+    for i in 0..2_000u32 {
+        let expected = (i % 3 != 0).then(|| i.to_le_bytes().to_vec());
+        assert_eq!(restored.get(&key(i)).unwrap(), expected, "key {i}");
+    }
+    assert_eq!(restored.get(&key(2_500)).unwrap(), None);
+    // New runs take names no other store uses; a merge retires the adopted files.
+    for i in 0..3_000u32 {
+        restored.put(&key(i), b"new").unwrap();
+    }
+    restored.flush().unwrap();
+    assert!(restored.runs().iter().all(|r| !names.contains(r.name())));
+    assert!(paths.iter().all(|p| !p.exists()), "merged away, deleted");
+}
