@@ -72,6 +72,9 @@ pub enum EddyError {
     /// (sizes, checksums), of an unknown format version, or not matching the job's plan.
     #[error("{0}")]
     Snapshot(String),
+    /// Keyed state on local disk (an LSM store's runs) could not be read or written.
+    #[error(transparent)]
+    State(#[from] eddy_state::StateError),
     /// A malformed data frame (from the network) or a channel that broke its protocol.
     #[error("{0}")]
     Frame(String),

@@ -352,6 +352,7 @@ mod tests {
                 size: 10,
                 crc32: 1,
                 previous: Vec::new(),
+                shared: Vec::new(),
             }),
             alignment: Duration::from_millis(3),
             input_ended: vertex != 0,

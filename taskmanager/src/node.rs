@@ -314,15 +314,16 @@ impl TaskManager {
         mut acks: UnboundedReceiver<TaskAck>,
     ) {
         while let Some(ack) = acks.recv().await {
-            let (error, file, size_bytes, crc32, previous) = match ack.result {
+            let (error, file, size_bytes, crc32, previous, shared) = match ack.result {
                 Ok(handle) => (
                     String::new(),
                     handle.file,
                     handle.size,
                     handle.crc32,
                     handle.previous.into_iter().map(state_file).collect(),
+                    handle.shared.into_iter().map(state_file).collect(),
                 ),
-                Err(error) => (error, String::new(), 0, 0, Vec::new()),
+                Err(error) => (error, String::new(), 0, 0, Vec::new(), Vec::new()),
             };
             let message = pb::CheckpointAck {
                 taskmanager_id: self.id.clone(),
@@ -336,6 +337,7 @@ impl TaskManager {
                 sync_ms: ack.sync_duration.as_millis() as u64,
                 input_ended: ack.input_ended,
                 previous,
+                shared,
             };
             if let Err(error) = self.jobmanager.acknowledge_checkpoint(message).await {
                 tracing::warn!(job = %execution, checkpoint = ack.checkpoint, %error, "cannot acknowledge a checkpoint");

@@ -3,12 +3,15 @@
 //! ```text
 //! {root}/{job}/chk-{n}/{vertex}-{subtask}.state   task snapshots, written first (each may
 //!                                                 extend files of earlier checkpoints)
+//! {root}/{job}/chk-{n}/shared/{name}             files task snapshots refer to (LSM runs),
+//!                                                 shared by later checkpoints
 //! {root}/{job}/chk-{n}/_metadata                  written last: its presence means complete
 //! ```
 //!
 //! `_metadata` lists every task snapshot with its size and CRC-32; a checkpoint whose
 //! metadata or files do not check out is skipped, with a warning, for the previous one.
 
+mod shared;
 mod snapshot;
 mod storage;
 

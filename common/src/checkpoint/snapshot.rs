@@ -104,6 +104,7 @@ impl TaskSnapshot {
                 Ok(OperatorState {
                     kind,
                     bytes: bytes.slice_ref(input.bytes()?),
+                    files: Vec::new(),
                 })
             })
             .collect::<Result<_>>()?;

@@ -38,10 +38,9 @@ pub struct StateFile {
 
 impl StateFile {
     /// Where it is under the directory that holds the `chk-{n}` directories.
-    fn path(&self, root: &Path) -> Path {
-        root.clone()
-            .join(directory_name(self.checkpoint).as_str())
-            .join(self.file.as_str())
+    pub(super) fn path(&self, root: &Path) -> Path {
+        let directory = root.clone().join(directory_name(self.checkpoint).as_str());
+        join_relative(directory, &self.file)
     }
 }
 
@@ -62,6 +61,10 @@ pub struct StateHandle {
     /// task's state).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub previous: Vec<StateFile>,
+    /// Files its operators' states refer to by name (the runs of LSM stores), stored with
+    /// this checkpoint or an earlier one, under `shared/` there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared: Vec<StateFile>,
 }
 
 impl StateHandle {
@@ -101,11 +104,15 @@ impl CheckpointMetadata {
         self.tasks.iter().map(|t| t.size).sum()
     }
 
-    /// Bytes a restore reads: the task snapshots and the earlier ones they extend.
+    /// Bytes a restore reads: the task snapshots, the earlier ones they extend and the
+    /// files they refer to.
     pub fn full_size(&self) -> u64 {
         self.tasks
             .iter()
-            .map(|t| t.size + t.previous.iter().map(|p| p.size).sum::<u64>())
+            .map(|t| {
+                let earlier = t.previous.iter().chain(&t.shared);
+                t.size + earlier.map(|p| p.size).sum::<u64>()
+            })
             .sum()
     }
 }
@@ -113,9 +120,9 @@ impl CheckpointMetadata {
 /// One checkpoint's or savepoint's directory: `_metadata` and the task snapshots.
 #[derive(Debug, Clone)]
 pub struct CheckpointDir {
-    location: StorageLocation,
+    pub(super) location: StorageLocation,
     /// Where the `chk-{n}` directories of the files its snapshots extend are.
-    chain_root: Path,
+    pub(super) chain_root: Path,
 }
 
 impl CheckpointDir {
@@ -149,6 +156,7 @@ impl CheckpointDir {
     async fn verify(&self, metadata: &CheckpointMetadata) -> Result<()> {
         for task in &metadata.tasks {
             self.read_chain(task).await?;
+            self.check_shared(task).await?;
         }
         Ok(())
     }
@@ -349,11 +357,19 @@ impl CommitLog {
 /// The checkpoints of one job.
 #[derive(Debug, Clone)]
 pub struct CheckpointStorage {
-    location: StorageLocation,
+    pub(super) location: StorageLocation,
     /// The commit log; held while a checkpoint is committed, copied to a savepoint, or old
     /// ones are deleted, so that neither a commit nor a savepoint refers to a file
     /// retention is deleting (clones share it).
     commits: Arc<Mutex<CommitLog>>,
+}
+
+/// `relative` (parts separated by `/`) under `directory`.
+fn join_relative(directory: Path, relative: &str) -> Path {
+    relative
+        .split('/')
+        .filter(|part| !part.is_empty())
+        .fold(directory, |path, part| path.join(part))
 }
 
 fn directory_name(checkpoint: u64) -> String {
@@ -386,12 +402,13 @@ impl CheckpointStorage {
         &self.location.display
     }
 
-    fn path(&self, checkpoint: u64, file: &str) -> Path {
-        self.location
+    pub(super) fn path(&self, checkpoint: u64, file: &str) -> Path {
+        let directory = self
+            .location
             .path
             .clone()
-            .join(directory_name(checkpoint).as_str())
-            .join(file)
+            .join(directory_name(checkpoint).as_str());
+        join_relative(directory, file)
     }
 
     /// Writes a task's snapshot, given as consecutive pieces, which extends the snapshots
@@ -416,6 +433,7 @@ impl CheckpointStorage {
             size: parts.iter().map(|p| p.len() as u64).sum(),
             crc32: checksum.finalize(),
             previous,
+            shared: Vec::new(),
         };
         // Never over another snapshot: one left by a task of an earlier attempt (a
         // cancelled or cut-off TaskManager uploading late) under a checkpoint id that a
@@ -467,6 +485,11 @@ impl CheckpointStorage {
             })
         });
         futures::future::try_join_all(checks).await?;
+        for task in &metadata.tasks {
+            self.directory(metadata.checkpoint)
+                .check_shared(task)
+                .await?;
+        }
         log.append(metadata).await?;
         // Committed, its `_metadata` not written yet (a restart writes it).
         crate::failpoint::crash_if("jobmanager.after-commit-log", metadata.checkpoint);
@@ -535,7 +558,7 @@ impl CheckpointStorage {
             .join("savepoints")
             .join(name.as_str());
         for task in &metadata.tasks {
-            for earlier in &task.previous {
+            for earlier in task.previous.iter().chain(&task.shared) {
                 self.location
                     .store
                     .copy(&earlier.path(&self.location.path), &earlier.path(&target))
@@ -707,6 +730,7 @@ impl CheckpointStorage {
                 referenced.extend(
                     task.previous
                         .iter()
+                        .chain(&task.shared)
                         .map(|earlier| earlier.path(&self.location.path)),
                 );
             }

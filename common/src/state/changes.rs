@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 
 use super::encoding::{StateReader, StateWriter};
+use super::files::SnapshotFile;
 use crate::Result;
 
 /// What an operator's snapshot holds.
@@ -26,6 +27,9 @@ pub struct OperatorState {
     pub kind: StateKind,
     /// The encoded state (empty for a stateless operator).
     pub bytes: Bytes,
+    /// Files the state refers to by name rather than holds (the runs of an LSM store):
+    /// stored beside the snapshot once, and shared by later snapshots that refer to them.
+    pub files: Vec<SnapshotFile>,
 }
 
 impl OperatorState {
@@ -34,6 +38,7 @@ impl OperatorState {
         OperatorState {
             kind: StateKind::Full,
             bytes: bytes.into(),
+            files: Vec::new(),
         }
     }
 
@@ -42,6 +47,16 @@ impl OperatorState {
         OperatorState {
             kind: StateKind::Changes,
             bytes: bytes.into(),
+            files: Vec::new(),
+        }
+    }
+
+    /// All of an operator's state: `bytes` that refer to `files`.
+    pub fn with_files(bytes: impl Into<Bytes>, files: Vec<SnapshotFile>) -> Self {
+        OperatorState {
+            kind: StateKind::Full,
+            bytes: bytes.into(),
+            files,
         }
     }
 }

@@ -22,6 +22,15 @@ use crate::error::JobManagerError;
 use crate::job::{JobRecord, Savepoint, SavepointRequest};
 use crate::lifecycle::JobState;
 
+fn state_file(file: pb::StateFile) -> StateFile {
+    StateFile {
+        checkpoint: file.checkpoint,
+        file: file.file,
+        size: file.size_bytes,
+        crc32: file.crc32,
+    }
+}
+
 /// A task's acknowledgement as the coordinator takes it.
 fn acknowledgement(ack: pb::CheckpointAck, task: TaskKey) -> Acknowledgement {
     let result = match ack.error.is_empty() {
@@ -31,16 +40,8 @@ fn acknowledgement(ack: pb::CheckpointAck, task: TaskKey) -> Acknowledgement {
             file: ack.file,
             size: ack.size_bytes,
             crc32: ack.crc32,
-            previous: ack
-                .previous
-                .into_iter()
-                .map(|f| StateFile {
-                    checkpoint: f.checkpoint,
-                    file: f.file,
-                    size: f.size_bytes,
-                    crc32: f.crc32,
-                })
-                .collect(),
+            previous: ack.previous.into_iter().map(state_file).collect(),
+            shared: ack.shared.into_iter().map(state_file).collect(),
         }),
         false => Err(ack.error),
     };
