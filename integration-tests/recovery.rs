@@ -148,6 +148,95 @@ fn exactly_once_survives_taskmanager_kills() {
     );
 }
 
+/// Settings that put GROUP BY state in the LSM store with so little memory that most
+/// groups of each subtask live on disk.
+const LSM_BACKEND: &str = "SET 'state.backend.type' = 'rocksdb';
+     SET 'state.backend.rocksdb.memory.fixed-per-slot' = '256kb';
+";
+
+/// The LSM runs stored with the job's checkpoints, by file name.
+fn stored_runs(scratch: &Scratch) -> Vec<String> {
+    let mut runs = Vec::new();
+    let mut pending = vec![scratch.path().join("checkpoints")];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            match path.is_dir() {
+                true => pending.push(path),
+                false if path.extension().is_some_and(|e| e == "run") => {
+                    runs.push(entry.file_name().to_string_lossy().into_owned())
+                }
+                false => {}
+            }
+        }
+    }
+    runs
+}
+
+/// The GROUP BY with its groups in LSM stores (most on disk), TaskManagers killed: every
+/// key's count and sum exact, restored from runs stored once with the checkpoints.
+#[test]
+fn the_lsm_backend_survives_taskmanager_kills() {
+    let cluster = Cluster::start("lsm-kills", 2, 2);
+    let script = format!(
+        "{LSM_BACKEND}{}",
+        job(200_000, 25_000, "EXACTLY_ONCE", "200ms")
+    );
+    let (cluster, status) = kill_while_running(cluster, &script);
+    let expected = failure_free(&cluster.scratch, 200_000);
+    let restarts = assert_exact_after_restarts(&status, &expected, &cluster.printed());
+    let runs = stored_runs(&cluster.scratch);
+    assert!(!runs.is_empty(), "checkpoints refer to stored runs");
+    eprintln!(
+        "lsm backend: {restarts} restarts, restored from checkpoint {}, {} runs stored",
+        status["restored_from"],
+        runs.len()
+    );
+}
+
+/// A job on the LSM backend stopped with a savepoint resumes at another parallelism on
+/// the LSM backend (each subtask reads its key groups of the stored runs), and on the
+/// `hashmap` backend (the groups read into memory).
+#[test]
+fn an_lsm_savepoint_resumes_at_another_parallelism_and_backend() {
+    let cluster = Cluster::start("savepoint-lsm", 2, 2);
+    let with_id = |id: &str, backend: &str| {
+        let script = job(200_000, 25_000, "EXACTLY_ONCE", "200ms").replace(
+            "WITH ('connector' = 'print')",
+            &format!("WITH ('connector' = 'print', 'print-identifier' = '{id}')"),
+        );
+        format!("{backend}{script}")
+    };
+    let job_id = cluster.submit(&with_id("a", LSM_BACKEND), 2);
+    let path = stop_with_savepoint(&cluster, &job_id, 3);
+    let expected = failure_free(&cluster.scratch, 200_000);
+    for (id, parallelism, backend) in [("b", 3, LSM_BACKEND), ("c", 1, "")] {
+        let script = with_id(id, backend);
+        resume_until_finished(
+            &cluster,
+            &path,
+            parallelism,
+            &format!("resume-{id}.sql"),
+            &script,
+        );
+        let printed: String = cluster
+            .printed()
+            .lines()
+            .filter(|l| {
+                l.starts_with("a:")
+                    || l.starts_with(&format!("{id}:"))
+                    || l.starts_with(&format!("{id}>"))
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(
+            largest_counts(&printed),
+            expected,
+            "resumed at parallelism {parallelism} with {backend:?}"
+        );
+    }
+}
+
 /// Files read in many small byte-range splits, the readers killed mid-split and restored
 /// from their byte offsets: every line counted exactly once.
 #[test]

@@ -8,6 +8,7 @@ pub mod join;
 pub mod normalize;
 pub mod partition;
 pub mod rank;
+pub mod state_context;
 pub mod ttl;
 pub mod watermark;
 pub mod window_assign;

@@ -67,6 +67,14 @@ impl KeyScope {
     pub fn owns(&self, key_group: usize) -> bool {
         subtask_of_key_group(key_group, self.max_parallelism, self.parallelism) == self.subtask
     }
+
+    /// The key groups this subtask owns: a range, since [`subtask_of_key_group`] never
+    /// decreases with the key group.
+    pub fn key_groups(&self) -> std::ops::Range<usize> {
+        let parallelism = self.parallelism.max(1);
+        let first = |subtask: usize| (subtask * self.max_parallelism).div_ceil(parallelism);
+        first(self.subtask)..first(self.subtask + 1)
+    }
 }
 
 /// Splits chunks by the hash of key expressions over the subtasks of the next vertex.
@@ -127,6 +135,25 @@ impl HashPartitioner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_subtasks_key_groups_are_the_range_it_owns() {
+        for (max_parallelism, parallelism) in [(128, 1), (128, 3), (7, 7), (10, 4), (32768, 13)] {
+            for subtask in 0..parallelism {
+                let scope = KeyScope {
+                    subtask,
+                    parallelism,
+                    max_parallelism,
+                };
+                let owned: Vec<usize> = (0..max_parallelism).filter(|g| scope.owns(*g)).collect();
+                let range: Vec<usize> = scope.key_groups().collect();
+                assert_eq!(
+                    owned, range,
+                    "{subtask} of {parallelism}, {max_parallelism} groups"
+                );
+            }
+        }
+    }
 
     #[test]
     fn key_groups_cover_subtasks_contiguously() {

@@ -18,6 +18,7 @@ pub mod operator_chain;
 pub mod output;
 pub mod restore;
 pub mod snapshot_chain;
+pub mod state_dir;
 pub mod task;
 
 pub use gateway::{Registration, ResourceManagerGateway};

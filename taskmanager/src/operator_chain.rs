@@ -13,6 +13,8 @@ use eddy_operators::Operator;
 use eddy_operators::partition::KeyScope;
 use eddy_planner::plan::OperatorSpec;
 
+use crate::state_dir::TaskStateDir;
+
 /// Operators of one subtask, in order, with their counters.
 pub struct OperatorChain {
     operators: Vec<(Box<dyn Operator>, Arc<OperatorMetrics>)>,
@@ -20,19 +22,22 @@ pub struct OperatorChain {
 
 impl OperatorChain {
     /// Builds the operators of `specs`, registering their counters under `prefix` and
-    /// their position in the chain.
+    /// their position in the chain; their keyed state goes where `state` says.
     pub fn build(
         specs: &[OperatorSpec],
         prefix: &str,
         metrics: &TaskMetrics,
         max_parallelism: usize,
+        state: &TaskStateDir,
     ) -> Result<Self> {
+        let stateful = specs.iter().filter(|spec| spec.is_stateful()).count();
         let operators = specs
             .iter()
             .enumerate()
             .map(|(i, spec)| {
                 let m = metrics.operator(&format!("{prefix}/{i}:{}", short(&spec.description)));
-                Ok((spec.instantiate(m.clone(), max_parallelism)?, m))
+                let context = state.operator(i, stateful);
+                Ok((spec.instantiate(m.clone(), max_parallelism, &context)?, m))
             })
             .collect::<Result<_>>()?;
         Ok(OperatorChain { operators })
@@ -180,7 +185,9 @@ fn short(description: &str) -> &str {
 /// took: a full state's own size, or the operator's estimate.
 fn full_size(operator: &dyn Operator, state: &OperatorState) -> u64 {
     match state.kind {
-        StateKind::Full => state.bytes.len() as u64,
+        StateKind::Full => {
+            state.bytes.len() as u64 + state.files.iter().map(|f| f.size).sum::<u64>()
+        }
         StateKind::Changes => operator.full_snapshot_estimate(),
     }
 }

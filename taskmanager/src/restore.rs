@@ -29,6 +29,30 @@ pub struct TaskRestore {
     /// this subtask's state and later snapshots may extend them (the same parallelism,
     /// the job's own checkpoint); empty otherwise.
     pub chain: Vec<StateFile>,
+    /// The files the operator states restored refer to (LSM runs), to fetch before the
+    /// restore.
+    pub shared: Vec<StateFile>,
+    /// Where the snapshots are.
+    pub directory: Option<CheckpointDir>,
+}
+
+impl TaskRestore {
+    /// Fetches the files the restored states refer to into `dir`, each under its name.
+    pub async fn fetch_shared(&self, dir: &std::path::Path) -> Result<()> {
+        let Some(directory) = &self.directory else {
+            return Ok(());
+        };
+        if self.shared.is_empty() {
+            return Ok(());
+        }
+        std::fs::create_dir_all(dir)?;
+        let fetches = self.shared.iter().map(|file| {
+            let to = dir.join(crate::snapshot_chain::shared_name(file));
+            async move { directory.download_shared(file, &to).await }
+        });
+        futures::future::try_join_all(fetches).await?;
+        Ok(())
+    }
 }
 
 /// What the subtasks of one vertex restore, read once for all of them.
@@ -41,6 +65,8 @@ pub struct VertexRestore {
     in_flight: HashMap<usize, Vec<(usize, Vec<u8>)>>,
     /// Each subtask's files, when later snapshots may extend them.
     chains: HashMap<usize, Vec<StateFile>>,
+    /// The shared files each previous subtask's snapshot refers to.
+    shared_files: HashMap<usize, Vec<StateFile>>,
     /// Sink states by previous subtask.
     sinks: Vec<(usize, Vec<u8>)>,
     /// The vertex runs at the parallelism it had when the checkpoint was taken.
@@ -65,11 +91,13 @@ impl VertexRestore {
         let mut restore = VertexRestore {
             shared: TaskRestore {
                 checkpoint: metadata.checkpoint,
+                directory: Some(directory.clone()),
                 ..Default::default()
             },
             operators: Vec::new(),
             in_flight: HashMap::new(),
             chains: HashMap::new(),
+            shared_files: HashMap::new(),
             sinks: Vec::new(),
             same_parallelism,
             parallelism,
@@ -122,6 +150,9 @@ impl VertexRestore {
                         .map(|s| (handle.subtask, s.operators[i].bytes.clone())),
                 );
             }
+            restore
+                .shared_files
+                .insert(handle.subtask, handle.shared.clone());
             if same_parallelism && own_checkpoint {
                 restore
                     .chains
@@ -146,6 +177,13 @@ impl VertexRestore {
     /// the sink states of the previous subtasks it takes over (`previous % parallelism`).
     pub fn for_subtask(&self, subtask: usize) -> TaskRestore {
         let mut restore = TaskRestore {
+            // At an unchanged parallelism only the predecessor's files are read.
+            shared: self
+                .shared_files
+                .iter()
+                .filter(|(owner, _)| !self.same_parallelism || **owner == subtask)
+                .flat_map(|(_, files)| files.iter().cloned())
+                .collect(),
             in_flight: self.in_flight.get(&subtask).cloned().unwrap_or_default(),
             chain: self.chains.get(&subtask).cloned().unwrap_or_default(),
             sink: self

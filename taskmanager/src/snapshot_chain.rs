@@ -5,7 +5,7 @@
 //! full snapshot would (changes that overwrite earlier ones), the next snapshot is a full
 //! one.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use eddy_common::checkpoint::StateFile;
@@ -27,6 +27,9 @@ pub struct SnapshotChains {
     stored: Arc<Mutex<BTreeMap<u64, Stored>>>,
     /// The checkpoint the task restored its own snapshot of (0: none).
     restored: u64,
+    /// Where the files its snapshots refer to were stored, by name: stored once, referred
+    /// to by later snapshots.
+    files: Arc<Mutex<HashMap<String, StateFile>>>,
 }
 
 impl SnapshotChains {
@@ -36,6 +39,39 @@ impl SnapshotChains {
             incremental,
             stored: Arc::default(),
             restored: 0,
+            files: Arc::default(),
+        }
+    }
+
+    /// Where the file `name` was stored, if it was (in this run, or by the snapshot the
+    /// task restored exactly).
+    pub fn stored_file(&self, name: &str) -> Option<StateFile> {
+        self.files.lock().expect("files lock").get(name).cloned()
+    }
+
+    /// The file `name` was stored as `file`.
+    pub fn file_stored(&self, name: &str, file: StateFile) {
+        self.files
+            .lock()
+            .expect("files lock")
+            .insert(name.to_string(), file);
+    }
+
+    /// Only the files `names` are referred to from now on (the others were merged away:
+    /// no later snapshot refers to them).
+    pub fn keep_files<'a>(&self, names: impl IntoIterator<Item = &'a str>) {
+        let keep: std::collections::HashSet<&str> = names.into_iter().collect();
+        self.files
+            .lock()
+            .expect("files lock")
+            .retain(|name, _| keep.contains(name.as_str()));
+    }
+
+    /// The task restored exactly its own snapshot, which refers to `files`: its next
+    /// snapshots refer to them where they are.
+    pub fn restored_files(&self, files: &[StateFile]) {
+        for file in files {
+            self.file_stored(shared_name(file), file.clone());
         }
     }
 
@@ -77,6 +113,11 @@ impl SnapshotChains {
             },
         );
     }
+}
+
+/// The name a snapshot's state refers to a shared file by: its file name.
+pub fn shared_name(file: &StateFile) -> &str {
+    file.file.rsplit('/').next().unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use eddy_common::config::checkpointing::CheckpointingMode;
 use eddy_common::event::{Barrier, StreamEnd, Timestamp};
 use eddy_common::ids::{ExecutionId, TaskKey};
 use eddy_common::metrics::TaskMetrics;
-use eddy_common::state::{SnapshotRequest, StateKind};
+use eddy_common::state::{SnapshotFile, SnapshotRequest, StateKind};
 use eddy_connectors::{SinkContext, SourceContext};
 use eddy_operators::partition::KeyScope;
 use eddy_operators::wall_clock;
@@ -30,6 +30,7 @@ use crate::operator_chain::OperatorChain;
 use crate::output::{ExchangeOutput, TaskOutput};
 pub use crate::restore::{TaskRestore, VertexRestore};
 use crate::snapshot_chain::SnapshotChains;
+use crate::state_dir::TaskStateDir;
 use eddy_common::wire::{decode_chunk, encode_chunk};
 
 /// Everything a subtask needs to run.
@@ -155,22 +156,32 @@ async fn run_subtask(mut deployment: TaskDeployment, mut stop: StopSignal) -> Re
         parallelism: vertex.parallelism,
         max_parallelism,
     };
+    let state_dir = TaskStateDir::new(
+        &graph.config.state_backend,
+        &deployment.execution.to_string(),
+        deployment.vertex,
+        deployment.subtask,
+    );
     let mut chain = OperatorChain::build(
         &vertex.operators,
         &prefix,
         &deployment.metrics,
         max_parallelism,
+        &state_dir,
     )?;
     if let Some(restore) = &deployment.restore {
+        restore.fetch_shared(&state_dir.restored()).await?;
         chain.restore(&restore.operators, &scope)?;
         if let Some(checkpointing) = &mut deployment.checkpointing
             && !restore.chain.is_empty()
         {
-            // The next snapshot can extend the restored one instead of writing it again.
+            // The next snapshot can extend the restored one instead of writing it again,
+            // and refer to the files it refers to where they are.
             chain.restored_from(restore.checkpoint);
             checkpointing
                 .chains
                 .restored(restore.checkpoint, restore.chain.clone());
+            checkpointing.chains.restored_files(&restore.shared);
         }
     }
     let mut output = open_output(&mut deployment, &prefix).await?;
@@ -284,6 +295,7 @@ async fn read_source(
         &format!("{prefix}/scan"),
         &deployment.metrics,
         graph.config.max_parallelism,
+        &TaskStateDir::stateless(),
     )?;
     let mut reader = source.connector.create_reader(&context)?;
     if let Some(restore) = &deployment.restore {
@@ -495,22 +507,34 @@ impl Uploader {
         alignment: Duration,
         sync_duration: Duration,
     ) {
+        let files: Vec<SnapshotFile> = snapshot
+            .task
+            .operators
+            .iter()
+            .flat_map(|operator| operator.files.iter().cloned())
+            .collect();
         let parts = snapshot.task.into_parts();
         let full_estimate = snapshot.full_estimate;
         let this = self.clone();
         tokio::spawn(async move {
             let checkpoint = barrier.checkpoint;
-            let result = this
-                .storage
-                .write_task(
-                    checkpoint,
-                    this.vertex,
-                    this.subtask,
-                    parts,
-                    snapshot.previous,
-                )
-                .await
-                .map_err(|e| e.to_string());
+            let result = async {
+                let shared = this.store_files(checkpoint, &files).await?;
+                let mut handle = this
+                    .storage
+                    .write_task(
+                        checkpoint,
+                        this.vertex,
+                        this.subtask,
+                        parts,
+                        snapshot.previous,
+                    )
+                    .await?;
+                handle.shared = shared;
+                Ok::<_, eddy_common::EddyError>(handle)
+            }
+            .await
+            .map_err(|e| e.to_string());
             if let Ok(handle) = &result {
                 this.chains
                     .stored(checkpoint, handle.chain(checkpoint), full_estimate);
@@ -525,6 +549,26 @@ impl Uploader {
                 input_ended: this.input_ended,
             });
         });
+    }
+}
+
+impl Uploader {
+    /// Stores the files a snapshot refers to that no earlier snapshot of the task stored;
+    /// returns where each is.
+    async fn store_files(&self, checkpoint: u64, files: &[SnapshotFile]) -> Result<Vec<StateFile>> {
+        let stores = files.iter().map(|file| async move {
+            if let Some(stored) = self.chains.stored_file(&file.name) {
+                return Ok::<_, eddy_common::EddyError>(stored);
+            }
+            let stored = self.storage.store_shared(checkpoint, file).await?;
+            self.chains.file_stored(&file.name, stored.clone());
+            Ok(stored)
+        });
+        let stored = futures::future::try_join_all(stores).await?;
+        // Files this snapshot does not refer to were merged away: none will again.
+        self.chains
+            .keep_files(files.iter().map(|f| f.name.as_str()));
+        Ok(stored)
     }
 }
 

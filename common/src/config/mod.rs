@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 pub mod checkpointing;
 pub mod options;
 pub mod restart;
+pub mod state;
 
 use crate::{EddyError, Result};
 use checkpointing::{CheckpointConfig, CheckpointingMode};
@@ -64,6 +65,8 @@ pub struct JobConfig {
     /// `table.exec.source.cdc-events-duplicate`: changelog sources with a primary key are
     /// deduplicated by it.
     pub cdc_events_duplicate: bool,
+    /// Where keyed state lives.
+    pub state_backend: state::StateBackendConfig,
     raw: BTreeMap<String, String>,
 }
 
@@ -94,6 +97,7 @@ impl JobConfig {
             restart: RestartOptions::unset(),
             state_ttl: None,
             cdc_events_duplicate: false,
+            state_backend: state::StateBackendConfig::unset(),
             raw: BTreeMap::new(),
         }
     }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::checkpointing::{CheckpointingMode, parse_duration};
 use super::restart::{parse_kind, parse_number, parse_positive_duration, parse_restarts};
+use super::state::{parse_kind as parse_backend, parse_memory_size};
 use super::{JobConfig, MAX_KEY_GROUPS};
 use crate::{EddyError, Result};
 
@@ -100,6 +101,32 @@ pub const JOB_OPTIONS: &[JobOption] = &[
         default: Some("false"),
         doc: "changelog sources may deliver a change more than once (Debezium's at-least-once delivery): each is then normalized on its primary key",
         apply: |c, k, v| set(&mut c.cdc_events_duplicate, parse_bool(k, v)),
+    },
+    JobOption {
+        key: "state.backend.type",
+        aliases: &[],
+        default: Some("hashmap"),
+        doc: "`hashmap`: keyed state in memory; `rocksdb`: unbounded GROUP BY state in Eddy's LSM store on local disk (memory a cache of it), checkpointed by its immutable files, each stored once (other operators keep state in memory)",
+        apply: |c, k, v| set(&mut c.state_backend.kind, parse_backend(k, v)),
+    },
+    JobOption {
+        key: "state.backend.rocksdb.localdir",
+        aliases: &[],
+        default: None,
+        doc: "`rocksdb`: the directory LSM stores write under (unset: the system's temporary directory)",
+        apply: |c, _, v| set(&mut c.state_backend.local_dir, Ok(Some(v.trim().into()))),
+    },
+    JobOption {
+        key: "state.backend.rocksdb.memory.fixed-per-slot",
+        aliases: &[],
+        default: Some("256mb"),
+        doc: "`rocksdb`: memory the LSM stores of one subtask share (write buffers, block caches, hot keys)",
+        apply: |c, k, v| {
+            set(
+                &mut c.state_backend.memory_per_slot,
+                parse_memory_size(k, v),
+            )
+        },
     },
     JobOption {
         key: "execution.checkpointing.interval",

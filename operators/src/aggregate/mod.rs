@@ -133,8 +133,9 @@ impl Accumulators {
 /// Version of the aggregate snapshot format: 1 wrote fixed-width integers, 2 writes
 /// varints after the version, 3 starts a `GROUP BY`'s snapshot with the keys it removed
 /// (a snapshot of changes since an earlier one), 4 says after them whether each group
-/// carries the time it was last written (a `GROUP BY` with a state TTL).
-pub(crate) const SNAPSHOT_VERSION: u64 = 4;
+/// carries the time it was last written (a `GROUP BY` with a state TTL), 5 starts a
+/// `GROUP BY`'s snapshot with its layout: its groups inline, or the runs of its LSM store.
+pub(crate) const SNAPSHOT_VERSION: u64 = 5;
 
 /// A writer for an aggregate snapshot, its header written.
 fn snapshot_writer(capacity: usize) -> StateWriter {
@@ -150,7 +151,7 @@ fn open_snapshot<'a>(bytes: &'a [u8], what: &'a str) -> Result<(u64, StateReader
     let version = reader.u64()?;
     match version {
         1 => {}
-        2..=4 => {
+        2..=5 => {
             reader.compact();
         }
         _ => {

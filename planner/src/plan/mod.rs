@@ -30,6 +30,7 @@ use eddy_operators::join::{
 };
 use eddy_operators::normalize::{ChangelogNormalize, NormalizeSpec};
 use eddy_operators::rank::{RankSpec, TopN};
+use eddy_operators::state_context::StateContext;
 use eddy_operators::window_assign::WindowAssign;
 
 /// Which changes a stream carries.
@@ -303,11 +304,12 @@ impl OperatorSpec {
     }
 
     /// Builds the operator for one subtask; keyed state is split into `max_parallelism` key
-    /// groups.
+    /// groups and kept where `state` says.
     pub fn instantiate(
         &self,
         metrics: Arc<OperatorMetrics>,
         max_parallelism: usize,
+        state: &StateContext,
     ) -> Result<Box<dyn Operator>> {
         let operator: Box<dyn Operator> = match &self.kind {
             OperatorKind::Filter(predicate) => Box::new(Calc::filter(predicate.clone())),
@@ -335,7 +337,8 @@ impl OperatorSpec {
                     schema.clone(),
                     max_parallelism,
                 )?
-                .with_state_ttl(*state_ttl),
+                .with_state_ttl(*state_ttl)
+                .with_state(state)?,
             ),
             OperatorKind::WindowAggregate(spec) => Box::new(WindowAggregate::new(
                 spec.clone(),

@@ -8,6 +8,11 @@
 //!
 //! With a state TTL, a group not updated for the TTL is dropped (without a `-D`, as in
 //! Flink): a later row of its key starts a new group (`+I`), a retraction finds nothing.
+//!
+//! With the LSM backend ([`cold`]) groups beyond the memory budget live in an LSM store,
+//! and snapshots are the store's runs.
+
+mod cold;
 
 use std::sync::Arc;
 
@@ -20,14 +25,20 @@ use datafusion_physical_expr::PhysicalExpr;
 use eddy_common::Result;
 use eddy_common::chunk::{Chunk, Op};
 use eddy_common::event::Timestamp;
-use eddy_common::state::{Epochs, OperatorState, Removals, SnapshotRequest};
+use eddy_common::state::{Epochs, OperatorState, Removals, SnapshotRequest, StateReader};
 
 use super::{
     Accumulators, AggregateCall, Emitted, Slots, open_snapshot, signs_of, snapshot_writer,
 };
 use crate::group_keys::GroupKeys;
 use crate::partition::{KeyScope, key_groups};
+use crate::state_context::StateContext;
 use crate::ttl::StateTtl;
+use cold::ColdGroups;
+
+/// A snapshot's layout (from format version 5): the groups inline, or an LSM store's runs.
+const LAYOUT_INLINE: u64 = 0;
+const LAYOUT_RUNS: u64 = 1;
 use crate::{Operator, evaluate};
 
 /// A non-windowed aggregation producing a retract (or upsert) changelog.
@@ -53,6 +64,10 @@ pub struct GroupAggregate {
     max_parallelism: usize,
     /// When groups were last updated, with a state TTL.
     ttl: Option<StateTtl>,
+    /// The groups in an LSM store, with the LSM backend.
+    cold: Option<ColdGroups>,
+    /// Where the files of restored snapshots are.
+    restored_files: std::path::PathBuf,
 }
 
 impl GroupAggregate {
@@ -91,7 +106,21 @@ impl GroupAggregate {
             schema,
             max_parallelism,
             ttl: None,
+            cold: None,
+            restored_files: std::path::PathBuf::new(),
         })
+    }
+
+    /// Keeps groups where `context` says: with the LSM backend, those beyond its memory in
+    /// an LSM store (a grouping without keys has one group and keeps it in memory).
+    pub fn with_state(mut self, context: &StateContext) -> Result<Self> {
+        self.restored_files = context.restored.clone();
+        if context.is_lsm() && !self.keys.is_empty() {
+            let mut cold = ColdGroups::new(context)?;
+            cold.resize(self.slots.len);
+            self.cold = Some(cold);
+        }
+        Ok(self)
     }
 
     /// Drops groups not updated for `ttl_ms` milliseconds (`None`: keeps them for good).
@@ -101,23 +130,24 @@ impl GroupAggregate {
     }
 
     /// Drops the groups whose TTL passed by `now`, remembering their keys as removed.
-    fn drop_expired(&mut self, now: i64) {
+    fn drop_expired(&mut self, now: i64) -> Result<()> {
         let Some(ttl) = &mut self.ttl else {
-            return;
+            return Ok(());
         };
         let epoch = self.epochs.current();
         for group in ttl.expired(now) {
-            self.drop_group(group, epoch);
+            self.drop_group(group, epoch)?;
         }
+        Ok(())
     }
 
     /// Removes a live group whose state goes (its last row retracted, or expired).
-    fn drop_group(&mut self, group: u32, epoch: u32) {
-        if self.row_counts[group as usize] > 0 {
+    fn drop_group(&mut self, group: u32, epoch: u32) -> Result<()> {
+        if self.row_counts[group as usize] > 0 && self.cold.is_none() {
             self.removals
                 .push(epoch, 0, self.group_keys.key(group), &[]);
         }
-        self.remove_group(group);
+        self.remove_group(group)
     }
 
     /// A new group for `key` (whose hash is `hash`).
@@ -130,8 +160,17 @@ impl GroupAggregate {
         slot
     }
 
-    /// Frees `group`'s slot and state.
-    fn remove_group(&mut self, group: u32) {
+    /// Removes `group` for good: frees its slot and deletes what the store holds of it.
+    fn remove_group(&mut self, group: u32) -> Result<()> {
+        if let Some(cold) = &mut self.cold {
+            cold.removed(group, self.group_keys.key(group))?;
+        }
+        self.free_slot(group);
+        Ok(())
+    }
+
+    /// Frees `group`'s slot and state in memory.
+    fn free_slot(&mut self, group: u32) {
         if let Some(ttl) = &mut self.ttl {
             ttl.forget(group);
         }
@@ -147,6 +186,9 @@ impl GroupAggregate {
         self.row_counts.resize(len, 0);
         self.touched_mark.resize(len, false);
         self.changed.resize(len, 0);
+        if let Some(cold) = &mut self.cold {
+            cold.resize(len);
+        }
     }
 
     /// The key columns of `groups`.
@@ -167,7 +209,10 @@ impl Operator for GroupAggregate {
     fn snapshot(&mut self, request: &SnapshotRequest) -> Result<OperatorState> {
         // Expired groups are not written (and a snapshot of changes drops them).
         if let Some(now) = self.ttl.as_ref().map(StateTtl::now) {
-            self.drop_expired(now);
+            self.drop_expired(now)?;
+        }
+        if self.cold.is_some() {
+            return self.snapshot_runs();
         }
         let scope = self.epochs.close(request);
         if let Some(settled) = scope.settled {
@@ -190,6 +235,7 @@ impl Operator for GroupAggregate {
             .first()
             .map_or(0, |g| self.group_keys.key(*g).len() + 24);
         let mut out = snapshot_writer(16 + live.len() * per_group);
+        out.u64(LAYOUT_INLINE);
         self.removals.save(scope.changes_after, &mut out);
         out.u64(self.ttl.is_some() as u64).u64(live.len() as u64);
         for (group, key_group) in live.iter().zip(key_groups) {
@@ -213,48 +259,20 @@ impl Operator for GroupAggregate {
     }
 
     fn restore(&mut self, snapshots: &[&[u8]], scope: &KeyScope) -> Result<()> {
+        let mut stores = Vec::new();
         for snapshot in snapshots {
             let (version, mut input) = open_snapshot(snapshot, "a GROUP BY")?;
-            if version >= 3 {
-                // Removed since the snapshot this one extends; then the groups changed.
-                Removals::load(&mut input, |key, _| {
-                    if let Some(group) = self.group_keys.find(self.group_keys.hash(key), key) {
-                        self.remove_group(group);
-                    }
-                })?;
+            let layout = match version {
+                ..=4 => LAYOUT_INLINE,
+                _ => input.u64()?,
+            };
+            if layout == LAYOUT_RUNS {
+                stores.push(cold::read_manifest(&mut input)?);
+                continue;
             }
-            let timed = version >= 4 && input.u64()? == 1;
-            let restored_at = self.ttl.as_ref().map(StateTtl::now);
-            for _ in 0..input.count(24)? {
-                let key = input.bytes()?;
-                let key_group = input.u64()? as usize;
-                let rows = input.i64()?;
-                let written = match timed {
-                    true => Some(input.i64()?),
-                    false => None,
-                };
-                let hash = self.group_keys.hash(key);
-                let group = match self.group_keys.find(hash, key) {
-                    Some(group) => {
-                        self.accumulators.reset(group);
-                        group
-                    }
-                    None => self.insert_group(hash, key),
-                };
-                self.row_counts[group as usize] = rows;
-                self.accumulators.load(group, &mut input)?;
-                // The TTL clock goes on from the snapshot's write times (from the restore
-                // for a snapshot taken without a TTL).
-                if let (Some(ttl), Some(now)) = (&mut self.ttl, restored_at) {
-                    ttl.write(group, written.unwrap_or(now));
-                }
-                if !self.keys.is_empty() && !scope.owns(key_group) {
-                    // Another subtask owns this key now.
-                    self.remove_group(group);
-                }
-            }
+            self.restore_inline(version, input, scope)?;
         }
-        Ok(())
+        self.restore_runs(stores, scope)
     }
 
     fn restored_from(&mut self, checkpoint: u64) {
@@ -265,7 +283,7 @@ impl Operator for GroupAggregate {
     fn process(&mut self, chunk: Chunk, out: &mut Vec<Chunk>) -> Result<()> {
         let now = self.ttl.as_ref().map(StateTtl::now);
         if let Some(now) = now {
-            self.drop_expired(now);
+            self.drop_expired(now)?;
         }
         let batch = self.assign_groups(&chunk, now)?;
         if batch.touched.is_empty() {
@@ -294,7 +312,65 @@ impl Operator for GroupAggregate {
         if let Some(changes) = self.changes(&batch, &before, &after)? {
             out.push(changes);
         }
-        self.settle(batch.touched, now);
+        self.settle(batch.touched, now)?;
+        Ok(())
+    }
+}
+
+impl GroupAggregate {
+    /// Restores a snapshot that holds its groups (or the changes to them since the one
+    /// before), keeping those `scope` owns.
+    fn restore_inline(
+        &mut self,
+        version: u64,
+        mut input: StateReader<'_>,
+        scope: &KeyScope,
+    ) -> Result<()> {
+        if version >= 3 {
+            // Removed since the snapshot this one extends; then the groups changed.
+            let mut removed = Vec::new();
+            Removals::load(&mut input, |key, _| {
+                if let Some(group) = self.group_keys.find(self.group_keys.hash(key), key) {
+                    removed.push(group);
+                }
+            })?;
+            for group in removed {
+                self.remove_group(group)?;
+            }
+        }
+        let timed = version >= 4 && input.u64()? == 1;
+        let restored_at = self.ttl.as_ref().map(StateTtl::now);
+        for _ in 0..input.count(24)? {
+            let key = input.bytes()?;
+            let key_group = input.u64()? as usize;
+            let rows = input.i64()?;
+            let written = match timed {
+                true => Some(input.i64()?),
+                false => None,
+            };
+            let hash = self.group_keys.hash(key);
+            let group = match self.group_keys.find(hash, key) {
+                Some(group) => {
+                    self.accumulators.reset(group);
+                    group
+                }
+                None => self.insert_group(hash, key),
+            };
+            self.row_counts[group as usize] = rows;
+            self.accumulators.load(group, &mut input)?;
+            // The TTL clock goes on from the snapshot's write times (from the restore
+            // for a snapshot taken without a TTL).
+            if let (Some(ttl), Some(now)) = (&mut self.ttl, restored_at) {
+                ttl.write(group, written.unwrap_or(now));
+            }
+            if let Some(cold) = &mut self.cold {
+                cold.placed(group, key_group as u16, false);
+            }
+            if !self.keys.is_empty() && !scope.owns(key_group) {
+                // Another subtask owns this key now.
+                self.free_slot(group);
+            }
+        }
         Ok(())
     }
 }
@@ -330,6 +406,14 @@ impl GroupAggregate {
             touched: Vec::new(),
             existed: Vec::new(),
         };
+        // Where each row's group is in the store, with the LSM backend.
+        let key_groups = match &mut self.cold {
+            Some(cold) => {
+                cold.next_chunk();
+                key_groups(&key_arrays, self.max_parallelism)?
+            }
+            None => Vec::new(),
+        };
         for (i, sign) in batch.signs.iter_mut().enumerate() {
             let key = rows.as_ref().map_or(&[][..], |r| r.row(i).data());
             let hash = self.group_keys.hash(key);
@@ -339,8 +423,11 @@ impl GroupAggregate {
                 && ttl.is_expired(g, now)
             {
                 // Expired, not yet dropped: it is not read again.
-                self.drop_group(g, self.epochs.current());
+                self.drop_group(g, self.epochs.current())?;
                 found = None;
+            }
+            if found.is_none() && self.cold.is_some() {
+                found = self.load_cold(hash, key, key_groups[i] as u16, now)?;
             }
             let group = match found {
                 Some(g) => g,
@@ -350,7 +437,13 @@ impl GroupAggregate {
                     batch.group_ids.push(0);
                     continue;
                 }
-                None => self.insert_group(hash, key),
+                None => {
+                    let group = self.insert_group(hash, key);
+                    if let Some(cold) = &mut self.cold {
+                        cold.placed(group, key_groups[i] as u16, false);
+                    }
+                    group
+                }
             };
             if !self.touched_mark[group as usize] {
                 self.touched_mark[group as usize] = true;
@@ -430,254 +523,27 @@ impl GroupAggregate {
 
     /// After a chunk: the touched groups are marked changed in this epoch; those left
     /// without rows are removed, the others' TTL renewed.
-    fn settle(&mut self, touched: Vec<u32>, now: Option<i64>) {
+    fn settle(&mut self, touched: Vec<u32>, now: Option<i64>) -> Result<()> {
         let epoch = self.epochs.current();
         for group in touched {
             self.touched_mark[group as usize] = false;
             self.changed[group as usize] = epoch;
+            if let Some(cold) = &mut self.cold {
+                cold.touched(group);
+            }
             if self.row_counts[group as usize] <= 0 {
-                self.removals
-                    .push(epoch, 0, self.group_keys.key(group), &[]);
-                self.remove_group(group);
+                if self.cold.is_none() {
+                    self.removals
+                        .push(epoch, 0, self.group_keys.key(group), &[]);
+                }
+                self.remove_group(group)?;
             } else if let (Some(ttl), Some(now)) = (&mut self.ttl, now) {
                 ttl.write(group, now);
             }
         }
+        self.evict_cold()
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use arrow::array::Int64Array;
-    use arrow::datatypes::{DataType, Field, Schema};
-    use arrow::util::display::array_value_to_string;
-    use datafusion_physical_expr::expressions::Column;
-    use eddy_common::state::StateKind;
-
-    use crate::aggregate::AggregateKind;
-
-    /// `SELECT k, COUNT(v), MAX(v) ... GROUP BY k` over an updating input.
-    fn count_and_max() -> GroupAggregate {
-        let call = |kind| AggregateCall {
-            kind,
-            arg: Arc::new(Column::new("v", 1)),
-            filter: None,
-            input_type: DataType::Int64,
-            output_type: DataType::Int64,
-            append_only: false,
-        };
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("k", DataType::Int64, true),
-            Field::new("c", DataType::Int64, true),
-            Field::new("m", DataType::Int64, true),
-        ]));
-        GroupAggregate::new(
-            vec![Arc::new(Column::new("k", 0))],
-            vec![DataType::Int64],
-            vec![call(AggregateKind::Count), call(AggregateKind::Max)],
-            true,
-            schema,
-            128,
-        )
-        .unwrap()
-    }
-
-    fn rows(rows: &[(i64, i64)], op: Op) -> Chunk {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("k", DataType::Int64, true),
-            Field::new("v", DataType::Int64, true),
-        ]));
-        let k = Int64Array::from_iter_values(rows.iter().map(|r| r.0));
-        let v = Int64Array::from_iter_values(rows.iter().map(|r| r.1));
-        let batch = RecordBatch::try_new(schema, vec![Arc::new(k), Arc::new(v)]).unwrap();
-        Chunk::from_ops(batch, vec![op; rows.len()])
-    }
-
-    fn apply(aggregate: &mut GroupAggregate, chunk: Chunk) {
-        aggregate.process(chunk, &mut Vec::new()).unwrap();
-    }
-
-    /// Every group as "key rows count max", sorted.
-    fn contents(aggregate: &GroupAggregate) -> Vec<String> {
-        let live: Vec<u32> = (0..aggregate.slots.len as u32)
-            .filter(|g| aggregate.row_counts[*g as usize] > 0)
-            .collect();
-        let keys = aggregate.key_columns(&live).unwrap();
-        let values = aggregate.accumulators.evaluate(&live).unwrap();
-        let mut groups: Vec<String> = (0..live.len())
-            .map(|i| {
-                let show = |a: &ArrayRef| array_value_to_string(a, i).unwrap();
-                let rows = aggregate.row_counts[live[i] as usize];
-                format!(
-                    "{} {rows} {} {}",
-                    show(&keys[0]),
-                    show(&values[0]),
-                    show(&values[1])
-                )
-            })
-            .collect();
-        groups.sort();
-        groups
-    }
-
-    /// [`count_and_max`] with a state TTL of 1 s on the test clock.
-    fn count_and_max_with_ttl() -> GroupAggregate {
-        let mut aggregate = count_and_max().with_state_ttl(Some(1000));
-        aggregate.ttl = aggregate
-            .ttl
-            .map(|ttl| ttl.with_clock(crate::ttl::test_clock::now));
-        aggregate
-    }
-
-    /// The changes a chunk makes, as "op key count max".
-    fn changes(aggregate: &mut GroupAggregate, chunk: Chunk) -> Vec<String> {
-        let mut out = Vec::new();
-        aggregate.process(chunk, &mut out).unwrap();
-        out.iter().flat_map(Chunk::to_pretty).collect()
-    }
-
-    #[test]
-    fn groups_idle_for_the_ttl_start_afresh_and_leave_snapshots() {
-        use crate::ttl::test_clock;
-        let request = |checkpoint, completed| SnapshotRequest {
-            checkpoint,
-            completed,
-            changes: true,
-        };
-        let mut aggregate = count_and_max_with_ttl();
-        test_clock::set(0);
-        apply(&mut aggregate, rows(&[(1, 10), (2, 20)], Op::Insert));
-        let full = aggregate.snapshot(&request(1, None)).unwrap();
-        test_clock::set(600);
-        apply(&mut aggregate, rows(&[(1, 5)], Op::Insert));
-        // Key 2 was last written at 0: at 1000 it is gone, its next row a new group.
-        test_clock::set(1000);
-        assert_eq!(
-            changes(&mut aggregate, rows(&[(2, 7)], Op::Insert)),
-            ["+I 2 1 7"]
-        );
-        assert_eq!(
-            changes(&mut aggregate, rows(&[(1, 30)], Op::Insert)),
-            ["-U 1 2 10", "+U 1 3 30"]
-        );
-        // Key 1, written at 1000, outlives key 2 (at 1000 too) by nothing: both go at 2000;
-        // at 1999 a snapshot of changes still holds both.
-        test_clock::set(1999);
-        let changed = aggregate.snapshot(&request(2, Some(1))).unwrap();
-        let mut restored = count_and_max_with_ttl();
-        restored
-            .restore(&[&full.bytes, &changed.bytes], &KeyScope::everything())
-            .unwrap();
-        assert_eq!(contents(&restored), ["1 3 3 30", "2 1 1 7"]);
-        // The restore kept the write times: at 2000 both are expired there too, and a
-        // retraction of a gone group takes nothing back.
-        test_clock::set(2000);
-        assert!(changes(&mut restored, rows(&[(2, 7)], Op::Delete)).is_empty());
-        assert_eq!(
-            changes(&mut restored, rows(&[(1, 1)], Op::Insert)),
-            ["+I 1 1 1"]
-        );
-        let later = restored.snapshot(&request(3, None)).unwrap();
-        let mut again = count_and_max_with_ttl();
-        again
-            .restore(&[&later.bytes], &KeyScope::everything())
-            .unwrap();
-        assert_eq!(
-            contents(&again),
-            ["1 1 1 1"],
-            "expired groups are not written"
-        );
-    }
-
-    #[test]
-    fn snapshots_of_changes_restore_on_top_of_the_full_one() {
-        let request = |checkpoint, completed, changes| SnapshotRequest {
-            checkpoint,
-            completed,
-            changes,
-        };
-        let everything = KeyScope::everything();
-        let mut aggregate = count_and_max();
-        let first: Vec<(i64, i64)> = (0..500).map(|i| (i % 50, i)).collect();
-        apply(&mut aggregate, rows(&first, Op::Insert));
-        let full = aggregate.snapshot(&request(1, None, true)).unwrap();
-        assert_eq!(full.kind, StateKind::Full);
-
-        // After 1: key 3 loses all its rows, key 7 its maximum, key 100 appears.
-        let key_3: Vec<(i64, i64)> = first.iter().copied().filter(|r| r.0 == 3).collect();
-        apply(&mut aggregate, rows(&key_3, Op::Delete));
-        apply(&mut aggregate, rows(&[(7, 457)], Op::Delete));
-        apply(&mut aggregate, rows(&[(100, 1)], Op::Insert));
-        let second = aggregate.snapshot(&request(2, Some(1), true)).unwrap();
-        assert_eq!(second.kind, StateKind::Changes);
-        assert!(
-            second.bytes.len() * 10 < full.bytes.len(),
-            "{} bytes of changes, {} in all",
-            second.bytes.len(),
-            full.bytes.len()
-        );
-        let at_2 = contents(&aggregate);
-        assert!(!at_2.iter().any(|g| g.starts_with("3 ")));
-
-        // 2 never completes: 3 extends 1 with everything since. Key 3 comes back and key
-        // 100 (born after 1) goes.
-        apply(&mut aggregate, rows(&[(3, 9), (8, 1000)], Op::Insert));
-        apply(&mut aggregate, rows(&[(100, 1)], Op::Delete));
-        let third = aggregate.snapshot(&request(3, Some(1), true)).unwrap();
-        assert_eq!(third.kind, StateKind::Changes);
-        let at_3 = contents(&aggregate);
-
-        // 3 completes; 4 extends it.
-        apply(&mut aggregate, rows(&[(8, 1000), (9, 9)], Op::Delete));
-        let fourth = aggregate.snapshot(&request(4, Some(3), true)).unwrap();
-        let at_4 = contents(&aggregate);
-
-        for (chain, expected) in [
-            (vec![&full, &second], &at_2),
-            (vec![&full, &third], &at_3),
-            (vec![&full, &third, &fourth], &at_4),
-        ] {
-            let mut restored = count_and_max();
-            let pieces: Vec<&[u8]> = chain.iter().map(|s| s.bytes.as_ref()).collect();
-            restored.restore(&pieces, &everything).unwrap();
-            assert_eq!(&contents(&restored), expected);
-        }
-        assert_eq!(at_3.len(), 50);
-        assert!(at_4.contains(&"8 10 10 458".to_string()), "{at_4:?}");
-        assert!(at_4.contains(&"9 9 9 459".to_string()), "{at_4:?}");
-    }
-
-    #[test]
-    fn a_restored_state_is_extended_by_the_changes_since_the_restore() {
-        let scope = KeyScope::everything();
-        let mut before = count_and_max();
-        let first: Vec<(i64, i64)> = (0..500).map(|i| (i % 50, i)).collect();
-        apply(&mut before, rows(&first, Op::Insert));
-        let full = before.snapshot(&SnapshotRequest::full(4)).unwrap();
-
-        let mut aggregate = count_and_max();
-        aggregate.restore(&[full.bytes.as_ref()], &scope).unwrap();
-        aggregate.restored_from(4);
-        let key_3: Vec<(i64, i64)> = first.iter().copied().filter(|r| r.0 == 3).collect();
-        apply(&mut aggregate, rows(&key_3, Op::Delete));
-        apply(&mut aggregate, rows(&[(7, 1000), (100, 1)], Op::Insert));
-        let request = SnapshotRequest {
-            checkpoint: 6,
-            completed: Some(4),
-            changes: true,
-        };
-        let changes = aggregate.snapshot(&request).unwrap();
-        assert_eq!(changes.kind, StateKind::Changes);
-        assert!(
-            changes.bytes.len() * 10 < full.bytes.len(),
-            "only keys 3, 7, 100"
-        );
-
-        let mut restored = count_and_max();
-        let chain = [full.bytes.as_ref(), changes.bytes.as_ref()];
-        restored.restore(&chain, &scope).unwrap();
-        assert_eq!(contents(&restored), contents(&aggregate));
-        assert!(!contents(&restored).iter().any(|g| g.starts_with("3 ")));
-    }
-}
+mod tests;
