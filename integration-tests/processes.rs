@@ -104,13 +104,23 @@ pub fn signal(pid: u32, name: &str) {
     assert!(status.success());
 }
 
-/// A free loopback port.
+/// A free loopback port, never one handed out before in this test process: a port is
+/// free again once its probe closes, and tests running side by side (a compose file's
+/// published ports are bound only when its containers start) would otherwise get the same.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if !handed_out.contains(&port) {
+            handed_out.push(port);
+            return port;
+        }
+    }
 }
 
 /// A JobManager and its TaskManagers.

@@ -93,6 +93,14 @@ fn a_job_with_the_default_restart_strategy_survives_fifty_taskmanager_kills() {
 
 /// A job that does not end by itself (at parallelism 4 on two TaskManagers of 2 slots, so
 /// that every TaskManager runs some of it), with `options` set.
+/// Restart delays of every strategy past the test JobManager's heartbeat timeout.
+const PAST_HEARTBEAT_TIMEOUT: &str =
+    "SET 'restart-strategy.exponential-delay.initial-backoff' = '2500ms';
+     SET 'restart-strategy.exponential-delay.max-backoff' = '2500ms';
+     SET 'restart-strategy.failure-rate.delay' = '2500ms';
+     SET 'restart-strategy.fixed-delay.delay' = '2500ms';
+";
+
 fn long_job(options: &str) -> String {
     format!(
         "SET 'execution.checkpointing.interval' = '500ms';
@@ -105,10 +113,15 @@ fn long_job(options: &str) -> String {
 }
 
 /// [`long_job`] with `options` running on a JobManager and two TaskManagers of 2 slots;
-/// returns them and the job's id. The restart delay stays at its default (1 s): while it
-/// waits, the JobManager finds the killed TaskManager's port refusing, so the restart is
-/// not deployed onto it (which would be one more failure for the strategy to count).
+/// returns them and the job's id. Tests that count restarts set a restart delay
+/// ([`PAST_HEARTBEAT_TIMEOUT`]) longer than the JobManager's heartbeat timeout (2 s): by
+/// the restart the JobManager has forgotten the killed TaskManager, so the restart is not
+/// deployed onto it (which would be one more failure for the strategy to count). At the
+/// default 1 s it usually finds the killed TaskManager's port refusing first, but not
+/// always on a loaded machine.
 fn running_long_job(name: &str, options: &str) -> (Cluster, String) {
+    let options = format!("{PAST_HEARTBEAT_TIMEOUT}{options}");
+    let options = options.as_str();
     let cluster = Cluster::start(name, 2, 2);
     let job_id = cluster.submit(&long_job(options), 4);
     wait_for_run(&cluster, &job_id, 0);
