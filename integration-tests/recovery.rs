@@ -199,42 +199,11 @@ fn the_lsm_backend_survives_taskmanager_kills() {
 /// `hashmap` backend (the groups read into memory).
 #[test]
 fn an_lsm_savepoint_resumes_at_another_parallelism_and_backend() {
-    let cluster = Cluster::start("savepoint-lsm", 2, 2);
-    let with_id = |id: &str, backend: &str| {
-        let script = job(200_000, 25_000, "EXACTLY_ONCE", "200ms").replace(
-            "WITH ('connector' = 'print')",
-            &format!("WITH ('connector' = 'print', 'print-identifier' = '{id}')"),
-        );
-        format!("{backend}{script}")
-    };
-    let job_id = cluster.submit(&with_id("a", LSM_BACKEND), 2);
-    let path = stop_with_savepoint(&cluster, &job_id, 3);
-    let expected = failure_free(&cluster.scratch, 200_000);
-    for (id, parallelism, backend) in [("b", 3, LSM_BACKEND), ("c", 1, "")] {
-        let script = with_id(id, backend);
-        resume_until_finished(
-            &cluster,
-            &path,
-            parallelism,
-            &format!("resume-{id}.sql"),
-            &script,
-        );
-        let printed: String = cluster
-            .printed()
-            .lines()
-            .filter(|l| {
-                l.starts_with("a:")
-                    || l.starts_with(&format!("{id}:"))
-                    || l.starts_with(&format!("{id}>"))
-            })
-            .map(|l| format!("{l}\n"))
-            .collect();
-        assert_eq!(
-            largest_counts(&printed),
-            expected,
-            "resumed at parallelism {parallelism} with {backend:?}"
-        );
-    }
+    savepoint_resumes(
+        "savepoint-lsm",
+        LSM_BACKEND,
+        &[("b", 3, LSM_BACKEND), ("c", 1, "")],
+    );
 }
 
 /// Files read in many small byte-range splits, the readers killed mid-split and restored
@@ -276,6 +245,13 @@ fn files_read_in_splits_survive_taskmanager_kills() {
 #[test]
 fn joins_survive_taskmanager_kills() {
     join_with_kills("join-kills", "", JoinShape::Regular);
+}
+
+/// The regular join with its keys in LSM stores (most on disk), TaskManagers killed:
+/// exact.
+#[test]
+fn joins_on_the_lsm_backend_survive_taskmanager_kills() {
+    join_with_kills("join-lsm-kills", LSM_BACKEND, JoinShape::Regular);
 }
 
 /// The same with an interval join, whose rows the watermark drops: what a restore brings
@@ -726,25 +702,28 @@ fn resume_until_finished(
 
 #[test]
 fn a_savepoint_resumes_at_another_parallelism() {
-    let cluster = Cluster::start("savepoint", 2, 2);
-    let with_id = |id: &str| {
-        job(200_000, 25_000, "EXACTLY_ONCE", "200ms").replace(
+    savepoint_resumes("savepoint", "", &[("b", 3, ""), ("c", 1, "")]);
+}
+
+/// Runs the bounded aggregation with `settings` at parallelism 2, stops it with a
+/// savepoint, and resumes it from there once per `(print id, parallelism, settings)`:
+/// each resumed run ends with a failure-free run's counts.
+fn savepoint_resumes(name: &str, settings: &str, resumes: &[(&str, usize, &str)]) {
+    let cluster = Cluster::start(name, 2, 2);
+    let with_id = |id: &str, settings: &str| {
+        let script = job(200_000, 25_000, "EXACTLY_ONCE", "200ms").replace(
             "WITH ('connector' = 'print')",
             &format!("WITH ('connector' = 'print', 'print-identifier' = '{id}')"),
-        )
+        );
+        format!("{settings}{script}")
     };
-    let job_id = cluster.submit(&with_id("a"), 2);
+    let job_id = cluster.submit(&with_id("a", settings), 2);
     let path = stop_with_savepoint(&cluster, &job_id, 3);
     let expected = failure_free(&cluster.scratch, 200_000);
-    for (id, parallelism) in [("b", 3), ("c", 1)] {
-        let script = with_id(id);
-        resume_until_finished(
-            &cluster,
-            &path,
-            parallelism,
-            &format!("resume-{id}.sql"),
-            &script,
-        );
+    for (id, parallelism, settings) in resumes {
+        let script = with_id(id, settings);
+        let file = format!("resume-{id}.sql");
+        resume_until_finished(&cluster, &path, *parallelism, &file, &script);
         // What the first run printed before the savepoint, then what the resumed one did.
         let printed: String = cluster
             .printed()
@@ -759,7 +738,7 @@ fn a_savepoint_resumes_at_another_parallelism() {
         assert_eq!(
             largest_counts(&printed),
             expected,
-            "resumed at parallelism {parallelism}"
+            "resumed at parallelism {parallelism} with {settings:?}"
         );
     }
 }

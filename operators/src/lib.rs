@@ -9,6 +9,7 @@ pub mod normalize;
 pub mod partition;
 pub mod rank;
 pub mod state_context;
+mod stored_runs;
 pub mod ttl;
 pub mod watermark;
 pub mod window_assign;

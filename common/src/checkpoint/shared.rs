@@ -81,22 +81,34 @@ impl CheckpointStorage {
 impl CheckpointDir {
     /// Checks that every shared file `task` refers to is there with its recorded size.
     pub(super) async fn check_shared(&self, task: &StateHandle) -> Result<()> {
-        let checks = task.shared.iter().map(|file| async move {
-            let path = file.path(&self.chain_root);
-            let found = self.location.store.head(&path).await?;
-            if found.size != file.size {
-                return Err(EddyError::Snapshot(format!(
-                    "{} is {} bytes, but task {}-{} refers to it as {} bytes",
-                    self.location.show(&path),
-                    found.size,
-                    task.vertex,
-                    task.subtask,
-                    file.size
-                )));
-            }
-            Ok(())
-        });
+        let checks = task
+            .shared
+            .iter()
+            .map(|file| self.check_stored(file, task, "refers to"));
         futures::future::try_join_all(checks).await?;
+        Ok(())
+    }
+
+    /// Checks that `file`, which `task` extends or refers to (`how`), is there with its
+    /// recorded size.
+    pub(super) async fn check_stored(
+        &self,
+        file: &StateFile,
+        task: &StateHandle,
+        how: &str,
+    ) -> Result<()> {
+        let path = file.path(&self.chain_root);
+        let found = self.location.store.head(&path).await?;
+        if found.size != file.size {
+            return Err(EddyError::Snapshot(format!(
+                "{} is {} bytes, but task {}-{} {how} it as {} bytes",
+                self.location.show(&path),
+                found.size,
+                task.vertex,
+                task.subtask,
+                file.size
+            )));
+        }
         Ok(())
     }
 
@@ -187,13 +199,7 @@ mod tests {
             .await
             .unwrap();
         handle.shared = shared;
-        let metadata = CheckpointMetadata {
-            checkpoint: n,
-            completed_at_ms: 0,
-            vertex_parallelism: vec![1],
-            tasks: vec![handle],
-            end_of_input: false,
-        };
+        let metadata = CheckpointMetadata::of_one_task(n, handle);
         storage.commit(&metadata).await.unwrap();
         storage.retain(1, n).await.unwrap();
         metadata
@@ -226,6 +232,9 @@ mod tests {
             .await
             .unwrap();
         let second = commit(&storage, 2, vec![a.clone(), c.clone()]).await;
+        // 2 wrote its task snapshot and `c`; a restore reads `a` too.
+        assert_eq!(second.size(), 4 + 3);
+        assert_eq!(second.full_size(), 4 + 3 + big.len() as u64);
         assert!(
             dir.join("chk/job/chk-1/shared/a.run").exists(),
             "2 refers to it"

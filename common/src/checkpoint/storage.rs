@@ -99,9 +99,14 @@ pub struct CheckpointMetadata {
 }
 
 impl CheckpointMetadata {
-    /// Bytes written for this checkpoint: its task snapshots.
+    /// Bytes written for this checkpoint: its task snapshots and the shared files stored
+    /// with it (not those earlier checkpoints stored).
     pub fn size(&self) -> u64 {
-        self.tasks.iter().map(|t| t.size).sum()
+        let stored_now = |t: &StateHandle| {
+            let shared = t.shared.iter().filter(|f| f.checkpoint == self.checkpoint);
+            shared.map(|f| f.size).sum::<u64>()
+        };
+        self.tasks.iter().map(|t| t.size + stored_now(t)).sum()
     }
 
     /// Bytes a restore reads: the task snapshots, the earlier ones they extend and the
@@ -114,6 +119,20 @@ impl CheckpointMetadata {
                 t.size + earlier.map(|p| p.size).sum::<u64>()
             })
             .sum()
+    }
+}
+
+#[cfg(test)]
+impl CheckpointMetadata {
+    /// Checkpoint `checkpoint` of a job of one task, `task`.
+    pub(crate) fn of_one_task(checkpoint: u64, task: StateHandle) -> Self {
+        CheckpointMetadata {
+            checkpoint,
+            completed_at_ms: 0,
+            vertex_parallelism: vec![1],
+            tasks: vec![task],
+            end_of_input: false,
+        }
     }
 }
 
@@ -465,30 +484,14 @@ impl CheckpointStorage {
         // Retention keeps a file while a retained checkpoint extends it, and whatever
         // extends a file extends the whole chain before it: the chain's newest file
         // standing means all of it does.
-        let checks = metadata.tasks.iter().filter_map(|task| {
+        let directory = self.directory(metadata.checkpoint);
+        let chains = metadata.tasks.iter().filter_map(|task| {
             let newest = task.previous.last()?;
-            Some(async move {
-                let path = newest.path(&self.location.path);
-                let found = self.location.store.head(&path).await?;
-                if found.size != newest.size {
-                    return Err(EddyError::Snapshot(format!(
-                        "{} is {} bytes, but task {}-{} of checkpoint {} extends it as {} bytes",
-                        self.location.show(&path),
-                        found.size,
-                        task.vertex,
-                        task.subtask,
-                        metadata.checkpoint,
-                        newest.size
-                    )));
-                }
-                Ok(())
-            })
+            Some(directory.check_stored(newest, task, "extends"))
         });
-        futures::future::try_join_all(checks).await?;
+        futures::future::try_join_all(chains).await?;
         for task in &metadata.tasks {
-            self.directory(metadata.checkpoint)
-                .check_shared(task)
-                .await?;
+            directory.check_shared(task).await?;
         }
         log.append(metadata).await?;
         // Committed, its `_metadata` not written yet (a restart writes it).
@@ -811,13 +814,7 @@ mod tests {
             let task = vec![Bytes::from(vec![n as u8; 10])];
             let handle = storage.write_task(n, 0, 0, task, Vec::new()).await.unwrap();
             if n < 3 {
-                let metadata = CheckpointMetadata {
-                    checkpoint: n,
-                    completed_at_ms: 0,
-                    vertex_parallelism: vec![1],
-                    tasks: vec![handle],
-                    end_of_input: false,
-                };
+                let metadata = CheckpointMetadata::of_one_task(n, handle);
                 storage.commit(&metadata).await.unwrap();
             }
         }

@@ -7,6 +7,7 @@
 //! pairs; [`padding`] builds those rows (pairs, rows padded with NULLs) in order.
 
 mod bookkeeping;
+mod cold;
 mod padding;
 mod probe;
 #[cfg(test)]
@@ -25,12 +26,16 @@ use super::side::{JoinSide, RowExtras, Unmatched};
 use super::{IntervalBounds, JoinKind, JoinSpec, Retention};
 use crate::Operator;
 use crate::partition::{KeyScope, key_groups};
+use crate::state_context::StateContext;
+use crate::stored_runs::{INLINE_LAYOUT, RUNS_LAYOUT};
+use cold::ColdKeys;
 
 /// The join's snapshot format: 1 held each side's keys and rows; 2 puts the rows removed
 /// before them (a snapshot of changes since an earlier one); 3 gives each row of an outer
 /// join's preserved side its match count; 4 says after the version which sides' rows carry
-/// the time they were written (bit 0 the left, bit 1 the right: a side with a state TTL).
-pub(crate) const SNAPSHOT_VERSION: u64 = 4;
+/// the time they were written (bit 0 the left, bit 1 the right: a side with a state TTL);
+/// 5 says first whether the rows follow or the runs of an LSM store hold them.
+pub(crate) const SNAPSHOT_VERSION: u64 = 5;
 
 /// A streaming join of one subtask (inner, outer, semi or anti; regular or interval);
 /// input 0 is the left side, input 1 the right.
@@ -54,6 +59,10 @@ pub struct StreamingJoin {
     watermark: i64,
     /// The wall clock, for the state TTL (replaced in tests).
     clock: fn() -> i64,
+    /// The keys in an LSM store, with the LSM backend (regular joins).
+    cold: Option<ColdKeys>,
+    /// Where the files of restored snapshots are.
+    restored_files: std::path::PathBuf,
 }
 
 /// What the state TTL says for one chunk from one input.
@@ -91,7 +100,20 @@ impl StreamingJoin {
             retention: spec.retention,
             watermark: i64::MIN,
             clock: crate::wall_clock,
+            cold: None,
+            restored_files: std::path::PathBuf::new(),
         })
+    }
+
+    /// Keeps rows where `context` says: with the LSM backend, a regular join's keys beyond
+    /// its memory in an LSM store (an interval join's rows leave with the watermark and
+    /// stay in memory).
+    pub fn with_state(mut self, context: &StateContext) -> Result<Self> {
+        self.restored_files = context.restored.clone();
+        if context.is_lsm() && self.retention.interval().is_none() {
+            self.cold = Some(ColdKeys::new(context)?);
+        }
+        Ok(self)
     }
 
     /// Rows held on each side.
@@ -110,6 +132,8 @@ impl StreamingJoin {
                 "a join has two inputs, but rows came from input {input}"
             )));
         }
+        // Keys on disk come back first: the TTL then treats them as rows in memory.
+        let keys = self.fetch_keys(input, &chunk)?;
         let now = self.expire_idle_rows(input);
         let probe = self.probe(input, &chunk, now.other_expired)?;
         if self.kind.is_inner()
@@ -119,7 +143,7 @@ impl StreamingJoin {
         }
         let emitted = self.book(input, &chunk, &probe, now)?;
         out.extend(self.emit(input, &chunk, &probe, &emitted)?);
-        Ok(())
+        self.settle_keys(input, keys)
     }
 
     /// Drops rows that outlived their state TTL; what the TTL says for a chunk now.
@@ -198,8 +222,14 @@ impl StreamingJoin {
         Ok(())
     }
 
-    /// Reads one snapshot into the sides, keeping the key groups `scope` owns.
-    fn restore_one(&mut self, snapshot: &[u8], scope: &KeyScope) -> Result<()> {
+    /// Reads one snapshot into the sides, keeping the key groups `scope` owns; a snapshot
+    /// of an LSM store's runs adds their names to `stores` instead.
+    fn restore_one(
+        &mut self,
+        snapshot: &[u8],
+        scope: &KeyScope,
+        stores: &mut Vec<Vec<String>>,
+    ) -> Result<()> {
         // Restored rows belong to the snapshot restored from (see `restored_from`).
         let epoch = 0;
         let mut input = StateReader::new(snapshot, "a join");
@@ -211,6 +241,14 @@ impl StreamingJoin {
             )));
         }
         input.compact();
+        let layout = match version {
+            5.. => input.u64()?,
+            _ => INLINE_LAYOUT,
+        };
+        if layout == RUNS_LAYOUT {
+            stores.push(crate::stored_runs::read_manifest(&mut input, "a join")?);
+            return Ok(());
+        }
         let times = match version {
             4.. => input.u64()?,
             _ => 0,
@@ -280,9 +318,13 @@ impl Operator for StreamingJoin {
         let timed = ttl.map(|ttl| ttl.is_some());
         let now = timed.contains(&true).then(|| (self.clock)());
         self.expire_through(expired_before(ttl, now));
+        if self.cold.is_some() {
+            return self.snapshot_runs();
+        }
         let scope = self.epochs.close(request);
         let mut out = StateWriter::new();
         out.u64(SNAPSHOT_VERSION).compact();
+        out.u64(INLINE_LAYOUT);
         out.u64(timed[0] as u64 | (timed[1] as u64) << 1);
         for side in &mut self.sides {
             if let Some(settled) = scope.settled {
@@ -322,9 +364,11 @@ impl Operator for StreamingJoin {
     }
 
     fn restore(&mut self, snapshots: &[&[u8]], scope: &KeyScope) -> Result<()> {
+        let mut stores = Vec::new();
         for snapshot in snapshots {
-            self.restore_one(snapshot, scope)?;
+            self.restore_one(snapshot, scope, &mut stores)?;
         }
+        self.restore_runs(stores, scope)?;
         self.time_restored_rows()
     }
 

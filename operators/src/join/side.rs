@@ -360,6 +360,39 @@ impl JoinSide {
         self.garbage = 0;
     }
 
+    /// The key slot holding `key`'s rows, if it holds any.
+    pub(super) fn slot_of(&self, key: &[u8]) -> Option<u32> {
+        self.index.find(self.index.hash(key), key)
+    }
+
+    /// The key of `slot`.
+    pub(super) fn key_of(&self, slot: u32) -> &[u8] {
+        self.index.key(slot)
+    }
+
+    /// Takes every row of `slot` out of memory without remembering a removal (they are
+    /// kept elsewhere: an LSM store), and frees the slot.
+    pub(super) fn drop_key(&mut self, slot: u32) {
+        let mut next = self.chains[slot as usize].head;
+        while next != NONE {
+            let entry = self.entries[next as usize];
+            self.set_match_count(next, 0);
+            self.free_entries.push(next);
+            self.garbage += entry.len as usize;
+            next = entry.next;
+        }
+        self.chains[slot as usize].tail = NONE;
+        self.chains[slot as usize].head = NONE;
+        self.tidy(slot);
+    }
+
+    /// Roughly the bytes the side's rows and keys take in memory.
+    pub(super) fn memory_bytes(&self) -> usize {
+        self.arena.len() - self.garbage
+            + self.len() * std::mem::size_of::<RowEntry>() * 2
+            + self.slots.in_use() * 48
+    }
+
     /// Rows held.
     pub(super) fn len(&self) -> usize {
         self.entries.len() - self.free_entries.len()

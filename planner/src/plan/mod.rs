@@ -345,7 +345,9 @@ impl OperatorSpec {
                 metrics,
                 max_parallelism,
             )?),
-            OperatorKind::Join(spec) => Box::new(StreamingJoin::new(spec, max_parallelism)?),
+            OperatorKind::Join(spec) => {
+                Box::new(StreamingJoin::new(spec, max_parallelism)?.with_state(state)?)
+            }
             OperatorKind::LookupJoin(table) => Box::new(LookupJoin::new(
                 table.spec.clone(),
                 Box::new(lookup::BlockingLookup::open(table, metrics)?),

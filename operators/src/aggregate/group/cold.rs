@@ -4,16 +4,15 @@
 //! it was last written) and, if it changed, at every checkpoint, whose snapshot is then
 //! the store's runs; a group is read back when a row of its key arrives.
 
-use std::sync::Arc;
-
-use eddy_common::state::{OperatorState, SnapshotFile, StateReader, StateWriter};
+use eddy_common::state::{OperatorState, StateReader, StateWriter};
 use eddy_common::{EddyError, Result};
-use eddy_state::{Run, Store, StoreOptions, key};
+use eddy_state::{Store, StoreOptions, key};
 
-use super::{GroupAggregate, LAYOUT_RUNS};
+use super::GroupAggregate;
 use crate::aggregate::snapshot_writer;
 use crate::partition::KeyScope;
 use crate::state_context::StateContext;
+use crate::stored_runs::{self, RUNS_LAYOUT};
 use crate::ttl::StateTtl;
 
 /// A group's store key: its key group, table 0, its key.
@@ -145,12 +144,6 @@ impl ColdGroups {
         by_age.select_nth_unstable(count - 1);
         by_age[..count].iter().map(|(_, slot)| *slot).collect()
     }
-
-    /// Flushes the store; returns its runs as the files of a snapshot.
-    pub(super) fn checkpoint(&mut self) -> Result<Vec<SnapshotFile>> {
-        let runs = self.store.checkpoint()?;
-        Ok(runs.into_iter().map(snapshot_file).collect())
-    }
 }
 
 impl GroupAggregate {
@@ -274,10 +267,10 @@ impl GroupAggregate {
                 "a GROUP BY without a store snapshots its runs".into(),
             ));
         };
-        let files = cold.checkpoint()?;
+        let files = stored_runs::checkpoint(&mut cold.store)?;
         let mut out = snapshot_writer(64 + 32 * files.len());
-        out.u64(LAYOUT_RUNS);
-        write_manifest(&files, &mut out);
+        out.u64(RUNS_LAYOUT);
+        stored_runs::write_manifest(&files, &mut out);
         Ok(OperatorState::with_files(out.finish(), files))
     }
 
@@ -292,25 +285,13 @@ impl GroupAggregate {
         let key_groups = scope.key_groups();
         let only_one = stores.len() == 1;
         for names in stores {
-            let paths = names
-                .iter()
-                .map(|name| {
-                    let path = self.restored_files.join(name);
-                    match path.exists() {
-                        true => Ok(path),
-                        false => Err(EddyError::Snapshot(format!(
-                            "the GROUP BY state file {name} of the snapshot restored is not in {}",
-                            self.restored_files.display()
-                        ))),
-                    }
-                })
-                .collect::<Result<Vec<_>>>()?;
+            let paths = stored_runs::local_paths(&self.restored_files, &names, "GROUP BY")?;
             if let Some(cold) = &mut self.cold
                 && only_one
                 && cold.store.runs().is_empty()
             {
                 let store = Store::open(cold.store.dir(), cold.store.options(), paths)?;
-                if holds_only(&store, &key_groups)? {
+                if stored_runs::holds_only(&store, &key_groups)? {
                     cold.store = store;
                     continue;
                 }
@@ -349,48 +330,4 @@ impl GroupAggregate {
         }
         Ok(())
     }
-}
-
-/// Whether every key `store` holds is in `key_groups`.
-fn holds_only(store: &Store, key_groups: &std::ops::Range<usize>) -> Result<bool> {
-    let (start, end) = key::key_group_bounds(key_groups);
-    let first = store.entries_from(b"")?.next().transpose()?;
-    let before = first.is_some_and(|(k, _)| k < start);
-    let after = match end {
-        Some(end) => store.entries_from(&end)?.next().is_some(),
-        None => false,
-    };
-    Ok(!before && !after)
-}
-
-/// A run as a file a snapshot refers to (holding the run keeps the file).
-fn snapshot_file(run: Arc<Run>) -> SnapshotFile {
-    let meta = run.meta();
-    SnapshotFile::new(run.name().to_string(), meta.path.clone(), meta.bytes, run)
-}
-
-/// The manifest of a snapshot whose state is a store's runs: their names, newest first.
-pub(super) fn write_manifest(files: &[SnapshotFile], out: &mut StateWriter) {
-    out.u64(files.len() as u64);
-    for file in files {
-        out.bytes(file.name.as_bytes());
-    }
-}
-
-/// The run names of a manifest, newest first.
-pub(super) fn read_manifest(input: &mut StateReader<'_>) -> Result<Vec<String>> {
-    (0..input.count(1)?)
-        .map(|_| {
-            let name = input.bytes()?;
-            let name = std::str::from_utf8(name)
-                .ok()
-                .filter(|n| !n.is_empty() && !n.contains(['/', '\\']) && *n != "..")
-                .ok_or_else(|| {
-                    eddy_common::EddyError::Snapshot(format!(
-                        "a GROUP BY snapshot names the state file {name:02x?}, which is no file name"
-                    ))
-                })?;
-            Ok(name.to_string())
-        })
-        .collect()
 }

@@ -33,13 +33,10 @@ use super::{
 use crate::group_keys::GroupKeys;
 use crate::partition::{KeyScope, key_groups};
 use crate::state_context::StateContext;
+use crate::stored_runs::{INLINE_LAYOUT, RUNS_LAYOUT};
 use crate::ttl::StateTtl;
-use cold::ColdGroups;
-
-/// A snapshot's layout (from format version 5): the groups inline, or an LSM store's runs.
-const LAYOUT_INLINE: u64 = 0;
-const LAYOUT_RUNS: u64 = 1;
 use crate::{Operator, evaluate};
+use cold::ColdGroups;
 
 /// A non-windowed aggregation producing a retract (or upsert) changelog.
 #[derive(Debug)]
@@ -235,7 +232,7 @@ impl Operator for GroupAggregate {
             .first()
             .map_or(0, |g| self.group_keys.key(*g).len() + 24);
         let mut out = snapshot_writer(16 + live.len() * per_group);
-        out.u64(LAYOUT_INLINE);
+        out.u64(INLINE_LAYOUT);
         self.removals.save(scope.changes_after, &mut out);
         out.u64(self.ttl.is_some() as u64).u64(live.len() as u64);
         for (group, key_group) in live.iter().zip(key_groups) {
@@ -263,11 +260,11 @@ impl Operator for GroupAggregate {
         for snapshot in snapshots {
             let (version, mut input) = open_snapshot(snapshot, "a GROUP BY")?;
             let layout = match version {
-                ..=4 => LAYOUT_INLINE,
+                ..=4 => INLINE_LAYOUT,
                 _ => input.u64()?,
             };
-            if layout == LAYOUT_RUNS {
-                stores.push(cold::read_manifest(&mut input)?);
+            if layout == RUNS_LAYOUT {
+                stores.push(stored_runs_manifest(&mut input)?);
                 continue;
             }
             self.restore_inline(version, input, scope)?;
@@ -315,6 +312,11 @@ impl Operator for GroupAggregate {
         self.settle(batch.touched, now)?;
         Ok(())
     }
+}
+
+/// The run names of a GROUP BY snapshot of the runs layout.
+fn stored_runs_manifest(input: &mut StateReader<'_>) -> Result<Vec<String>> {
+    crate::stored_runs::read_manifest(input, "a GROUP BY")
 }
 
 impl GroupAggregate {

@@ -657,3 +657,155 @@ fn a_restored_state_is_extended_by_the_changes_since_the_restore() {
     assert_eq!(held(&restored), held(&j));
     assert_ne!(held(&restored), held(&before));
 }
+
+/// A fresh directory for an LSM store's test.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("eddy-join-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("restored")).unwrap();
+    dir
+}
+
+/// The LSM backend with the least memory it takes: a few thousand rows stay hot.
+fn on_disk(join: StreamingJoin, dir: &std::path::Path) -> StreamingJoin {
+    let context = crate::state_context::StateContext {
+        backend: eddy_common::config::state::StateBackendKind::Lsm,
+        dir: dir.join("store"),
+        restored: dir.join("restored"),
+        memory_bytes: 0,
+    };
+    join.with_state(&context).unwrap()
+}
+
+/// Bids and auctions over `keys` keys, inserted and some retracted, from a seed: (input,
+/// chunk) in order.
+fn churn(seed: u64, keys: i64, rounds: usize) -> Vec<(usize, Chunk)> {
+    let mut x = seed;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let (mut held_bids, mut held_auctions) = (Vec::new(), Vec::new());
+    let mut chunks = Vec::new();
+    for round in 0..rounds {
+        let new_bids: Vec<(Option<i64>, i64)> = (0..300)
+            .map(|_| (Some((next() % keys as u64) as i64), (next() % 100) as i64))
+            .collect();
+        held_bids.extend(new_bids.iter().copied());
+        chunks.push((0, bids(&new_bids, &vec![Insert; new_bids.len()])));
+        let new_auctions: Vec<i64> = (0..60).map(|_| (next() % keys as u64) as i64).collect();
+        held_auctions.extend(new_auctions.iter().copied());
+        let named: Vec<(i64, &str)> = new_auctions.iter().map(|id| (*id, "a")).collect();
+        chunks.push((1, auctions(&named, &vec![Insert; named.len()])));
+        if round % 3 == 2 {
+            let gone: Vec<(Option<i64>, i64)> = (0..80)
+                .map(|_| held_bids.swap_remove((next() % held_bids.len() as u64) as usize))
+                .collect();
+            chunks.push((0, bids(&gone, &vec![Delete; gone.len()])));
+            let gone: Vec<(i64, &str)> = (0..15)
+                .map(|_| {
+                    let i = (next() % held_auctions.len() as u64) as usize;
+                    (held_auctions.swap_remove(i), "a")
+                })
+                .collect();
+            chunks.push((1, auctions(&gone, &vec![Delete; gone.len()])));
+        }
+    }
+    chunks
+}
+
+#[test]
+fn joins_with_keys_on_disk_emit_what_joins_in_memory_emit() {
+    let kinds = [
+        JoinKind::Inner,
+        JoinKind::Left,
+        JoinKind::Full,
+        JoinKind::LeftSemi,
+        JoinKind::LeftAnti,
+    ];
+    for kind in kinds {
+        let dir = scratch(&format!("{kind:?}"));
+        let with_kind = |mut j: StreamingJoin| {
+            j.kind = kind;
+            if let Some(filtering) = kind.filtering() {
+                j = filtering_join(filtering);
+            }
+            j
+        };
+        let mut in_memory = with_kind(join(false, false));
+        let mut lsm = on_disk(with_kind(join(false, false)), &dir);
+        for (input, chunk) in churn(5, 4_000, 60) {
+            let expected = run(&mut in_memory, input, chunk.clone());
+            assert_eq!(run(&mut lsm, input, chunk), expected, "{kind:?}");
+        }
+        let held_rows = lsm.state_rows().0 + lsm.state_rows().1;
+        let all_rows = in_memory.state_rows().0 + in_memory.state_rows().1;
+        assert!(
+            held_rows < all_rows / 2,
+            "{kind:?}: {held_rows} of {all_rows} rows in memory"
+        );
+    }
+}
+
+#[test]
+fn a_join_restores_its_runs_and_splits_them_by_key_group() {
+    let dir = scratch("restore");
+    let mut in_memory = outer_join([true, true]);
+    let mut lsm = on_disk(outer_join([true, true]), &dir);
+    let chunks = churn(9, 3_000, 60);
+    let (first, rest) = chunks.split_at(chunks.len() / 2);
+    for (input, chunk) in first {
+        run(&mut in_memory, *input, chunk.clone());
+        run(&mut lsm, *input, chunk.clone());
+    }
+    let state = lsm.snapshot(&SnapshotRequest::full(1)).unwrap();
+    assert!(!state.files.is_empty(), "the keys went to runs");
+    let hand_over = |to: &std::path::Path| {
+        for file in &state.files {
+            std::fs::copy(&file.path, to.join("restored").join(&file.name)).unwrap();
+        }
+    };
+    let again = scratch("restore-again");
+    hand_over(&again);
+    let mut restored = on_disk(outer_join([true, true]), &again);
+    restored
+        .restore(&[&state.bytes], &KeyScope::everything())
+        .unwrap();
+    for (input, chunk) in rest {
+        let expected = run(&mut in_memory, *input, chunk.clone());
+        assert_eq!(run(&mut restored, *input, chunk.clone()), expected);
+    }
+
+    // Three subtasks in memory (the hashmap backend) split the runs by key group: each
+    // holds only its keys, and together every row.
+    let state = restored.snapshot(&SnapshotRequest::full(2)).unwrap();
+    let expected = held(&in_memory);
+    let mut together: Vec<Held> = vec![Vec::new(), Vec::new()];
+    for subtask in 0..3 {
+        let sub = scratch(&format!("split-{subtask}"));
+        for file in &state.files {
+            std::fs::copy(&file.path, sub.join("restored").join(&file.name)).unwrap();
+        }
+        let context = crate::state_context::StateContext {
+            restored: sub.join("restored"),
+            ..crate::state_context::StateContext::in_memory()
+        };
+        let mut part = outer_join([true, true]).with_state(&context).unwrap();
+        let scope = KeyScope {
+            subtask,
+            parallelism: 3,
+            max_parallelism: 128,
+        };
+        part.restore(&[&state.bytes], &scope).unwrap();
+        for (side, keys) in held(&part).into_iter().enumerate() {
+            assert!(!keys.is_empty() && keys.len() < expected[side].len());
+            together[side].extend(keys);
+        }
+    }
+    for side in &mut together {
+        side.sort();
+    }
+    assert_eq!(together, expected);
+}

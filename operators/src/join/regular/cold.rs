@@ -1,0 +1,339 @@
+//! The keys of a regular join that need not stay in memory (the LSM backend). An LSM store
+//! holds, per side and join key, every row of the key (with its match count and write time
+//! where the join keeps them), written as one value; each side keeps its recently used
+//! keys in memory, a cache of the store. Before a chunk, the keys its rows touch are read
+//! back on both sides; after it, the keys it changed are marked, and past the memory budget
+//! the least recently used keys are written out (if they changed) and dropped from memory.
+//! A snapshot writes every changed key and is the store's runs. Interval joins, whose rows
+//! leave with the watermark, keep their state in memory.
+
+use arrow::array::Array;
+use arrow::buffer::NullBuffer;
+use eddy_common::chunk::Chunk;
+use eddy_common::state::{OperatorState, StateReader, StateWriter};
+use eddy_common::{EddyError, Result};
+use eddy_state::{Store, StoreOptions, key};
+
+use super::StreamingJoin;
+use crate::evaluate;
+use crate::join::side::RowExtras;
+use crate::partition::{KeyScope, key_groups};
+use crate::state_context::StateContext;
+use crate::stored_runs::{self, RUNS_LAYOUT};
+
+/// Per side, what the cache knows of each key slot.
+#[derive(Debug, Default)]
+struct SlotMarks {
+    /// Changed since it was last written to the store.
+    dirty: Vec<bool>,
+    /// The chunk that last touched it.
+    last_used: Vec<u64>,
+}
+
+impl SlotMarks {
+    fn mark(&mut self, slot: u32, chunk: u64, dirty: bool) {
+        let slot = slot as usize;
+        if self.dirty.len() <= slot {
+            self.dirty.resize(slot + 1, false);
+            self.last_used.resize(slot + 1, 0);
+        }
+        self.dirty[slot] |= dirty;
+        self.last_used[slot] = chunk;
+    }
+
+    fn placed(&mut self, slot: u32, chunk: u64) {
+        self.mark(slot, chunk, false);
+        self.dirty[slot as usize] = false;
+    }
+
+    fn is_dirty(&self, slot: u32) -> bool {
+        self.dirty.get(slot as usize).copied().unwrap_or(true)
+    }
+
+    fn last_used(&self, slot: u32) -> u64 {
+        self.last_used.get(slot as usize).copied().unwrap_or(0)
+    }
+}
+
+/// A join's keys in an LSM store, and which of those in memory changed.
+#[derive(Debug)]
+pub(super) struct ColdKeys {
+    store: Store,
+    hot_bytes: usize,
+    marks: [SlotMarks; 2],
+    chunks: u64,
+    state_key: Vec<u8>,
+}
+
+/// A chunk's join keys, as the cache reads and marks them.
+pub(super) struct ChunkKeys {
+    keys: arrow::row::Rows,
+    key_groups: Vec<usize>,
+    valid: Option<NullBuffer>,
+}
+
+impl ChunkKeys {
+    fn rows(&self) -> impl Iterator<Item = (&[u8], u16)> {
+        (0..self.key_groups.len())
+            .filter(|i| self.valid.as_ref().is_none_or(|v| v.is_valid(*i)))
+            .map(|i| (self.keys.row(i).data(), self.key_groups[i] as u16))
+    }
+}
+
+impl ColdKeys {
+    /// A store in `context`'s directory, sized by its memory.
+    pub(super) fn new(context: &StateContext) -> Result<Self> {
+        Ok(ColdKeys {
+            store: Store::create(&context.dir, context.store_options())?,
+            hot_bytes: context.hot_bytes(),
+            marks: Default::default(),
+            chunks: 0,
+            state_key: Vec::new(),
+        })
+    }
+}
+
+impl StreamingJoin {
+    /// With the LSM backend: reads back, on both sides, the keys of `chunk`'s rows (from
+    /// input `input`) that are not in memory; returns the keys, to mark after the chunk.
+    pub(super) fn fetch_keys(&mut self, input: usize, chunk: &Chunk) -> Result<Option<ChunkKeys>> {
+        if self.cold.is_none() {
+            return Ok(None);
+        }
+        let key_arrays = self.sides[input]
+            .keys
+            .iter()
+            .map(|k| evaluate(k, chunk.rows()))
+            .collect::<Result<Vec<_>>>()?;
+        let valid = match self.nulls_equal {
+            true => None,
+            false => key_arrays.iter().fold(None, |acc, k| {
+                NullBuffer::union(acc.as_ref(), k.logical_nulls().as_ref())
+            }),
+        };
+        let keys = ChunkKeys {
+            keys: self.key_codec.convert_columns(&key_arrays)?,
+            key_groups: key_groups(&key_arrays, self.max_parallelism)?,
+            valid,
+        };
+        let Some(cold) = &mut self.cold else {
+            return Ok(None);
+        };
+        cold.chunks += 1;
+        let epoch = self.epochs.current();
+        let now = (self.clock)();
+        let ttl = self.retention.state_ttl();
+        for (key, key_group) in keys.rows() {
+            for side in [input, 1 - input] {
+                if self.sides[side].slot_of(key).is_some() {
+                    continue;
+                }
+                key::encode(key_group, side as u8, key, &mut cold.state_key);
+                let Some(value) = cold.store.get(&cold.state_key)? else {
+                    continue;
+                };
+                let mut reader = StateReader::new(&value, "a join's stored key");
+                reader.compact();
+                let flags = reader.u64()?;
+                let with = RowExtras {
+                    counts: flags & 1 != 0,
+                    times: flags & 2 != 0,
+                };
+                let timed = ttl[side].map(|_| now);
+                self.sides[side].load(&mut reader, epoch, with, timed, |_| true)?;
+                if let Some(slot) = self.sides[side].slot_of(key) {
+                    cold.marks[side].placed(slot, cold.chunks);
+                }
+            }
+        }
+        Ok(Some(keys))
+    }
+
+    /// After a chunk from input `input`: its keys are marked used (changed on its side, and
+    /// on the other where the other side's match counts changed), keys it emptied are
+    /// deleted from the store, and past the memory budget keys are written out.
+    pub(super) fn settle_keys(&mut self, input: usize, keys: Option<ChunkKeys>) -> Result<()> {
+        let (Some(keys), Some(cold)) = (keys, &mut self.cold) else {
+            return Ok(());
+        };
+        let other_changes = self.kind.counts_matches(1 - input);
+        for (key, key_group) in keys.rows() {
+            match self.sides[input].slot_of(key) {
+                Some(slot) => cold.marks[input].mark(slot, cold.chunks, true),
+                None => {
+                    key::encode(key_group, input as u8, key, &mut cold.state_key);
+                    cold.store.delete(&cold.state_key)?;
+                }
+            }
+            if let Some(slot) = self.sides[1 - input].slot_of(key) {
+                cold.marks[1 - input].mark(slot, cold.chunks, other_changes);
+            }
+        }
+        // Removals feed snapshots of changes, which a store's snapshots never are.
+        for side in &mut self.sides {
+            side.forget_removals_through(u32::MAX);
+        }
+        self.evict_keys()
+    }
+
+    /// Writes out and drops the least recently used keys while the sides hold more than
+    /// the budget, down to three quarters of it (never a key the last chunk touched).
+    fn evict_keys(&mut self) -> Result<()> {
+        let Some(cold) = &self.cold else {
+            return Ok(());
+        };
+        let held: usize = self.sides.iter().map(|s| s.memory_bytes()).sum();
+        if held <= cold.hot_bytes {
+            return Ok(());
+        }
+        let mut by_age: Vec<(u64, usize, u32)> = Vec::new();
+        for (side, marks) in cold.marks.iter().enumerate() {
+            for (slot, _) in self.sides[side].keys(None) {
+                let used = marks.last_used(slot);
+                if used < cold.chunks {
+                    by_age.push((used, side, slot));
+                }
+            }
+        }
+        // Rows per key vary: evict the older share in proportion to the bytes to free.
+        let share = 1.0 - 0.75 * cold.hot_bytes as f64 / held as f64;
+        let count = ((by_age.len() as f64 * share).ceil() as usize).min(by_age.len());
+        if count == 0 {
+            return Ok(());
+        }
+        by_age.select_nth_unstable(count - 1);
+        let mut evicted: [Vec<u32>; 2] = Default::default();
+        for (_, side, slot) in &by_age[..count] {
+            evicted[*side].push(*slot);
+        }
+        for (side, slots) in evicted.into_iter().enumerate() {
+            self.write_keys(side, &slots)?;
+            for slot in slots {
+                self.sides[side].drop_key(slot);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the changed keys among `slots` of side `side` to the store.
+    fn write_keys(&mut self, side: usize, slots: &[u32]) -> Result<()> {
+        let Some(cold) = &self.cold else {
+            return Ok(());
+        };
+        let dirty: Vec<(u32, &[u8])> = slots
+            .iter()
+            .filter(|slot| cold.marks[side].is_dirty(**slot))
+            .map(|slot| (*slot, self.sides[side].key_of(*slot)))
+            .collect();
+        let groups = self.key_groups_of(&dirty)?;
+        let with = RowExtras {
+            counts: self.kind.counts_matches(side),
+            times: self.retention.state_ttl()[side].is_some(),
+        };
+        let flags = with.counts as u64 | (with.times as u64) << 1;
+        let mut writes = Vec::with_capacity(dirty.len());
+        for ((slot, key), key_group) in dirty.iter().zip(groups) {
+            let mut value = StateWriter::with_capacity(64);
+            value.compact();
+            value.u64(flags);
+            self.sides[side].save(*slot, key_group, None, with, &mut value);
+            let mut state_key = Vec::new();
+            key::encode(key_group as u16, side as u8, key, &mut state_key);
+            writes.push((*slot, state_key, value.finish()));
+        }
+        let Some(cold) = &mut self.cold else {
+            return Ok(());
+        };
+        for (slot, state_key, value) in writes {
+            cold.store.put(&state_key, &value)?;
+            cold.marks[side].placed(slot, cold.marks[side].last_used(slot));
+        }
+        Ok(())
+    }
+
+    /// A snapshot whose state is the store's runs, once every changed key is written.
+    pub(super) fn snapshot_runs(&mut self) -> Result<OperatorState> {
+        for side in 0..2 {
+            let slots: Vec<u32> = self.sides[side].keys(None).map(|(slot, _)| slot).collect();
+            self.write_keys(side, &slots)?;
+        }
+        let Some(cold) = &mut self.cold else {
+            return Err(EddyError::Internal(
+                "a join without a store snapshots its runs".into(),
+            ));
+        };
+        let files = stored_runs::checkpoint(&mut cold.store)?;
+        let mut out = StateWriter::new();
+        out.u64(super::SNAPSHOT_VERSION).compact();
+        out.u64(RUNS_LAYOUT);
+        stored_runs::write_manifest(&files, &mut out);
+        Ok(OperatorState::with_files(out.finish(), files))
+    }
+
+    /// Restores the keys `scope` owns from the stores whose runs `stores` name (one per
+    /// previous subtask): adopted whole when it is this subtask's alone, its key groups
+    /// copied otherwise (into memory with the `hashmap` backend).
+    pub(super) fn restore_runs(
+        &mut self,
+        stores: Vec<Vec<String>>,
+        scope: &KeyScope,
+    ) -> Result<()> {
+        let key_groups = scope.key_groups();
+        let only_one = stores.len() == 1;
+        for names in stores {
+            let paths = stored_runs::local_paths(&self.restored_files, &names, "join")?;
+            if let Some(cold) = &mut self.cold
+                && only_one
+                && cold.store.runs().is_empty()
+            {
+                let store = Store::open(cold.store.dir(), cold.store.options(), paths)?;
+                if stored_runs::holds_only(&store, &key_groups)? {
+                    cold.store = store;
+                    continue;
+                }
+                self.copy_keys(&store, &key_groups)?;
+                continue;
+            }
+            let reading = StoreOptions {
+                block_cache_bytes: 1 << 20,
+                ..StoreOptions::default()
+            };
+            let store = Store::open(&self.restored_files, reading, paths)?;
+            self.copy_keys(&store, &key_groups)?;
+        }
+        Ok(())
+    }
+
+    /// Copies the keys of `key_groups` from `from` into this join's store, or into memory
+    /// when it has none.
+    fn copy_keys(&mut self, from: &Store, key_groups: &std::ops::Range<usize>) -> Result<()> {
+        let now = (self.clock)();
+        let ttl = self.retention.state_ttl();
+        for entry in from.entries_of_key_groups(key_groups)? {
+            let (state_key, value) = entry?;
+            let Some(value) = value else { continue };
+            if let Some(cold) = &mut self.cold {
+                cold.store.put(&state_key, &value)?;
+                continue;
+            }
+            let side = match key::decode(&state_key) {
+                Some((_, side @ (0 | 1), _)) => side as usize,
+                _ => {
+                    return Err(EddyError::Snapshot(
+                        "a join's state file holds a key of neither side".into(),
+                    ));
+                }
+            };
+            let mut reader = StateReader::new(&value, "a join's stored key");
+            reader.compact();
+            let flags = reader.u64()?;
+            let with = RowExtras {
+                counts: flags & 1 != 0,
+                times: flags & 2 != 0,
+            };
+            let timed = ttl[side].map(|_| now);
+            self.sides[side].load(&mut reader, 0, with, timed, |_| true)?;
+        }
+        Ok(())
+    }
+}
