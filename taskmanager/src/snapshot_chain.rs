@@ -43,27 +43,30 @@ impl SnapshotChains {
         }
     }
 
+    /// The stored files (a panic elsewhere while they were held leaves them whole: each
+    /// change is one map operation).
+    fn files_held(&self) -> std::sync::MutexGuard<'_, HashMap<String, StateFile>> {
+        self.files
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Where the file `name` was stored, if it was (in this run, or by the snapshot the
     /// task restored exactly).
     pub fn stored_file(&self, name: &str) -> Option<StateFile> {
-        self.files.lock().expect("files lock").get(name).cloned()
+        self.files_held().get(name).cloned()
     }
 
     /// The file `name` was stored as `file`.
     pub fn file_stored(&self, name: &str, file: StateFile) {
-        self.files
-            .lock()
-            .expect("files lock")
-            .insert(name.to_string(), file);
+        self.files_held().insert(name.to_string(), file);
     }
 
     /// Only the files `names` are referred to from now on (the others were merged away:
     /// no later snapshot refers to them).
     pub fn keep_files<'a>(&self, names: impl IntoIterator<Item = &'a str>) {
         let keep: std::collections::HashSet<&str> = names.into_iter().collect();
-        self.files
-            .lock()
-            .expect("files lock")
+        self.files_held()
             .retain(|name, _| keep.contains(name.as_str()));
     }
 

@@ -195,9 +195,9 @@ mod tests {
             assert_eq!(input.i64().unwrap(), -2);
             assert!(input.is_empty());
         }
-        let mut v5 = StateWriter::new();
-        v5.u64(5);
-        let error = open_snapshot(&v5.finish(), "test").unwrap_err().to_string();
-        assert!(error.contains("format version 5"), "{error}");
+        let mut v6 = StateWriter::new();
+        v6.u64(6);
+        let error = open_snapshot(&v6.finish(), "test").unwrap_err().to_string();
+        assert!(error.contains("format version 6"), "{error}");
     }
 }
