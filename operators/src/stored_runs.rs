@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use eddy_common::state::{SnapshotFile, StateReader, StateWriter};
 use eddy_common::{EddyError, Result};
-use eddy_state::{Run, Store, key};
+use eddy_state::{Run, Store, StoreOptions, key};
 
 /// A snapshot's layout, after its format version: the state itself ...
 pub(crate) const INLINE_LAYOUT: u64 = 0;
@@ -53,7 +53,7 @@ pub(crate) fn read_manifest(input: &mut StateReader<'_>, what: &str) -> Result<V
 }
 
 /// Where the runs `names` were fetched to under `dir`; a missing one is named.
-pub(crate) fn local_paths(dir: &Path, names: &[String], what: &str) -> Result<Vec<PathBuf>> {
+fn local_paths(dir: &Path, names: &[String], what: &str) -> Result<Vec<PathBuf>> {
     names
         .iter()
         .map(|name| {
@@ -69,8 +69,41 @@ pub(crate) fn local_paths(dir: &Path, names: &[String], what: &str) -> Result<Ve
         .collect()
 }
 
+/// Opens the stores of a restore, one per previous subtask, each named by its run names
+/// (fetched into `dir`). A store that is this subtask's alone (the only one, holding only
+/// `key_groups`) becomes `own` when `own` is an empty store of the operator; the others are
+/// returned, for the operator to copy its key groups out of.
+pub(crate) fn adopt_or_open(
+    own: Option<&mut Store>,
+    dir: &Path,
+    stores: Vec<Vec<String>>,
+    key_groups: &Range<usize>,
+    what: &str,
+) -> Result<Vec<Store>> {
+    let reading = StoreOptions {
+        block_cache_bytes: 1 << 20,
+        ..StoreOptions::default()
+    };
+    let only_one = stores.len() == 1;
+    let mut own = own.filter(|own| only_one && own.runs().is_empty());
+    let mut sources = Vec::new();
+    for names in stores {
+        let paths = local_paths(dir, &names, what)?;
+        if let Some(own) = own.take() {
+            let store = Store::open(own.dir(), own.options(), paths)?;
+            match holds_only(&store, key_groups)? {
+                true => *own = store,
+                false => sources.push(store),
+            }
+            continue;
+        }
+        sources.push(Store::open(dir, reading, paths)?);
+    }
+    Ok(sources)
+}
+
 /// Whether every key `store` holds is in `key_groups`.
-pub(crate) fn holds_only(store: &Store, key_groups: &Range<usize>) -> Result<bool> {
+fn holds_only(store: &Store, key_groups: &Range<usize>) -> Result<bool> {
     let (start, end) = key::key_group_bounds(key_groups);
     let first = store.entries_from(b"")?.next().transpose()?;
     let before = first.is_some_and(|(k, _)| k < start);

@@ -6,7 +6,7 @@
 
 use eddy_common::state::{OperatorState, StateReader, StateWriter};
 use eddy_common::{EddyError, Result};
-use eddy_state::{Store, StoreOptions, key};
+use eddy_state::{Store, key};
 
 use super::GroupAggregate;
 use crate::aggregate::snapshot_writer;
@@ -283,27 +283,11 @@ impl GroupAggregate {
         scope: &KeyScope,
     ) -> Result<()> {
         let key_groups = scope.key_groups();
-        let only_one = stores.len() == 1;
-        for names in stores {
-            let paths = stored_runs::local_paths(&self.restored_files, &names, "GROUP BY")?;
-            if let Some(cold) = &mut self.cold
-                && only_one
-                && cold.store.runs().is_empty()
-            {
-                let store = Store::open(cold.store.dir(), cold.store.options(), paths)?;
-                if stored_runs::holds_only(&store, &key_groups)? {
-                    cold.store = store;
-                    continue;
-                }
-                self.copy_groups(&store, &key_groups)?;
-                continue;
-            }
-            let reading = StoreOptions {
-                block_cache_bytes: 1 << 20,
-                ..StoreOptions::default()
-            };
-            let store = Store::open(&self.restored_files, reading, paths)?;
-            self.copy_groups(&store, &key_groups)?;
+        let own = self.cold.as_mut().map(|cold| &mut cold.store);
+        let sources =
+            stored_runs::adopt_or_open(own, &self.restored_files, stores, &key_groups, "GROUP BY")?;
+        for source in &sources {
+            self.copy_groups(source, &key_groups)?;
         }
         Ok(())
     }

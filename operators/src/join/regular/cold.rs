@@ -7,15 +7,13 @@
 //! A snapshot writes every changed key and is the store's runs. Interval joins, whose rows
 //! leave with the watermark, keep their state in memory.
 
-use arrow::array::Array;
 use arrow::buffer::NullBuffer;
 use eddy_common::chunk::Chunk;
 use eddy_common::state::{OperatorState, StateReader, StateWriter};
 use eddy_common::{EddyError, Result};
-use eddy_state::{Store, StoreOptions, key};
+use eddy_state::{Store, key};
 
 use super::StreamingJoin;
-use crate::evaluate;
 use crate::join::side::RowExtras;
 use crate::partition::{KeyScope, key_groups};
 use crate::state_context::StateContext;
@@ -100,17 +98,7 @@ impl StreamingJoin {
         if self.cold.is_none() {
             return Ok(None);
         }
-        let key_arrays = self.sides[input]
-            .keys
-            .iter()
-            .map(|k| evaluate(k, chunk.rows()))
-            .collect::<Result<Vec<_>>>()?;
-        let valid = match self.nulls_equal {
-            true => None,
-            false => key_arrays.iter().fold(None, |acc, k| {
-                NullBuffer::union(acc.as_ref(), k.logical_nulls().as_ref())
-            }),
-        };
+        let (key_arrays, valid) = self.evaluate_keys(input, chunk)?;
         let keys = ChunkKeys {
             keys: self.key_codec.convert_columns(&key_arrays)?,
             key_groups: key_groups(&key_arrays, self.max_parallelism)?,
@@ -132,13 +120,7 @@ impl StreamingJoin {
                 let Some(value) = cold.store.get(&cold.state_key)? else {
                     continue;
                 };
-                let mut reader = StateReader::new(&value, "a join's stored key");
-                reader.compact();
-                let flags = reader.u64()?;
-                let with = RowExtras {
-                    counts: flags & 1 != 0,
-                    times: flags & 2 != 0,
-                };
+                let (mut reader, with) = open_value(&value)?;
                 let timed = ttl[side].map(|_| now);
                 self.sides[side].load(&mut reader, epoch, with, timed, |_| true)?;
                 if let Some(slot) = self.sides[side].slot_of(key) {
@@ -279,27 +261,11 @@ impl StreamingJoin {
         scope: &KeyScope,
     ) -> Result<()> {
         let key_groups = scope.key_groups();
-        let only_one = stores.len() == 1;
-        for names in stores {
-            let paths = stored_runs::local_paths(&self.restored_files, &names, "join")?;
-            if let Some(cold) = &mut self.cold
-                && only_one
-                && cold.store.runs().is_empty()
-            {
-                let store = Store::open(cold.store.dir(), cold.store.options(), paths)?;
-                if stored_runs::holds_only(&store, &key_groups)? {
-                    cold.store = store;
-                    continue;
-                }
-                self.copy_keys(&store, &key_groups)?;
-                continue;
-            }
-            let reading = StoreOptions {
-                block_cache_bytes: 1 << 20,
-                ..StoreOptions::default()
-            };
-            let store = Store::open(&self.restored_files, reading, paths)?;
-            self.copy_keys(&store, &key_groups)?;
+        let own = self.cold.as_mut().map(|cold| &mut cold.store);
+        let sources =
+            stored_runs::adopt_or_open(own, &self.restored_files, stores, &key_groups, "join")?;
+        for source in &sources {
+            self.copy_keys(source, &key_groups)?;
         }
         Ok(())
     }
@@ -324,16 +290,22 @@ impl StreamingJoin {
                     ));
                 }
             };
-            let mut reader = StateReader::new(&value, "a join's stored key");
-            reader.compact();
-            let flags = reader.u64()?;
-            let with = RowExtras {
-                counts: flags & 1 != 0,
-                times: flags & 2 != 0,
-            };
+            let (mut reader, with) = open_value(&value)?;
             let timed = ttl[side].map(|_| now);
             self.sides[side].load(&mut reader, 0, with, timed, |_| true)?;
         }
         Ok(())
     }
+}
+
+/// A stored key's value, positioned at its rows, and what each row carries.
+fn open_value(value: &[u8]) -> Result<(StateReader<'_>, RowExtras)> {
+    let mut reader = StateReader::new(value, "a join's stored key");
+    reader.compact();
+    let flags = reader.u64()?;
+    let with = RowExtras {
+        counts: flags & 1 != 0,
+        times: flags & 2 != 0,
+    };
+    Ok((reader, with))
 }

@@ -1,6 +1,6 @@
 //! The probe step: the pairs a chunk's rows make with the other side's held rows.
 
-use arrow::array::{Array, AsArray, BooleanArray, UInt32Array};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, UInt32Array};
 use arrow::buffer::NullBuffer;
 use arrow::compute::take_record_batch;
 use arrow::record_batch::RecordBatch;
@@ -57,6 +57,28 @@ impl Probe {
 }
 
 impl StreamingJoin {
+    /// The join keys of `chunk`'s rows (from input `input`), and which can match: rows
+    /// with a NULL key match nothing (unless NULLs are equal here) and are not kept
+    /// (`None`: every row can).
+    pub(super) fn evaluate_keys(
+        &self,
+        input: usize,
+        chunk: &Chunk,
+    ) -> Result<(Vec<ArrayRef>, Option<NullBuffer>)> {
+        let key_arrays = self.sides[input]
+            .keys
+            .iter()
+            .map(|k| evaluate(k, chunk.rows()))
+            .collect::<Result<Vec<_>>>()?;
+        let valid = match self.nulls_equal {
+            true => None,
+            false => key_arrays.iter().fold(None, |acc, k| {
+                NullBuffer::union(acc.as_ref(), k.logical_nulls().as_ref())
+            }),
+        };
+        Ok((key_arrays, valid))
+    }
+
     /// Every pair of a row of `chunk` (from input `input`) with a held row of its key on
     /// the other side (skipping rows written at or before `other_expired`), and whether the
     /// rest of the condition holds for each.
@@ -67,18 +89,7 @@ impl StreamingJoin {
         other_expired: Option<i64>,
     ) -> Result<Probe> {
         let (this, other) = (&self.sides[input], &self.sides[1 - input]);
-        let key_arrays = this
-            .keys
-            .iter()
-            .map(|k| evaluate(k, chunk.rows()))
-            .collect::<Result<Vec<_>>>()?;
-        // Rows with a NULL key match nothing (unless NULLs are equal here) and are not kept.
-        let valid = match self.nulls_equal {
-            true => None,
-            false => key_arrays.iter().fold(None, |acc, k| {
-                NullBuffer::union(acc.as_ref(), k.logical_nulls().as_ref())
-            }),
-        };
+        let (key_arrays, valid) = self.evaluate_keys(input, chunk)?;
         let keys = self.key_codec.convert_columns(&key_arrays)?;
         let rows = this.codec.convert_columns(chunk.rows().columns())?;
         let mut probe = Probe {
