@@ -5,7 +5,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use eddy_common::state::{SnapshotFile, StateReader, StateWriter};
+use eddy_common::state::{OperatorState, SnapshotFile, StateReader, StateWriter};
 use eddy_common::{EddyError, Result};
 use eddy_state::{Run, Store, StoreOptions, key};
 
@@ -14,11 +14,15 @@ pub(crate) const INLINE_LAYOUT: u64 = 0;
 /// ... or the names of the runs of an LSM store that holds it.
 pub(crate) const RUNS_LAYOUT: u64 = 1;
 
-/// Flushes `store`; returns its runs as the files of a snapshot (holding one keeps its
-/// file until the snapshot is stored).
-pub(crate) fn checkpoint(store: &mut Store) -> Result<Vec<SnapshotFile>> {
+/// A snapshot of `store`: after the operator's header in `out`, the runs layout and the
+/// names of the store's runs once flushed, which the snapshot refers to (holding one keeps
+/// its file until the snapshot is stored).
+pub(crate) fn snapshot(mut out: StateWriter, store: &mut Store) -> Result<OperatorState> {
     let runs = store.checkpoint()?;
-    Ok(runs.into_iter().map(snapshot_file).collect())
+    let files: Vec<SnapshotFile> = runs.into_iter().map(snapshot_file).collect();
+    out.u64(RUNS_LAYOUT);
+    write_manifest(&files, &mut out);
+    Ok(OperatorState::with_files(out.finish(), files))
 }
 
 fn snapshot_file(run: Arc<Run>) -> SnapshotFile {
@@ -27,7 +31,7 @@ fn snapshot_file(run: Arc<Run>) -> SnapshotFile {
 }
 
 /// Writes the names of `files`, newest first.
-pub(crate) fn write_manifest(files: &[SnapshotFile], out: &mut StateWriter) {
+fn write_manifest(files: &[SnapshotFile], out: &mut StateWriter) {
     out.u64(files.len() as u64);
     for file in files {
         out.bytes(file.name.as_bytes());

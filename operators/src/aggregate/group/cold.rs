@@ -12,7 +12,7 @@ use super::GroupAggregate;
 use crate::aggregate::snapshot_writer;
 use crate::partition::KeyScope;
 use crate::state_context::StateContext;
-use crate::stored_runs::{self, RUNS_LAYOUT};
+use crate::stored_runs;
 use crate::ttl::StateTtl;
 
 /// A group's store key: its key group, table 0, its key.
@@ -267,11 +267,7 @@ impl GroupAggregate {
                 "a GROUP BY without a store snapshots its runs".into(),
             ));
         };
-        let files = stored_runs::checkpoint(&mut cold.store)?;
-        let mut out = snapshot_writer(64 + 32 * files.len());
-        out.u64(RUNS_LAYOUT);
-        stored_runs::write_manifest(&files, &mut out);
-        Ok(OperatorState::with_files(out.finish(), files))
+        stored_runs::snapshot(snapshot_writer(256), &mut cold.store)
     }
 
     /// Restores the groups `scope` owns from the stores whose runs `stores` name (one per

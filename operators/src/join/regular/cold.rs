@@ -17,7 +17,7 @@ use super::StreamingJoin;
 use crate::join::side::RowExtras;
 use crate::partition::{KeyScope, key_groups};
 use crate::state_context::StateContext;
-use crate::stored_runs::{self, RUNS_LAYOUT};
+use crate::stored_runs;
 
 /// Per side, what the cache knows of each key slot.
 #[derive(Debug, Default)]
@@ -244,12 +244,9 @@ impl StreamingJoin {
                 "a join without a store snapshots its runs".into(),
             ));
         };
-        let files = stored_runs::checkpoint(&mut cold.store)?;
         let mut out = StateWriter::new();
         out.u64(super::SNAPSHOT_VERSION).compact();
-        out.u64(RUNS_LAYOUT);
-        stored_runs::write_manifest(&files, &mut out);
-        Ok(OperatorState::with_files(out.finish(), files))
+        stored_runs::snapshot(out, &mut cold.store)
     }
 
     /// Restores the keys `scope` owns from the stores whose runs `stores` name (one per
