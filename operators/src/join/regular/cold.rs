@@ -29,19 +29,28 @@ struct SlotMarks {
 }
 
 impl SlotMarks {
-    fn mark(&mut self, slot: u32, chunk: u64, dirty: bool) {
-        let slot = slot as usize;
+    /// Room for `slot`; slots never marked (rows restored into memory) count as changed,
+    /// as [`SlotMarks::is_dirty`] says of slots beyond the marks.
+    fn grow_to(&mut self, slot: usize) {
         if self.dirty.len() <= slot {
-            self.dirty.resize(slot + 1, false);
+            self.dirty.resize(slot + 1, true);
             self.last_used.resize(slot + 1, 0);
         }
+    }
+
+    fn mark(&mut self, slot: u32, chunk: u64, dirty: bool) {
+        let slot = slot as usize;
+        self.grow_to(slot);
         self.dirty[slot] |= dirty;
         self.last_used[slot] = chunk;
     }
 
+    /// `slot` holds what the store holds for its key.
     fn placed(&mut self, slot: u32, chunk: u64) {
-        self.mark(slot, chunk, false);
-        self.dirty[slot as usize] = false;
+        let slot = slot as usize;
+        self.grow_to(slot);
+        self.dirty[slot] = false;
+        self.last_used[slot] = chunk;
     }
 
     fn is_dirty(&self, slot: u32) -> bool {
