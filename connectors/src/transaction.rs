@@ -471,7 +471,9 @@ impl SinkWriter for TwoPhaseCommitSink {
             // Every transaction recorded in the restored checkpoint is committed: the
             // checkpoint completed, whether or not its notice arrived. Rows held then are
             // written afterwards.
-            let mut transactions = BTreeMap::new();
+            // Several subtasks taken over (another parallelism) each have their own
+            // transaction of a checkpoint: every one is committed, oldest checkpoint first.
+            let mut transactions = Vec::new();
             let mut writer_states = Vec::new();
             for state in restored {
                 let state = SinkState::decode(state, &self.table)?;
@@ -479,6 +481,7 @@ impl SinkWriter for TwoPhaseCommitSink {
                 self.held.extend(state.held);
                 writer_states.push(state.writer);
             }
+            transactions.sort_by_key(|(checkpoint, _)| *checkpoint);
             let writer_states: Vec<&[u8]> = writer_states.iter().map(Vec::as_slice).collect();
             self.writer.restore(&writer_states)?;
             for (checkpoint, handle) in &transactions {
@@ -491,7 +494,7 @@ impl SinkWriter for TwoPhaseCommitSink {
                         ),
                     })?;
             }
-            let keep: Vec<Vec<u8>> = transactions.into_values().collect();
+            let keep: Vec<Vec<u8>> = transactions.into_iter().map(|(_, h)| h).collect();
             self.committer.abort_leftovers(&keep).await?;
             if !keep.is_empty() {
                 tracing::info!(table = %self.table, committed = keep.len(), "restored transactions committed");
@@ -866,6 +869,25 @@ mod tests {
         second.checkpoint(2).await.unwrap();
         harness.complete(2);
         assert_eq!(harness.visible_after_settling().await, vec![1, 2]);
+    }
+
+    #[tokio::test]
+    async fn a_restore_taking_over_subtasks_commits_each_ones_transaction() {
+        let harness = Harness::new();
+        // Two subtasks prepared their transactions of checkpoint 1; it completed, but
+        // neither committed before the job was resumed at parallelism 1.
+        // (Both open first: the test's committer aborts whatever an opening sink does not
+        // keep.)
+        let mut subtasks = vec![harness.sink(1, &[]).await, harness.sink(2, &[]).await];
+        let mut states = Vec::new();
+        for (subtask, row) in subtasks.iter_mut().zip([10, 20]) {
+            subtask.write(&rows(&[row])).await.unwrap();
+            states.push(subtask.checkpoint(1).await.unwrap());
+        }
+        drop(subtasks);
+        let _resumed = harness.sink(3, &states).await;
+        assert_eq!(harness.visible_after_settling().await, vec![10, 20]);
+        assert!(harness.store.lock().unwrap().prepared.is_empty());
     }
 
     #[tokio::test]
