@@ -809,3 +809,49 @@ fn a_join_restores_its_runs_and_splits_them_by_key_group() {
     }
     assert_eq!(together, expected);
 }
+
+/// A join snapshotted in memory (the hashmap backend) and restored onto the LSM backend
+/// holds every row in memory at first, in slots the store never saw: the rows must reach
+/// the store when eviction makes room, not be dropped. Checked by what the join emits and
+/// by what its next snapshot restores.
+#[test]
+fn rows_restored_from_memory_reach_the_store_when_evicted() {
+    let mut in_memory = outer_join([true, true]);
+    let mut source = outer_join([true, true]);
+    let chunks = churn(13, 3_000, 80);
+    let (first, rest) = chunks.split_at(chunks.len() / 2);
+    for (input, chunk) in first {
+        run(&mut in_memory, *input, chunk.clone());
+        run(&mut source, *input, chunk.clone());
+    }
+    let state = source.snapshot(&SnapshotRequest::full(1)).unwrap();
+    assert!(state.files.is_empty(), "the hashmap backend writes no runs");
+    let dir = scratch("from-memory");
+    let mut lsm = on_disk(outer_join([true, true]), &dir);
+    lsm.restore(&[&state.bytes], &KeyScope::everything())
+        .unwrap();
+    for (input, chunk) in rest {
+        let expected = run(&mut in_memory, *input, chunk.clone());
+        assert_eq!(run(&mut lsm, *input, chunk.clone()), expected);
+    }
+    let held_rows = lsm.state_rows().0 + lsm.state_rows().1;
+    let all_rows = in_memory.state_rows().0 + in_memory.state_rows().1;
+    assert!(
+        held_rows < all_rows / 2,
+        "{held_rows} of {all_rows} rows in memory: nothing was evicted"
+    );
+
+    let state = lsm.snapshot(&SnapshotRequest::full(2)).unwrap();
+    let context = crate::state_context::StateContext {
+        restored: scratch("from-memory-again").join("restored"),
+        ..crate::state_context::StateContext::in_memory()
+    };
+    for file in &state.files {
+        std::fs::copy(&file.path, context.restored.join(&file.name)).unwrap();
+    }
+    let mut again = outer_join([true, true]).with_state(&context).unwrap();
+    again
+        .restore(&[&state.bytes], &KeyScope::everything())
+        .unwrap();
+    assert_eq!(held(&again), held(&in_memory));
+}
