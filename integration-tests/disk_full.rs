@@ -3,7 +3,9 @@
 //! test fills to the last byte for a while and then frees. Checkpoints (and the job store's
 //! writes) or the sink's writes fail meanwhile; the job restarts as its default strategy
 //! says until there is room again, and then ends exact: the windows of a failure-free run,
-//! each once, no file left hidden. Needs root (`mount`), as CI runs; fails loudly without.
+//! each once, no file left hidden. The LSM state backend's directory likewise: its stores
+//! cannot write runs (or fetch them on a restore) while it is full, and the job ends with
+//! every count exact. Needs root (`mount`), as CI runs; fails loudly without.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -11,7 +13,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::processes::Cluster;
-use crate::recovery::{assert_windows_exact, windows_into_files};
+use crate::recovery::{
+    LSM_BACKEND, assert_windows_exact, failure_free, job, largest_counts, windows_into_files,
+};
 use crate::support::exclusive;
 
 /// How long the disk stays full: several checkpoint intervals and restarts.
@@ -112,4 +116,49 @@ fn a_full_sink_directory_delays_the_job_but_loses_and_repeats_nothing() {
     let disk = Tmpfs::mount(cluster.scratch.path().join("sink"), "64m");
     let output = disk.path.join("windows");
     fill_while_running(&cluster, &disk, &output);
+}
+
+/// The LSM state backend's directory fills up: the GROUP BY's store cannot write its runs,
+/// which fails the task with the directory's error; restores cannot fetch runs either, and
+/// the job restarts until there is room. Every count ends exact: nothing committed lost,
+/// nothing counted twice.
+#[test]
+fn a_full_state_directory_delays_the_job_but_loses_and_repeats_nothing() {
+    let _heavy = exclusive();
+    let cluster = Cluster::start("disk-full-state", 2, 2);
+    let disk = Tmpfs::mount(cluster.scratch.path().join("state"), "64m");
+    let script = format!(
+        "{LSM_BACKEND}SET 'state.backend.rocksdb.localdir' = '{}';
+         {}",
+        disk.path.display(),
+        job(400_000, 25_000, "EXACTLY_ONCE", "200ms")
+    );
+    let job_id = cluster.submit(&script, 4);
+    cluster.wait_for(&job_id, "RUNNING", Duration::from_secs(60));
+    std::thread::sleep(Duration::from_secs(3));
+    let filler = disk.fill();
+    eprintln!("disk full");
+    let until = std::time::Instant::now() + FULL;
+    let mut reasons = Vec::new();
+    while std::time::Instant::now() < until {
+        let reason = cluster.status(&job_id)["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if !reason.is_empty() && !reasons.contains(&reason) {
+            reasons.push(reason);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::fs::remove_file(filler).unwrap();
+    eprintln!("disk freed; reasons seen: {reasons:#?}");
+    assert!(
+        reasons.iter().any(|r| r.contains("No space left on device")
+            && r.contains(&disk.path.display().to_string())),
+        "no failure named the full state directory: {reasons:?}"
+    );
+    let status = cluster.wait_for(&job_id, "FINISHED", Duration::from_secs(180));
+    assert!(status["restarts"].as_u64().unwrap_or(0) >= 1, "{status}");
+    let expected = failure_free(&cluster.scratch, 400_000);
+    assert_eq!(largest_counts(&cluster.printed()), expected);
 }

@@ -13,7 +13,7 @@ const TWO_MINUTES: Duration = Duration::from_secs(120);
 
 /// A bounded, deterministic Nexmark aggregation, throttled to run for several seconds,
 /// into an upsert print sink.
-fn job(events: u64, rate: u64, mode: &str, backoff: &str) -> String {
+pub fn job(events: u64, rate: u64, mode: &str, backoff: &str) -> String {
     format!(
         "SET 'execution.checkpointing.interval' = '500ms';
          SET 'execution.checkpointing.mode' = '{mode}';
@@ -28,7 +28,7 @@ fn job(events: u64, rate: u64, mode: &str, backoff: &str) -> String {
 }
 
 /// Per auction, the final (count, sum) of a failure-free run on the embedded cluster.
-fn failure_free(scratch: &Scratch, events: u64) -> BTreeMap<String, (i64, i64)> {
+pub fn failure_free(scratch: &Scratch, events: u64) -> BTreeMap<String, (i64, i64)> {
     let script = format!(
         "CREATE TABLE bid (auction BIGINT, price BIGINT) WITH ('connector' = 'nexmark',
            'nexmark.table' = 'bid', 'events.num' = '{events}');
@@ -43,7 +43,7 @@ fn failure_free(scratch: &Scratch, events: u64) -> BTreeMap<String, (i64, i64)> 
 /// Per auction, the row with the largest count among all printed updates. Counts only
 /// grow, so after replays this is the final value; a lost row makes it smaller, a row
 /// counted twice larger.
-fn largest_counts(printed: &str) -> BTreeMap<String, (i64, i64)> {
+pub fn largest_counts(printed: &str) -> BTreeMap<String, (i64, i64)> {
     let mut result: BTreeMap<String, (i64, i64)> = BTreeMap::new();
     for change in parse_changes(printed)
         .into_iter()
@@ -150,7 +150,7 @@ fn exactly_once_survives_taskmanager_kills() {
 
 /// Settings that put GROUP BY state in the LSM store with so little memory that most
 /// groups of each subtask live on disk.
-const LSM_BACKEND: &str = "SET 'state.backend.type' = 'rocksdb';
+pub const LSM_BACKEND: &str = "SET 'state.backend.type' = 'rocksdb';
      SET 'state.backend.rocksdb.memory.fixed-per-slot' = '256kb';
 ";
 
@@ -192,6 +192,109 @@ fn the_lsm_backend_survives_taskmanager_kills() {
         status["restored_from"],
         runs.len()
     );
+}
+
+/// The LSM runs stored with checkpoint `id` of `job_id` (in its own `shared/`): the files
+/// that only it and later checkpoints refer to.
+fn runs_stored_with(cluster: &Cluster, job_id: &str, id: u64) -> Vec<std::path::PathBuf> {
+    let shared = cluster
+        .scratch
+        .path()
+        .join(format!("checkpoints/{job_id}/chk-{id}/shared"));
+    let mut runs: Vec<_> = std::fs::read_dir(shared)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "run"))
+        .collect();
+    runs.sort();
+    runs
+}
+
+/// Starts the LSM GROUP BY (with `settings`) at parallelism 4, kills a TaskManager once 3
+/// checkpoints completed, and, while the job waits out its restart delay, hands `damage`
+/// a run stored with the newest checkpoint that stored any; then starts a replacement.
+/// Returns the cluster, the job and the damaged run's checkpoint.
+fn damage_a_run_before_the_restore(
+    name: &str,
+    settings: &str,
+    damage: impl FnOnce(&std::path::Path),
+) -> (Cluster, String, u64) {
+    let mut cluster = Cluster::start(name, 2, 2);
+    // A long delay leaves time to damage the run before the restart reads it.
+    let script = format!(
+        "{LSM_BACKEND}{settings}{}",
+        job(200_000, 25_000, "EXACTLY_ONCE", "3s")
+    );
+    let job_id = cluster.submit(&script, 4);
+    wait_for_checkpoints(&cluster, &job_id, 3);
+    cluster.taskmanagers[0].child.kill().unwrap();
+    cluster.wait_for(&job_id, "RESTARTING", TWO_MINUTES);
+    let completed = wait_for_checkpoints(&cluster, &job_id, 3);
+    let (damaged, run) = completed
+        .iter()
+        .rev()
+        .find_map(|id| Some((*id, runs_stored_with(&cluster, &job_id, *id).pop()?)))
+        .expect("a completed checkpoint stored runs");
+    eprintln!("damaging {}", run.display());
+    damage(&run);
+    cluster.add_taskmanager(2);
+    (cluster, job_id, damaged)
+}
+
+/// A run missing from the checkpoint storage: the JobManager's check before the restart
+/// finds it, skips every checkpoint that refers to it (the job has no 2PC sinks) and
+/// restores an older one; the counts come out exact.
+#[test]
+fn a_missing_lsm_run_skips_the_checkpoints_that_refer_to_it() {
+    let (cluster, job_id, damaged) =
+        damage_a_run_before_the_restore("lsm-missing-run", "", |run| {
+            std::fs::remove_file(run).unwrap()
+        });
+    let status = cluster.wait_for(&job_id, "FINISHED", TWO_MINUTES);
+    let restored = status["restored_from"].as_u64().unwrap_or(0);
+    assert!(
+        restored < damaged,
+        "restored checkpoint {restored}, which refers to a run of checkpoint {damaged}"
+    );
+    let expected = failure_free(&cluster.scratch, 200_000);
+    assert_eq!(largest_counts(&cluster.printed()), expected);
+}
+
+/// A run whose bytes changed but not its size (the check before the restart passes): the
+/// restore's CRC-32 check refuses it and fails the task naming the file, every restart
+/// again, until the restart strategy gives up. Nothing is restored from it: no count
+/// printed after the damage exceeds the true one.
+#[test]
+fn a_corrupt_lsm_run_fails_the_restore_naming_it() {
+    let settings = "SET 'restart-strategy.type' = 'fixed-delay';
+         SET 'restart-strategy.fixed-delay.attempts' = '2';
+         SET 'restart-strategy.fixed-delay.delay' = '3s';
+";
+    let mut name = String::new();
+    let (cluster, job_id, _) =
+        damage_a_run_before_the_restore("lsm-corrupt-run", settings, |run| {
+            name = run.file_name().unwrap().to_string_lossy().into_owned();
+            let mut bytes = std::fs::read(run).unwrap();
+            let middle = bytes.len() / 2;
+            bytes[middle] ^= 0xff;
+            std::fs::write(run, bytes).unwrap();
+        });
+    let status = cluster.wait_for(&job_id, "FAILED", TWO_MINUTES);
+    let reason = status["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&name) && reason.contains("CRC"),
+        "the failure names the corrupt run {name}: {reason}"
+    );
+    let expected = failure_free(&cluster.scratch, 200_000);
+    for (auction, counted) in largest_counts(&cluster.printed()) {
+        let truth = expected[&auction];
+        assert!(
+            counted.0 <= truth.0,
+            "auction {auction}: {counted:?} printed, {truth:?} in all"
+        );
+    }
 }
 
 /// A job on the LSM backend stopped with a savepoint resumes at another parallelism on
