@@ -21,6 +21,8 @@ pub struct OracleDir {
     tables: PathBuf,
     /// Where `data.sql` wrote the tables' data, if the directory has one.
     data: Option<Scratch>,
+    /// `SET` statements run before the tables are created.
+    settings: String,
 }
 
 /// What Flink answered to one query.
@@ -42,6 +44,7 @@ impl OracleDir {
             tables: dir.join("tables.sql"),
             dir,
             data: None,
+            settings: String::new(),
         }
     }
 
@@ -69,6 +72,12 @@ impl OracleDir {
     /// The tables are created by the directory's file `name` instead of `tables.sql`.
     pub fn with_tables(mut self, name: &str) -> OracleDir {
         self.tables = self.dir.join(name);
+        self
+    }
+
+    /// Runs every query after `settings` (`SET` statements).
+    pub fn with_settings(mut self, settings: &str) -> OracleDir {
+        self.settings = settings.to_string();
         self
     }
 
@@ -116,8 +125,9 @@ impl OracleDir {
         let sink: Vec<String> = (0..columns).map(|i| format!("c{i} STRING")).collect();
         let text = std::fs::read_to_string(self.queries.join(format!("{query}.sql"))).unwrap();
         format!(
-            "{tables}\nCREATE TABLE answer ({}) WITH ('connector' = 'print');\n\
+            "{}{tables}\nCREATE TABLE answer ({}) WITH ('connector' = 'print');\n\
              INSERT INTO answer {};\n",
+            self.settings,
             sink.join(", "),
             select_of(&text)
         )
