@@ -19,6 +19,10 @@
 //! With `EDDY_SOAK_HA=1` two JobManagers elect a leader (a 2 s lease): a JobManager failure
 //! is then the leader SIGKILLed (replaced by a new standby on its ports) or paused past its
 //! lease and woken (it must stop, fenced, and is replaced too).
+//!
+//! With `EDDY_SOAK_STATE_BACKEND=rocksdb` the soaked job (not the failure-free one) keeps
+//! its GROUP BY and join state in LSM stores, with `EDDY_SOAK_STATE_MEMORY` (default
+//! `2mb`) a subtask: most of it on disk, checkpointed as shared runs.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -51,16 +55,74 @@ fn setting(name: &str, default: u64) -> u64 {
 }
 
 /// The soak's job: the chaos test's job with 1-second checkpoints and a 100 ms restart
-/// backoff, and the windows of the issue that found the hole of a replaced JobManager.
-fn soak_job(name: &str, events: u64, rate: u64, systems: &Systems, windows: &Path) -> String {
+/// backoff, the windows of the issue that found the hole of a replaced JobManager, and a
+/// regular join of every bid with its auction, totalled per category into PostgreSQL
+/// (its state grows with the events: the one the LSM backend spills). `settings` go first.
+fn soak_job(
+    name: &str,
+    events: u64,
+    rate: u64,
+    systems: &Systems,
+    windows: &Path,
+    settings: &str,
+) -> String {
     format!(
-        "{}
+        "{settings}{}
          SET 'execution.checkpointing.interval' = '1s';
          SET 'restart-strategy.exponential-delay.initial-backoff' = '100ms';
          SET 'restart-strategy.exponential-delay.max-backoff' = '1s';
+         {}
          {}",
         job(name, events, rate, "exactly-once", systems),
-        windows_into_files("time_", windows, events, rate)
+        windows_into_files("time_", windows, events, rate),
+        join_per_category(name, events, rate, systems)
+    )
+}
+
+/// Every bid joined with its auction (a regular join: both sides kept), counted and
+/// summed per category into `{name}_per_category`, exactly once.
+fn join_per_category(name: &str, events: u64, rate: u64, systems: &Systems) -> String {
+    let nexmark = |table: &str| {
+        format!(
+            "'connector' = 'nexmark', 'nexmark.table' = '{table}', 'events.num' = '{events}', \
+             'events.rate' = '{rate}'"
+        )
+    };
+    format!(
+        "CREATE TABLE join_bid (auction BIGINT, price BIGINT) WITH ({});
+         CREATE TABLE join_auction (id BIGINT, category BIGINT) WITH ({});
+         CREATE TABLE per_category (category BIGINT, bids BIGINT, total BIGINT,
+           PRIMARY KEY (category) NOT ENFORCED) WITH ('connector' = 'postgres', 'url' = '{}',
+           'table' = '{name}_per_category', 'sink.delivery-guarantee' = 'exactly-once');
+         INSERT INTO per_category SELECT A.category, COUNT(*), SUM(B.price)
+           FROM join_bid AS B JOIN join_auction AS A ON B.auction = A.id GROUP BY A.category;",
+        nexmark("bid"),
+        nexmark("auction"),
+        systems.pg.url()
+    )
+}
+
+/// Creates the tables of [`soak_job`] beyond the chaos test's.
+fn create_soak_tables(systems: &Systems, name: &str) {
+    create_tables(systems, name);
+    systems.pg.execute(&format!(
+        "CREATE TABLE {name}_per_category (category BIGINT PRIMARY KEY, bids BIGINT, \
+         total BIGINT);"
+    ));
+}
+
+/// The settings of the soaked run's state backend (`EDDY_SOAK_STATE_BACKEND`,
+/// `EDDY_SOAK_STATE_MEMORY`); none for the default, `hashmap`.
+fn state_backend_settings() -> String {
+    let backend = std::env::var("EDDY_SOAK_STATE_BACKEND").unwrap_or_default();
+    if backend.is_empty() || backend == "hashmap" {
+        return String::new();
+    }
+    let memory = std::env::var("EDDY_SOAK_STATE_MEMORY").unwrap_or_else(|_| "2mb".into());
+    format!(
+        "SET 'state.backend.type' = '{backend}';
+         SET 'state.backend.rocksdb.memory.fixed-per-slot' = '{memory}';
+"
     )
 }
 
@@ -460,8 +522,12 @@ fn output(systems: &Systems, name: &str, windows: &Scratch) -> Output {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with('.'))
         .collect();
+    let mut seen = seen(systems, name);
+    let per_category = format!("SELECT * FROM {name}_per_category ORDER BY 1");
+    seen.tables
+        .insert("per_category", systems.pg.query(&per_category));
     Output {
-        seen: seen(systems, name),
+        seen,
         windows: lines,
         hidden_windows,
     }
@@ -543,8 +609,9 @@ fn soak_run(run: u64, target: u64, rate: u64, rng: &mut u64) -> bool {
     let windows = Scratch::new("soak-windows");
     // Enough events to outlast the failures (2-4 s apart, restarts replaying).
     let events = (rate * target * 4).max(200_000);
-    create_tables(&systems, &name);
-    let script = soak_job(&name, events, rate, &systems, windows.path());
+    create_soak_tables(&systems, &name);
+    let backend = state_backend_settings();
+    let script = soak_job(&name, events, rate, &systems, windows.path(), &backend);
     // Beside it, a postgres-cdc job mirrors and aggregates a table a writer changes.
     postgres_cdc::prepare(&systems.pg, CDC_ROWS, "FULL");
     let cdc_job = cluster.submit(&postgres_cdc::job(&systems.pg, "soak_cdc", "all", ""), 2);
@@ -568,9 +635,16 @@ fn soak_run(run: u64, target: u64, rate: u64, rng: &mut u64) -> bool {
 
     // The reference runs without faults, straight to S3.
     systems.s3_proxy = None;
-    create_tables(&systems, "reference");
+    create_soak_tables(&systems, "reference");
     let reference_windows = Scratch::new("soak-reference-windows");
-    let reference = soak_job("reference", events, 0, &systems, reference_windows.path());
+    let reference = soak_job(
+        "reference",
+        events,
+        0,
+        &systems,
+        reference_windows.path(),
+        "",
+    );
     run_ok(&cluster.scratch, &reference, 2);
     let expected = output(&systems, "reference", &reference_windows);
 
