@@ -246,7 +246,12 @@ impl<'a> Chaos<'a> {
             if let Some((i, until)) = self.cut_off
                 && Instant::now() >= until
             {
-                signal(self.cluster.taskmanagers[i].child.id(), "CONT");
+                // It may have ended meanwhile (aborted at a failpoint just before it was
+                // stopped): then it is replaced already.
+                let taskmanager = &mut self.cluster.taskmanagers[i].child;
+                if taskmanager.try_wait().ok().flatten().is_none() {
+                    signal(taskmanager.id(), "CONT");
+                }
                 self.cut_off = None;
             }
             if self.s3_fault.is_some_and(|until| Instant::now() >= until) {
