@@ -197,12 +197,22 @@ pub fn convergence(pg: &Postgres, within: Duration) -> Result<usize, String> {
                 .filter(|r| !source.contains(r))
                 .take(5)
                 .collect();
+            let wrong_totals: Vec<String> = expected
+                .iter()
+                .filter(|r| !totals.contains(r))
+                .take(5)
+                .map(|r| {
+                    let got = totals.iter().find(|t| t.first() == r.first());
+                    format!("{} expected, {got:?} written", r.join(","))
+                })
+                .collect();
             return Err(format!(
-                "source {} rows, mirror {}; missing {missing:?}, extra {extra:?}; totals \
-                 equal: {}",
+                "source {} rows, mirror {}; missing {missing:?}, extra {extra:?}; totals: \
+                 {} expected, {} written, differing: {wrong_totals:?}",
                 source.len(),
                 mirror.len(),
-                expected == totals
+                expected.len(),
+                totals.len()
             ));
         }
         std::thread::sleep(Duration::from_millis(500));
