@@ -6,6 +6,8 @@
 # build.
 # Usage: bench/state-backend.sh [QUERIES] [EVENTS] [CAP] [MEMORY]
 #        (defaults "group_by q20", 20000000, 1G, 256mb per slot for rocksdb)
+#        EDDY_BIN=path runs that eddy binary (e.g. the static one deploy/build-images.sh
+#        builds) instead of building one; BACKENDS (default "hashmap rocksdb") chooses.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/eddy-target}"
@@ -15,8 +17,12 @@ cap="${3:-1G}"
 memory="${4:-256mb}"
 cgroups=/sys/fs/cgroup/memory
 [ -w "$cgroups" ] || { echo "needs the cgroup v1 memory controller, writable (run as root)" >&2; exit 1; }
-cargo build --release --quiet --bin eddy
-eddy="$CARGO_TARGET_DIR/release/eddy"
+if [ -n "${EDDY_BIN:-}" ]; then
+  eddy="$EDDY_BIN"
+else
+  cargo build --release --quiet --bin eddy
+  eddy="$CARGO_TARGET_DIR/release/eddy"
+fi
 work="$(mktemp -d)"
 group="$cgroups/eddy-bench-$$"
 trap 'rmdir "$group" 2>/dev/null; rm -rf "$work"' EXIT
@@ -35,7 +41,7 @@ echo
 echo "| query | backend | result | events/s | events/s per CPU-s | peak RSS | cgroup peak |"
 echo "|---|---|---|---|---|---|---|"
 for query in $queries; do
-  for backend in hashmap rocksdb; do
+  for backend in ${BACKENDS:-hashmap rocksdb}; do
     { echo "SET 'execution.checkpointing.interval' = '10s';
         SET 'execution.checkpointing.dir' = '$work/checkpoints';
         SET 'state.backend.type' = '$backend';
