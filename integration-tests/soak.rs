@@ -627,7 +627,11 @@ fn soak_run(run: u64, target: u64, rate: u64, rng: &mut u64) -> bool {
         Chaos::new(&mut cluster, &mut systems, external, rng).run(&job_id, target);
     let elapsed = started.elapsed();
     let got = output(&systems, &name, &windows);
-    let prepared = systems.pg.query("SELECT gid FROM pg_prepared_xacts");
+    // The soaked job's transactions only: the postgres-cdc job still runs, and prepares
+    // one at each of its checkpoints.
+    let prepared = systems.pg.query(&format!(
+        "SELECT gid FROM pg_prepared_xacts WHERE gid LIKE 'eddy/{job_id}/%'"
+    ));
     let changes = writer.stop();
     let cdc = postgres_cdc::convergence(&systems.pg, Duration::from_secs(300));
     let cdc_restarts = cluster.status(&cdc_job)["restarts"].clone();
@@ -636,6 +640,13 @@ fn soak_run(run: u64, target: u64, rate: u64, rng: &mut u64) -> bool {
         &cdc_job,
         &systems.pg,
         &["soak_cdc_m", "soak_cdc_t"],
+    );
+    let left = systems.pg.query(&format!(
+        "SELECT gid FROM pg_prepared_xacts WHERE gid LIKE 'eddy/{cdc_job}/%'"
+    ));
+    eprintln!(
+        "run {run}: the cancelled postgres-cdc job left {} transactions prepared: {left:?}",
+        left.len()
     );
 
     // The reference runs without faults, straight to S3.
