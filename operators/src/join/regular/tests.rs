@@ -716,6 +716,15 @@ fn churn(seed: u64, keys: i64, rounds: usize) -> Vec<(usize, Chunk)> {
     chunks
 }
 
+/// Runs `chunks` through both joins, dropping what they emit.
+fn feed_both(joins: [&mut StreamingJoin; 2], chunks: &[(usize, Chunk)]) {
+    for join in joins {
+        for (input, chunk) in chunks {
+            run(join, *input, chunk.clone());
+        }
+    }
+}
+
 #[test]
 fn joins_with_keys_on_disk_emit_what_joins_in_memory_emit() {
     let kinds = [
@@ -756,10 +765,7 @@ fn a_join_restores_its_runs_and_splits_them_by_key_group() {
     let mut lsm = on_disk(outer_join([true, true]), &dir);
     let chunks = churn(9, 3_000, 60);
     let (first, rest) = chunks.split_at(chunks.len() / 2);
-    for (input, chunk) in first {
-        run(&mut in_memory, *input, chunk.clone());
-        run(&mut lsm, *input, chunk.clone());
-    }
+    feed_both([&mut in_memory, &mut lsm], first);
     let state = lsm.snapshot(&SnapshotRequest::full(1)).unwrap();
     assert!(!state.files.is_empty(), "the keys went to runs");
     let hand_over = |to: &std::path::Path| {
@@ -820,10 +826,7 @@ fn rows_restored_from_memory_reach_the_store_when_evicted() {
     let mut source = outer_join([true, true]);
     let chunks = churn(13, 3_000, 80);
     let (first, rest) = chunks.split_at(chunks.len() / 2);
-    for (input, chunk) in first {
-        run(&mut in_memory, *input, chunk.clone());
-        run(&mut source, *input, chunk.clone());
-    }
+    feed_both([&mut in_memory, &mut source], first);
     let state = source.snapshot(&SnapshotRequest::full(1)).unwrap();
     assert!(state.files.is_empty(), "the hashmap backend writes no runs");
     let dir = scratch("from-memory");
