@@ -215,8 +215,16 @@ async fn run_subtask(mut deployment: TaskDeployment, mut stop: StopSignal) -> Re
     // A cancel ends the task at its next step, wherever it waits.
     let end = tokio::select! {
         biased;
-        () = cancel => TaskEnd::Cancelled,
-        end = body => end?,
+        () = cancel => Ok(TaskEnd::Cancelled),
+        end = body => end,
+    };
+    let end = match end {
+        // The cancel raced the step: a downstream task it already ended refused a send.
+        Err(error) if *stop.borrow() == Some(StopRequest::Cancel) => {
+            tracing::debug!(%error, "a step failed after the task was cancelled");
+            TaskEnd::Cancelled
+        }
+        end => end?,
     };
     output.finish(end).await?;
     tracing::debug!(?end, "task ended");
