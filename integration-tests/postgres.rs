@@ -40,6 +40,11 @@ fn is_root() -> bool {
 impl Postgres {
     /// Creates and starts a cluster allowing prepared transactions.
     pub fn start(name: &str) -> Postgres {
+        Postgres::start_with(name, "")
+    }
+
+    /// [`Postgres::start`], with more server settings (`-c name=value …`).
+    pub fn start_with(name: &str, settings: &str) -> Postgres {
         let bin = binaries();
         let port = free_port();
         let directory =
@@ -74,7 +79,7 @@ impl Postgres {
         let settings = format!(
             "-p {port} -k {} -c listen_addresses=127.0.0.1 -c max_prepared_transactions=64 \
              -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
-             -c wal_level=logical -c max_replication_slots=16 -c max_wal_senders=16",
+             -c wal_level=logical -c max_replication_slots=16 -c max_wal_senders=16 {settings}",
             postgres.directory.display()
         );
         postgres.run_as_owner(

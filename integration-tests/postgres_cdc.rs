@@ -359,6 +359,69 @@ fn a_changing_table_is_mirrored_and_aggregated_exactly_through_kills() {
     cancel_and_assert_released(&cluster, &job_id, &pg, &["eddy_cdc_m", "eddy_cdc_t"]);
 }
 
+/// A job that makes its publication, on a slot that exists, under `synchronous_commit =
+/// off` (a commit stays in the WAL buffers for up to `wal_writer_delay`): the slot is
+/// moved past the publication's commit, whose WAL must be written out for pgoutput to
+/// find it; a change committed before, and seen by the snapshot, is counted once.
+#[test]
+fn a_publication_made_under_asynchronous_commit_is_found_by_the_stream() {
+    let pg = Postgres::start_with("cdc-unwritten", "-c wal_writer_delay=10000");
+    prepare(&pg, 2000, "FULL");
+    // No WAL from the sink, so that nothing but the statement below writes the WAL out.
+    pg.execute("ALTER TABLE totals SET UNLOGGED");
+    // An existing slot (its creation wrote the WAL out), moved to the present on start.
+    pg.execute("SELECT pg_create_logical_replication_slot('eddy_unwritten', 'pgoutput')");
+    pg.execute("INSERT INTO orders VALUES (9001, 5, 7.25, 'unwritten', now())");
+    let unwritten = &pg.query("SELECT pg_current_wal_lsn() < pg_current_wal_insert_lsn()")[0][0];
+    assert_eq!(
+        unwritten, "t",
+        "the insert's commit was written out at once"
+    );
+
+    let cluster = Cluster::start("postgres-cdc-unwritten", 1, 1);
+    let script = format!(
+        "SET 'execution.checkpointing.interval' = '300ms';
+         SET 'restart-strategy.type' = 'none';
+         {}
+         CREATE TABLE totals (customer INT, total DECIMAL(38, 2), n BIGINT,
+           PRIMARY KEY (customer) NOT ENFORCED)
+         WITH ('connector' = 'postgres', 'url' = '{}', 'table' = 'totals',
+           'sink.delivery-guarantee' = 'at-least-once');
+         INSERT INTO totals SELECT customer, SUM(amount), COUNT(*) FROM orders_t
+           GROUP BY customer;",
+        cdc_table(&pg, "orders_t", "eddy_unwritten", "all", ""),
+        pg.url()
+    );
+    let job_id = cluster.submit(&script, 1);
+    cluster.wait_for(&job_id, "RUNNING", TWO_MINUTES);
+    let deadline = Instant::now() + TWO_MINUTES;
+    while totals_of(&pg) != expected_totals(&pg) {
+        assert!(Instant::now() < deadline, "the snapshot is not aggregated");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // A synchronous commit writes out the WAL before it, the first insert's commit too: the
+    // stream brings both, in that order.
+    pg.execute(
+        "SET synchronous_commit = on;
+         INSERT INTO orders VALUES (9002, 36, 1.00, 'written', now());",
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (expected, totals) = (expected_totals(&pg), totals_of(&pg));
+        if totals == expected {
+            break;
+        }
+        let differing: Vec<_> = totals.iter().filter(|t| !expected.contains(t)).collect();
+        assert!(
+            Instant::now() < deadline,
+            "totals {differing:?} differ from the table's {expected:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let status = cluster.status(&job_id);
+    assert_eq!(status["state"], "RUNNING", "{status}");
+}
+
 /// A small table `name` with a TOASTed note, and a job reading it (through slot `name`)
 /// into a blackhole, with no restarts: a failure ends the job.
 fn small_job(pg: &Postgres, name: &str, mode: &str) -> String {

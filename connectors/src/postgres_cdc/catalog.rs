@@ -224,9 +224,14 @@ pub(crate) async fn create_publication(
 ) -> Result<(), tokio_postgres::Error> {
     let publication = quote_identifier(name);
     client
+        // Committed synchronously, so that its commit is in the flushed WAL a slot is then
+        // moved to: pgoutput reads the publication as of each change it decodes, and a
+        // slot moved to before the commit (left in the WAL buffers under
+        // `synchronous_commit = off`) would not find it.
         .batch_execute(&format!(
-            "CREATE PUBLICATION {publication} FOR TABLE {}.{}; \
-             COMMENT ON PUBLICATION {publication} IS {}",
+            "BEGIN; SET LOCAL synchronous_commit = on; \
+             CREATE PUBLICATION {publication} FOR TABLE {}.{}; \
+             COMMENT ON PUBLICATION {publication} IS {}; COMMIT",
             quote_identifier(schema),
             quote_identifier(table),
             quote_literal(CREATED_BY_EDDY),
@@ -356,8 +361,11 @@ impl ChunkQuery {
                 transaction.query(&self.after, &params).await?
             }
         };
+        // Where WAL is inserted, not where it is written: with `synchronous_commit = off`
+        // a transaction the read saw may have its commit still in the WAL buffers, past
+        // the written position, and the stream must not forget this chunk before it.
         let wal_after: String = transaction
-            .query_one("SELECT pg_current_wal_lsn()::text", &[])
+            .query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
             .await?
             .get(0);
         transaction.commit().await?;

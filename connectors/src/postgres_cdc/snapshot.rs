@@ -110,7 +110,8 @@ impl TransactionSnapshot {
 pub(crate) struct ChunkMark {
     pub last: Option<Key>,
     pub snapshot: TransactionSnapshot,
-    /// The end of the WAL after the read: every transaction it saw committed before.
+    /// Where WAL was inserted after the read: every transaction it saw has its commit
+    /// record before (written out or not).
     pub wal_after: Lsn,
 }
 
