@@ -175,15 +175,30 @@ impl PartitionKeys {
     /// The partition keys of `batch`'s rows, encoded (`None` when there are no keys: every
     /// row's key is empty).
     pub(crate) fn encode(&self, batch: &RecordBatch) -> Result<Option<Rows>> {
+        Ok(self.encode_with_key_groups(batch, None)?.0)
+    }
+
+    /// As [`PartitionKeys::encode`], with each row's key group among `max_parallelism`
+    /// when that is given (empty otherwise; all 0 without keys).
+    pub(crate) fn encode_with_key_groups(
+        &self,
+        batch: &RecordBatch,
+        max_parallelism: Option<usize>,
+    ) -> Result<(Option<Rows>, Vec<usize>)> {
         if self.exprs.is_empty() {
-            return Ok(None);
+            let groups = max_parallelism.map_or(0, |_| batch.num_rows());
+            return Ok((None, vec![0; groups]));
         }
         let columns = self
             .exprs
             .iter()
             .map(|k| evaluate(k, batch))
             .collect::<Result<Vec<_>>>()?;
-        Ok(Some(self.codec.convert_columns(&columns)?))
+        let groups = match max_parallelism {
+            Some(max_parallelism) => key_groups(&columns, max_parallelism)?,
+            None => Vec::new(),
+        };
+        Ok((Some(self.codec.convert_columns(&columns)?), groups))
     }
 
     /// The slot of the partition with `key`, if it has one.
@@ -216,7 +231,6 @@ impl PartitionKeys {
     }
 
     /// Partitions held.
-    #[cfg(test)]
     pub(crate) fn in_use(&self) -> usize {
         self.slots.in_use()
     }

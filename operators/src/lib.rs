@@ -3,8 +3,11 @@
 
 pub mod aggregate;
 pub mod calc;
+mod cold_slots;
 mod group_keys;
 pub mod join;
+#[cfg(test)]
+mod lsm_testing;
 pub mod normalize;
 pub mod partition;
 pub mod rank;

@@ -17,10 +17,15 @@
 //!
 //! With a state TTL (not over windows), a partition not written for the TTL is dropped
 //! without emitting anything, as in Flink: a later row of its key starts it afresh.
+//!
+//! With the LSM backend, partitions beyond the memory budget live in an LSM store
+//! ([`cold`]).
 
+mod cold;
 mod partition;
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Int64Array, TimestampMillisecondArray};
@@ -37,14 +42,17 @@ use eddy_common::{EddyError, Result};
 
 use self::partition::Partition;
 pub use self::partition::Ties;
+use crate::cold_slots::ColdSlots;
 use crate::group_keys::PartitionKeys;
 use crate::partition::KeyScope;
+use crate::stored_runs::{self, INLINE_LAYOUT, RUNS_LAYOUT};
 use crate::ttl::StateTtl;
 use crate::{Operator, evaluate, versioned_snapshot};
 
 /// The Top-N snapshot format: 2 says after the watermark whether each partition carries
-/// the time it was last written (a state TTL's).
-pub(crate) const SNAPSHOT_VERSION: u64 = 2;
+/// the time it was last written (a state TTL's); 3 says then how the partitions are laid
+/// out: in the snapshot, or in the runs of an LSM store it names.
+pub(crate) const SNAPSHOT_VERSION: u64 = 3;
 
 /// One `ORDER BY` expression of a Top-N.
 #[derive(Debug, Clone)]
@@ -116,6 +124,10 @@ pub struct TopN {
     max_parallelism: usize,
     /// When partitions were last written, with a state TTL.
     ttl: Option<StateTtl>,
+    /// With the LSM backend: the partitions written to a store.
+    cold: Option<ColdSlots>,
+    /// Where a restore put the state files its snapshots refer to.
+    restored_files: PathBuf,
 }
 
 /// Rows to emit, gathered before they are decoded into a chunk: each row's bytes in one
@@ -179,36 +191,74 @@ impl TopN {
             touched_mark: Vec::new(),
             metrics,
             max_parallelism,
+            cold: None,
+            restored_files: PathBuf::new(),
         })
     }
 
-    /// The slot of the partition with `key`, created when `create` and it is new.
-    fn slot(&mut self, key: &[u8], window_end: Timestamp, create: bool) -> Option<u32> {
-        if let Some(slot) = self.keys.find(key) {
-            return Some(slot);
-        }
-        if !create {
-            return None;
-        }
+    /// A new, empty slot for the partition with `key` (of `key_group`), which has none.
+    fn new_slot(&mut self, key: &[u8], key_group: u16, window_end: Timestamp) -> u32 {
         let (slot, grown) = self.keys.insert(key);
         if grown {
             self.partitions.push(Partition::default());
             self.window_ends.push(0);
             self.touched_mark.push(false);
+            if let Some(cold) = &mut self.cold {
+                cold.resize(self.keys.len());
+            }
         }
         if self.spec.window_end.is_some() {
             self.window_ends[slot as usize] = window_end;
             self.timers.entry(window_end).or_default().push(slot);
         }
-        Some(slot)
+        if let Some(cold) = &mut self.cold {
+            cold.placed(slot, key_group, false);
+        }
+        slot
     }
 
-    fn release(&mut self, slot: u32) {
+    /// The slot of the partition with `key` (of `key_group`): in memory, read back from
+    /// the store, or new when `create`.
+    fn slot(
+        &mut self,
+        key: &[u8],
+        key_group: u16,
+        window_end: Timestamp,
+        create: bool,
+        now: Option<Timestamp>,
+    ) -> Result<Option<u32>> {
+        if let Some(slot) = self.keys.find(key) {
+            return Ok(Some(slot));
+        }
+        if let Some(slot) = self.load_cold(key, key_group, now)? {
+            return Ok(Some(slot));
+        }
+        Ok(create.then(|| self.new_slot(key, key_group, window_end)))
+    }
+
+    /// Drops `slot`'s partition for good, from memory and from the store.
+    fn release(&mut self, slot: u32) -> Result<()> {
+        if let Some(cold) = &mut self.cold {
+            cold.removed(slot, self.keys.key(slot))?;
+        }
+        self.free_slot(slot);
+        Ok(())
+    }
+
+    /// Frees `slot` and its partition in memory.
+    fn free_slot(&mut self, slot: u32) {
         if let Some(ttl) = &mut self.ttl {
             ttl.forget(slot);
         }
         self.keys.release(slot);
         self.partitions[slot as usize] = Partition::default();
+    }
+
+    /// The slots in memory whose partitions hold rows.
+    fn live_slots(&self) -> Vec<u32> {
+        (0..self.keys.len() as u32)
+            .filter(|s| self.partitions[*s as usize].len() > 0)
+            .collect()
     }
 
     /// Each row's window end (0 when not over windows).
@@ -331,7 +381,7 @@ impl TopN {
                     };
                     emission.push(Op::Insert, &buffer[start..start + len], rank);
                 }
-                self.release(slot);
+                self.release(slot)?;
             }
         }
         out.extend(self.chunk_of(emission)?);
@@ -339,13 +389,14 @@ impl TopN {
     }
 
     /// Drops the partitions whose TTL passed by `now`.
-    fn drop_expired(&mut self, now: Timestamp) {
+    fn drop_expired(&mut self, now: Timestamp) -> Result<()> {
         let Some(ttl) = &mut self.ttl else {
-            return;
+            return Ok(());
         };
         for slot in ttl.expired(now) {
-            self.release(slot);
+            self.release(slot)?;
         }
+        Ok(())
     }
 
     /// Reads one partition of a snapshot (with its write time when `timed`), keeping it
@@ -367,9 +418,10 @@ impl TopN {
         };
         let rows = input.count(2)?;
         let keep = !self.keys.is_keyed() || scope.owns(key_group);
-        let slot = match keep {
-            true => self.slot(key, window_end, true),
-            false => None,
+        let slot = match (keep, self.keys.find(key)) {
+            (false, _) => None,
+            (true, Some(slot)) => Some(slot),
+            (true, None) => Some(self.new_slot(key, key_group as u16, window_end)),
         };
         for _ in 0..rows {
             let (sort_key, row) = (input.bytes()?, input.bytes()?);
@@ -413,16 +465,19 @@ fn multiset_difference<'a, T: Ord>(old: &'a [T], new: &'a [T]) -> (Vec<&'a T>, V
     (removed, added)
 }
 
-/// The rows of a chunk in the forms the Top-N keeps: partition key, sort key and row.
+/// The rows of a chunk in the forms the Top-N keeps: partition key, sort key and row, and
+/// with a store, the key group of each row's partition.
 struct Encoded {
     keys: Option<Rows>,
+    key_groups: Vec<usize>,
     sort_keys: Rows,
     rows: Rows,
 }
 
 impl TopN {
     fn encode(&self, batch: &RecordBatch) -> Result<Encoded> {
-        let keys = self.keys.encode(batch)?;
+        let max_parallelism = self.cold.as_ref().map(|_| self.max_parallelism);
+        let (keys, key_groups) = self.keys.encode_with_key_groups(batch, max_parallelism)?;
         let sort_columns = self
             .spec
             .order
@@ -431,6 +486,7 @@ impl TopN {
             .collect::<Result<Vec<_>>>()?;
         Ok(Encoded {
             keys,
+            key_groups,
             sort_keys: self.sort_codec.convert_columns(&sort_columns)?,
             rows: self.row_codec.convert_columns(batch.columns())?,
         })
@@ -441,7 +497,10 @@ impl Operator for TopN {
     fn process(&mut self, chunk: Chunk, out: &mut Vec<Chunk>) -> Result<()> {
         let now = self.ttl.as_ref().map(StateTtl::now);
         if let Some(now) = now {
-            self.drop_expired(now);
+            self.drop_expired(now)?;
+        }
+        if let Some(cold) = &mut self.cold {
+            cold.next_chunk();
         }
         let encoded = self.encode(chunk.rows())?;
         let window_ends = self.window_ends_of(chunk.rows())?;
@@ -462,9 +521,11 @@ impl Operator for TopN {
                 && ttl.is_expired(slot, now)
             {
                 // Expired, not yet dropped: it is not read again.
-                self.release(slot);
+                self.release(slot)?;
             }
-            let Some(slot) = self.slot(key, *window_end, op.is_accumulate()) else {
+            let key_group = encoded.key_groups.get(i).map_or(0, |g| *g as u16);
+            let create = op.is_accumulate();
+            let Some(slot) = self.slot(key, key_group, *window_end, create, now)? else {
                 continue;
             };
             if !windowed && !self.touched_mark[slot as usize] {
@@ -482,6 +543,9 @@ impl Operator for TopN {
             if let (true, Some(ttl), Some(now)) = (written, &mut self.ttl, now) {
                 ttl.write(slot, now);
             }
+            if let (true, Some(cold)) = (written, &mut self.cold) {
+                cold.touched(slot);
+            }
         }
         OperatorMetrics::add(&self.metrics.late_records_dropped, late);
         let mut emission = Emission::default();
@@ -496,11 +560,11 @@ impl Operator for TopN {
                 &mut emission,
             );
             if self.partitions[*slot as usize].len() == 0 {
-                self.release(*slot);
+                self.release(*slot)?;
             }
         }
         out.extend(self.chunk_of(emission)?);
-        Ok(())
+        self.evict_cold()
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
@@ -513,15 +577,17 @@ impl Operator for TopN {
 
     fn snapshot(&mut self, _request: &SnapshotRequest) -> Result<OperatorState> {
         if let Some(now) = self.ttl.as_ref().map(StateTtl::now) {
-            self.drop_expired(now);
+            self.drop_expired(now)?;
         }
-        let live: Vec<u32> = (0..self.keys.len() as u32)
-            .filter(|s| self.partitions[*s as usize].len() > 0)
-            .collect();
+        if self.cold.is_some() {
+            return self.snapshot_runs();
+        }
+        let live = self.live_slots();
         let key_groups = self.keys.key_groups(&live, self.max_parallelism)?;
         let mut out = versioned_snapshot(SNAPSHOT_VERSION);
         out.i64(self.watermark)
             .u64(self.ttl.is_some() as u64)
+            .u64(INLINE_LAYOUT)
             .u64(live.len() as u64);
         for (slot, key_group) in live.iter().zip(key_groups) {
             let partition = &self.partitions[*slot as usize];
@@ -542,6 +608,7 @@ impl Operator for TopN {
 
     fn restore(&mut self, snapshots: &[&[u8]], scope: &KeyScope) -> Result<()> {
         let mut watermark: Option<Timestamp> = None;
+        let mut stores = Vec::new();
         let restored_at = self.ttl.as_ref().map_or(0, StateTtl::now);
         for snapshot in snapshots {
             let mut input = StateReader::new(snapshot, "a Top-N");
@@ -556,6 +623,14 @@ impl Operator for TopN {
             let restored = input.i64()?;
             watermark = Some(watermark.map_or(restored, |w| w.min(restored)));
             let timed = version >= 2 && input.u64()? == 1;
+            let layout = match version {
+                ..=2 => INLINE_LAYOUT,
+                _ => input.u64()?,
+            };
+            if layout == RUNS_LAYOUT {
+                stores.push(stored_runs::read_manifest(&mut input, "a Top-N")?);
+                continue;
+            }
             for _ in 0..input.count(4)? {
                 self.load_partition(&mut input, scope, timed, restored_at)?;
             }
@@ -563,9 +638,11 @@ impl Operator for TopN {
         if let Some(watermark) = watermark {
             self.watermark = watermark;
         }
-        Ok(())
+        self.restore_runs(stores, scope)
     }
 }
 
+#[cfg(test)]
+mod lsm_tests;
 #[cfg(test)]
 mod tests;

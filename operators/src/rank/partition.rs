@@ -41,6 +41,11 @@ impl Partition {
         &self.arena[start..start + entry.row_len as usize]
     }
 
+    /// Bytes of memory the partition takes.
+    pub(super) fn held_bytes(&self) -> usize {
+        self.arena.capacity() + self.entries.capacity() * std::mem::size_of::<Entry>() + 48
+    }
+
     /// Rows held.
     pub(super) fn len(&self) -> usize {
         self.entries.len()

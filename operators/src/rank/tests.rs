@@ -22,7 +22,7 @@ fn input_schema() -> SchemaRef {
 }
 
 /// Top-`end` per `k` by `v` descending.
-fn spec(end: u64, output: RankOutput, append_only_input: bool) -> RankSpec {
+pub(super) fn spec(end: u64, output: RankOutput, append_only_input: bool) -> RankSpec {
     let input = input_schema();
     let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
     fields.push(Field::new("rn", DataType::Int64, false));
@@ -49,12 +49,12 @@ fn spec(end: u64, output: RankOutput, append_only_input: bool) -> RankSpec {
     }
 }
 
-fn top_n(spec: RankSpec) -> TopN {
+pub(super) fn top_n(spec: RankSpec) -> TopN {
     TopN::new(spec, Arc::new(OperatorMetrics::default()), 128).unwrap()
 }
 
 /// A chunk of `(op, k, v, name)` rows in window `end`.
-fn chunk(rows: &[(Op, i64, i64, &str)], end: i64) -> Chunk {
+pub(super) fn chunk(rows: &[(Op, i64, i64, &str)], end: i64) -> Chunk {
     let batch = RecordBatch::try_new(
         input_schema(),
         vec![
@@ -71,7 +71,7 @@ fn chunk(rows: &[(Op, i64, i64, &str)], end: i64) -> Chunk {
 }
 
 /// Each emitted row as `op name rn`.
-fn changes(out: Vec<Chunk>) -> Vec<String> {
+pub(super) fn changes(out: Vec<Chunk>) -> Vec<String> {
     out.iter()
         .flat_map(|chunk| chunk.to_pretty_columns(&[2, 4]))
         .collect()
@@ -198,7 +198,7 @@ fn window_top_n_emits_once_at_the_window_end_and_drops_the_window() {
 }
 
 /// Whether `op` holds the partition of `k`.
-fn holds(op: &TopN, k: i64) -> bool {
+pub(super) fn holds(op: &TopN, k: i64) -> bool {
     let batch = RecordBatch::try_new(
         input_schema(),
         vec![

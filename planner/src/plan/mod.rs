@@ -359,7 +359,7 @@ impl OperatorSpec {
                 Box::new(WindowJoin::new(spec.clone(), metrics, max_parallelism)?)
             }
             OperatorKind::TopN(spec) => {
-                Box::new(TopN::new(spec.clone(), metrics, max_parallelism)?)
+                Box::new(TopN::new(spec.clone(), metrics, max_parallelism)?.with_state(state)?)
             }
             OperatorKind::Over(spec) => {
                 Box::new(OverAggregate::new(spec.clone(), metrics, max_parallelism)?)

@@ -11,140 +11,11 @@ use eddy_state::{Store, key};
 use super::GroupAggregate;
 use crate::aggregate::snapshot_writer;
 use crate::partition::KeyScope;
-use crate::state_context::StateContext;
 use crate::stored_runs;
 use crate::ttl::StateTtl;
 
-/// A group's store key: its key group, table 0, its key.
-const TABLE: u8 = 0;
-
-/// The groups written to an LSM store, and which of those in memory are.
-#[derive(Debug)]
-pub(super) struct ColdGroups {
-    pub(super) store: Store,
-    hot_bytes: usize,
-    /// Roughly what a group in memory takes, learnt from the groups written.
-    bytes_per_group: f64,
-    /// Per slot: changed since it was last written to the store.
-    dirty: Vec<bool>,
-    /// Per slot: the store may hold an entry for it (its removal must be written).
-    stored: Vec<bool>,
-    /// Per slot: the key group of its key.
-    key_group: Vec<u16>,
-    /// Per slot: the chunk that last touched it.
-    last_used: Vec<u64>,
-    /// Chunks processed.
-    chunks: u64,
-    /// A store key, reused.
-    pub(super) state_key: Vec<u8>,
-}
-
-impl ColdGroups {
-    /// A store in `context`'s directory, sized by its memory.
-    pub(super) fn new(context: &StateContext) -> Result<Self> {
-        Ok(ColdGroups {
-            store: Store::create(&context.dir, context.store_options())?,
-            hot_bytes: context.hot_bytes(),
-            bytes_per_group: 256.0,
-            dirty: Vec::new(),
-            stored: Vec::new(),
-            key_group: Vec::new(),
-            last_used: Vec::new(),
-            chunks: 0,
-            state_key: Vec::new(),
-        })
-    }
-
-    /// Room for `slots` groups.
-    pub(super) fn resize(&mut self, slots: usize) {
-        self.dirty.resize(slots, false);
-        self.stored.resize(slots, false);
-        self.key_group.resize(slots, 0);
-        self.last_used.resize(slots, 0);
-    }
-
-    /// The most groups to keep in memory.
-    pub(super) fn max_hot(&self) -> usize {
-        ((self.hot_bytes as f64 / self.bytes_per_group) as usize).max(1024)
-    }
-
-    /// A new chunk begins.
-    pub(super) fn next_chunk(&mut self) {
-        self.chunks += 1;
-    }
-
-    /// The stored group of `key` (in `key_group`), if any.
-    pub(super) fn fetch(&mut self, key_group: u16, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        key::encode(key_group, TABLE, key, &mut self.state_key);
-        Ok(self.store.get(&self.state_key)?)
-    }
-
-    /// `slot` now holds a group of `key_group`, read from the store (`stored`) or new.
-    pub(super) fn placed(&mut self, slot: u32, key_group: u16, stored: bool) {
-        let slot = slot as usize;
-        self.key_group[slot] = key_group;
-        self.stored[slot] = stored;
-        self.dirty[slot] = !stored;
-        self.last_used[slot] = self.chunks;
-    }
-
-    /// `slot`'s group changed.
-    pub(super) fn touched(&mut self, slot: u32) {
-        self.dirty[slot as usize] = true;
-        self.last_used[slot as usize] = self.chunks;
-    }
-
-    /// Whether `slot`'s group changed since it was last written.
-    pub(super) fn is_dirty(&self, slot: u32) -> bool {
-        self.dirty[slot as usize]
-    }
-
-    /// `slot`'s group (of `key`) is gone: its stored entry, if any, is deleted.
-    pub(super) fn removed(&mut self, slot: u32, key: &[u8]) -> Result<()> {
-        let slot = slot as usize;
-        if self.stored[slot] {
-            key::encode(self.key_group[slot], TABLE, key, &mut self.state_key);
-            self.store.delete(&self.state_key)?;
-        }
-        self.stored[slot] = false;
-        self.dirty[slot] = false;
-        Ok(())
-    }
-
-    /// Writes `slot`'s group (of `key`) as `value`.
-    pub(super) fn write(&mut self, slot: u32, key: &[u8], value: &[u8]) -> Result<()> {
-        let slot_index = slot as usize;
-        key::encode(self.key_group[slot_index], TABLE, key, &mut self.state_key);
-        self.store.put(&self.state_key, value)?;
-        self.stored[slot_index] = true;
-        self.dirty[slot_index] = false;
-        // Slots, hash table and accumulators hold a group in about twice its encoding.
-        let bytes = 2.0 * (key.len() + value.len()) as f64 + 64.0;
-        self.bytes_per_group = 0.99 * self.bytes_per_group + 0.01 * bytes;
-        Ok(())
-    }
-
-    /// Of the groups in `live`, those to move out of memory so that `max_hot` minus a
-    /// quarter stay: the least recently used, never one the current chunk touched.
-    pub(super) fn to_evict(&self, live: &[u32]) -> Vec<u32> {
-        let max_hot = self.max_hot();
-        if live.len() <= max_hot {
-            return Vec::new();
-        }
-        let keep = max_hot - max_hot / 4;
-        let mut by_age: Vec<(u64, u32)> = live
-            .iter()
-            .map(|slot| (self.last_used[*slot as usize], *slot))
-            .filter(|(used, _)| *used < self.chunks)
-            .collect();
-        let count = (live.len() - keep).min(by_age.len());
-        if count == 0 {
-            return Vec::new();
-        }
-        by_age.select_nth_unstable(count - 1);
-        by_age[..count].iter().map(|(_, slot)| *slot).collect()
-    }
-}
+/// The table a GROUP BY's groups are in.
+pub(super) const TABLE: u8 = 0;
 
 impl GroupAggregate {
     /// The group of `key` (in `key_group`) read back from the store into a slot, if the
@@ -187,8 +58,7 @@ impl GroupAggregate {
             && written.saturating_add(ttl.ttl_ms()) <= now
         {
             if let Some(cold) = &mut self.cold {
-                key::encode(key_group, TABLE, key, &mut cold.state_key);
-                cold.store.delete(&cold.state_key)?;
+                cold.delete(key_group, key)?;
             }
             return Ok(None);
         }
@@ -227,7 +97,10 @@ impl GroupAggregate {
         }
         let value = self.encode(group);
         if let Some(cold) = &mut self.cold {
-            cold.write(group, self.group_keys.key(group), &value)?;
+            let key = self.group_keys.key(group);
+            // Slots, hash table and accumulators hold a group in about twice its encoding.
+            let held = 2 * (key.len() + value.len()) + 64;
+            cold.write(group, key, &value, held)?;
         }
         Ok(())
     }

@@ -30,13 +30,13 @@ use eddy_common::state::{Epochs, OperatorState, Removals, SnapshotRequest, State
 use super::{
     Accumulators, AggregateCall, Emitted, Slots, open_snapshot, signs_of, snapshot_writer,
 };
+use crate::cold_slots::ColdSlots;
 use crate::group_keys::GroupKeys;
 use crate::partition::{KeyScope, key_groups};
 use crate::state_context::StateContext;
 use crate::stored_runs::{INLINE_LAYOUT, RUNS_LAYOUT};
 use crate::ttl::StateTtl;
 use crate::{Operator, evaluate};
-use cold::ColdGroups;
 
 /// A non-windowed aggregation producing a retract (or upsert) changelog.
 #[derive(Debug)]
@@ -62,7 +62,7 @@ pub struct GroupAggregate {
     /// When groups were last updated, with a state TTL.
     ttl: Option<StateTtl>,
     /// The groups in an LSM store, with the LSM backend.
-    cold: Option<ColdGroups>,
+    cold: Option<ColdSlots>,
     /// Where the files of restored snapshots are.
     restored_files: std::path::PathBuf,
 }
@@ -113,7 +113,7 @@ impl GroupAggregate {
     pub fn with_state(mut self, context: &StateContext) -> Result<Self> {
         self.restored_files = context.restored.clone();
         if context.is_lsm() && !self.keys.is_empty() {
-            let mut cold = ColdGroups::new(context)?;
+            let mut cold = ColdSlots::new(context, cold::TABLE)?;
             cold.resize(self.slots.len);
             self.cold = Some(cold);
         }

@@ -6,7 +6,13 @@ use datafusion_physical_expr::expressions::Column;
 use eddy_common::state::StateKind;
 
 use crate::aggregate::AggregateKind;
+use crate::lsm_testing::{hand_over, lsm_context, xorshift};
 use crate::state_context::StateContext;
+
+/// A fresh directory for an LSM store's test.
+fn scratch(name: &str) -> std::path::PathBuf {
+    crate::lsm_testing::scratch("group", name)
+}
 
 /// `SELECT k, COUNT(v), MAX(v) ... GROUP BY k` over an updating input.
 fn count_and_max() -> GroupAggregate {
@@ -232,34 +238,6 @@ fn a_restored_state_is_extended_by_the_changes_since_the_restore() {
     assert!(!contents(&restored).iter().any(|g| g.starts_with("3 ")));
 }
 
-/// A fresh directory for an LSM store's test.
-fn scratch(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("eddy-group-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// The LSM backend with the least memory it takes: about a thousand groups stay hot.
-fn lsm_context(dir: &std::path::Path) -> StateContext {
-    StateContext {
-        backend: eddy_common::config::state::StateBackendKind::Lsm,
-        dir: dir.join("store"),
-        restored: dir.join("restored"),
-        memory_bytes: 0,
-    }
-}
-
-/// Copies a snapshot's files where a restore in `dir` finds them (as a task downloads
-/// them).
-fn hand_over(state: &OperatorState, dir: &std::path::Path) {
-    let restored = dir.join("restored");
-    std::fs::create_dir_all(&restored).unwrap();
-    for file in &state.files {
-        std::fs::copy(&file.path, restored.join(&file.name)).unwrap();
-    }
-}
-
 /// Every group of an operator as "key rows count max", sorted, whether in memory or in
 /// its store (read through a restore into memory).
 fn all_groups(aggregate: &mut GroupAggregate, dir: &std::path::Path) -> Vec<String> {
@@ -283,13 +261,7 @@ fn all_groups(aggregate: &mut GroupAggregate, dir: &std::path::Path) -> Vec<Stri
 
 /// Rows over `keys` keys, inserted and some retracted again, from a seed.
 fn churn(seed: u64, keys: i64, count: usize) -> Vec<Chunk> {
-    let mut x = seed;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = xorshift(seed);
     let mut live: Vec<(i64, i64)> = Vec::new();
     let mut chunks = Vec::new();
     for _ in 0..count {

@@ -1,5 +1,6 @@
 use super::*;
 use crate::join::{Filtering, IntervalBounds};
+use crate::lsm_testing::hand_over;
 use arrow::array::{Array, AsArray};
 use arrow::array::{ArrayRef, Int64Array, StringArray};
 use arrow::datatypes::DataType;
@@ -660,33 +661,19 @@ fn a_restored_state_is_extended_by_the_changes_since_the_restore() {
 
 /// A fresh directory for an LSM store's test.
 fn scratch(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("eddy-join-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("restored")).unwrap();
-    dir
+    crate::lsm_testing::scratch("join", name)
 }
 
 /// The LSM backend with the least memory it takes: a few thousand rows stay hot.
 fn on_disk(join: StreamingJoin, dir: &std::path::Path) -> StreamingJoin {
-    let context = crate::state_context::StateContext {
-        backend: eddy_common::config::state::StateBackendKind::Lsm,
-        dir: dir.join("store"),
-        restored: dir.join("restored"),
-        memory_bytes: 0,
-    };
-    join.with_state(&context).unwrap()
+    join.with_state(&crate::lsm_testing::lsm_context(dir))
+        .unwrap()
 }
 
 /// Bids and auctions over `keys` keys, inserted and some retracted, from a seed: (input,
 /// chunk) in order.
 fn churn(seed: u64, keys: i64, rounds: usize) -> Vec<(usize, Chunk)> {
-    let mut x = seed;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = crate::lsm_testing::xorshift(seed);
     let (mut held_bids, mut held_auctions) = (Vec::new(), Vec::new());
     let mut chunks = Vec::new();
     for round in 0..rounds {
@@ -768,13 +755,8 @@ fn a_join_restores_its_runs_and_splits_them_by_key_group() {
     feed_both([&mut in_memory, &mut lsm], first);
     let state = lsm.snapshot(&SnapshotRequest::full(1)).unwrap();
     assert!(!state.files.is_empty(), "the keys went to runs");
-    let hand_over = |to: &std::path::Path| {
-        for file in &state.files {
-            std::fs::copy(&file.path, to.join("restored").join(&file.name)).unwrap();
-        }
-    };
     let again = scratch("restore-again");
-    hand_over(&again);
+    hand_over(&state, &again);
     let mut restored = on_disk(outer_join([true, true]), &again);
     restored
         .restore(&[&state.bytes], &KeyScope::everything())
@@ -791,9 +773,7 @@ fn a_join_restores_its_runs_and_splits_them_by_key_group() {
     let mut together: Vec<Held> = vec![Vec::new(), Vec::new()];
     for subtask in 0..3 {
         let sub = scratch(&format!("split-{subtask}"));
-        for file in &state.files {
-            std::fs::copy(&file.path, sub.join("restored").join(&file.name)).unwrap();
-        }
+        hand_over(&state, &sub);
         let context = crate::state_context::StateContext {
             restored: sub.join("restored"),
             ..crate::state_context::StateContext::in_memory()
@@ -849,9 +829,7 @@ fn rows_restored_from_memory_reach_the_store_when_evicted() {
         restored: scratch("from-memory-again").join("restored"),
         ..crate::state_context::StateContext::in_memory()
     };
-    for file in &state.files {
-        std::fs::copy(&file.path, context.restored.join(&file.name)).unwrap();
-    }
+    hand_over(&state, context.restored.parent().unwrap());
     let mut again = outer_join([true, true]).with_state(&context).unwrap();
     again
         .restore(&[&state.bytes], &KeyScope::everything())

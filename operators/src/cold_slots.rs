@@ -1,0 +1,161 @@
+//! Keyed state kept in memory as a cache of an LSM store (the LSM backend's way for
+//! operators whose state is one value per key: a GROUP BY's groups, a Top-N's partitions).
+//!
+//! The operator keeps each key it holds in memory in a slot; this tracks per slot whether
+//! it changed since it was last written to the store, whether the store may hold it, and
+//! when it was last used, and picks the least recently used slots to move out of memory
+//! when more than the memory budget allows are held. A key absent from memory is read
+//! back from the store when a row of it arrives.
+
+use eddy_common::Result;
+use eddy_state::{Store, key};
+
+use crate::state_context::StateContext;
+
+/// The values of one operator's keys written to an LSM store, and which of those in memory
+/// are.
+#[derive(Debug)]
+pub(crate) struct ColdSlots {
+    pub(crate) store: Store,
+    /// The table the operator's keys are in (see [`key::encode`]).
+    table: u8,
+    hot_bytes: usize,
+    /// Roughly what a key in memory takes, learnt from the values written.
+    bytes_per_slot: f64,
+    /// Per slot: changed since it was last written to the store.
+    dirty: Vec<bool>,
+    /// Per slot: the store may hold an entry for it (its removal must be written).
+    stored: Vec<bool>,
+    /// Per slot: the key group of its key.
+    key_group: Vec<u16>,
+    /// Per slot: the chunk that last touched it.
+    last_used: Vec<u64>,
+    /// Chunks processed.
+    chunks: u64,
+    /// A store key, reused.
+    pub(crate) state_key: Vec<u8>,
+}
+
+impl ColdSlots {
+    /// A store in `context`'s directory, sized by its memory, holding keys in `table`.
+    pub(crate) fn new(context: &StateContext, table: u8) -> Result<Self> {
+        Ok(ColdSlots {
+            store: Store::create(&context.dir, context.store_options())?,
+            table,
+            hot_bytes: context.hot_bytes(),
+            bytes_per_slot: 256.0,
+            dirty: Vec::new(),
+            stored: Vec::new(),
+            key_group: Vec::new(),
+            last_used: Vec::new(),
+            chunks: 0,
+            state_key: Vec::new(),
+        })
+    }
+
+    /// Room for `slots` keys.
+    pub(crate) fn resize(&mut self, slots: usize) {
+        self.dirty.resize(slots, false);
+        self.stored.resize(slots, false);
+        self.key_group.resize(slots, 0);
+        self.last_used.resize(slots, 0);
+    }
+
+    /// The most keys to keep in memory.
+    pub(crate) fn max_hot(&self) -> usize {
+        ((self.hot_bytes as f64 / self.bytes_per_slot) as usize).max(1024)
+    }
+
+    /// A new chunk begins.
+    pub(crate) fn next_chunk(&mut self) {
+        self.chunks += 1;
+    }
+
+    /// The stored value of `key` (in `key_group`), if any.
+    pub(crate) fn fetch(&mut self, key_group: u16, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        key::encode(key_group, self.table, key, &mut self.state_key);
+        Ok(self.store.get(&self.state_key)?)
+    }
+
+    /// Deletes the stored value of `key` (in `key_group`), which no slot holds.
+    pub(crate) fn delete(&mut self, key_group: u16, key: &[u8]) -> Result<()> {
+        key::encode(key_group, self.table, key, &mut self.state_key);
+        Ok(self.store.delete(&self.state_key)?)
+    }
+
+    /// `slot` now holds a key of `key_group`, read from the store (`stored`) or new.
+    pub(crate) fn placed(&mut self, slot: u32, key_group: u16, stored: bool) {
+        let slot = slot as usize;
+        self.key_group[slot] = key_group;
+        self.stored[slot] = stored;
+        self.dirty[slot] = !stored;
+        self.last_used[slot] = self.chunks;
+    }
+
+    /// `slot`'s value changed.
+    pub(crate) fn touched(&mut self, slot: u32) {
+        self.dirty[slot as usize] = true;
+        self.last_used[slot as usize] = self.chunks;
+    }
+
+    /// Whether `slot`'s value changed since it was last written.
+    pub(crate) fn is_dirty(&self, slot: u32) -> bool {
+        self.dirty[slot as usize]
+    }
+
+    /// `slot`'s key (`key`) is gone: its stored entry, if any, is deleted.
+    pub(crate) fn removed(&mut self, slot: u32, key: &[u8]) -> Result<()> {
+        let slot = slot as usize;
+        if self.stored[slot] {
+            key::encode(self.key_group[slot], self.table, key, &mut self.state_key);
+            self.store.delete(&self.state_key)?;
+        }
+        self.stored[slot] = false;
+        self.dirty[slot] = false;
+        Ok(())
+    }
+
+    /// Writes `slot`'s value (of `key`) as `value`; `held_bytes` is what it takes in
+    /// memory, which sizes how many keys stay there.
+    pub(crate) fn write(
+        &mut self,
+        slot: u32,
+        key: &[u8],
+        value: &[u8],
+        held_bytes: usize,
+    ) -> Result<()> {
+        let slot_index = slot as usize;
+        key::encode(
+            self.key_group[slot_index],
+            self.table,
+            key,
+            &mut self.state_key,
+        );
+        self.store.put(&self.state_key, value)?;
+        self.stored[slot_index] = true;
+        self.dirty[slot_index] = false;
+        self.bytes_per_slot = 0.99 * self.bytes_per_slot + 0.01 * held_bytes as f64;
+        Ok(())
+    }
+
+    /// Of the slots in `live`, those to move out of memory so that `max_hot` minus a
+    /// quarter stay: the least recently used, never one the current chunk touched.
+    pub(crate) fn to_evict(&self, live: &[u32]) -> Vec<u32> {
+        let max_hot = self.max_hot();
+        if live.len() <= max_hot {
+            return Vec::new();
+        }
+        let keep = max_hot - max_hot / 4;
+        let mut by_age: Vec<(u64, u32)> = live
+            .iter()
+            .map(|slot| (self.last_used[*slot as usize], *slot))
+            .filter(|(used, _)| *used < self.chunks)
+            .collect();
+        let count = (live.len() - keep).min(by_age.len());
+        if count == 0 {
+            return Vec::new();
+        }
+        by_age.select_nth_unstable(count - 1);
+        by_age[..count].iter().map(|(_, slot)| *slot).collect()
+    }
+}
