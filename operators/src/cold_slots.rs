@@ -7,10 +7,16 @@
 //! when more than the memory budget allows are held. A key absent from memory is read
 //! back from the store when a row of it arrives.
 
-use eddy_common::Result;
+use std::ops::Range;
+use std::path::Path;
+
+use eddy_common::state::{OperatorState, StateWriter};
+use eddy_common::{EddyError, Result};
 use eddy_state::{Store, key};
 
+use crate::partition::KeyScope;
 use crate::state_context::StateContext;
+use crate::stored_runs;
 
 /// The values of one operator's keys written to an LSM store, and which of those in memory
 /// are.
@@ -158,4 +164,159 @@ impl ColdSlots {
         by_age.select_nth_unstable(count - 1);
         by_age[..count].iter().map(|(_, slot)| *slot).collect()
     }
+}
+
+/// An operator whose keyed state is one value per key, kept in memory slots that cache a
+/// [`ColdSlots`] store: what the store's generic steps (write, evict, snapshot, restore)
+/// need of it.
+pub(crate) trait SlotState {
+    /// What the operator is, in errors.
+    const WHAT: &'static str;
+
+    /// The store, with the LSM backend.
+    fn cold(&self) -> Option<&ColdSlots>;
+
+    /// The store, with the LSM backend, to change.
+    fn cold_mut(&mut self) -> Option<&mut ColdSlots>;
+
+    /// The key of `slot`.
+    fn slot_key(&self, slot: u32) -> &[u8];
+
+    /// The slots in memory that hold state.
+    fn live_slots(&self) -> Vec<u32>;
+
+    /// Slots in memory.
+    fn slots_in_use(&self) -> usize;
+
+    /// `slot`'s value as the store holds it, and the bytes it takes in memory.
+    fn encode_slot(&self, slot: u32) -> (Vec<u8>, usize);
+
+    /// Puts a stored value of `key` (in `key_group`) into a slot; `None`, and its stored
+    /// entry deleted, when its TTL passed by `now`.
+    fn place(
+        &mut self,
+        key: &[u8],
+        key_group: u16,
+        value: &[u8],
+        now: Option<i64>,
+    ) -> Result<Option<u32>>;
+
+    /// Frees `slot` in memory, leaving what the store holds of it.
+    fn free_slot(&mut self, slot: u32);
+
+    /// The time a state TTL counts by, when there is one.
+    fn ttl_now(&self) -> Option<i64>;
+}
+
+/// The value of `key` (in `key_group`) read back from `op`'s store into a slot, if the
+/// store holds it and its TTL has not passed by `now`.
+pub(crate) fn load<S: SlotState>(
+    op: &mut S,
+    key: &[u8],
+    key_group: u16,
+    now: Option<i64>,
+) -> Result<Option<u32>> {
+    let Some(cold) = op.cold_mut() else {
+        return Ok(None);
+    };
+    match cold.fetch(key_group, key)? {
+        Some(value) => {
+            let slot = op.place(key, key_group, &value, now)?;
+            if let (Some(slot), Some(cold)) = (slot, op.cold_mut()) {
+                cold.placed(slot, key_group, true);
+            }
+            Ok(slot)
+        }
+        None => Ok(None),
+    }
+}
+
+/// Writes `slot`'s value to the store if it changed since it was last written.
+fn write<S: SlotState>(op: &mut S, slot: u32) -> Result<()> {
+    if !op.cold().is_some_and(|c| c.is_dirty(slot)) {
+        return Ok(());
+    }
+    let (value, held) = op.encode_slot(slot);
+    let key = op.slot_key(slot).to_vec();
+    if let Some(cold) = op.cold_mut() {
+        cold.write(slot, &key, &value, held + 2 * key.len() + 64)?;
+    }
+    Ok(())
+}
+
+/// Moves the least recently used slots of `op` out of memory while more than its budget
+/// allows are in it.
+pub(crate) fn evict<S: SlotState>(op: &mut S) -> Result<()> {
+    let Some(cold) = op.cold() else {
+        return Ok(());
+    };
+    if op.slots_in_use() <= cold.max_hot() {
+        return Ok(());
+    }
+    let evicted = cold.to_evict(&op.live_slots());
+    for slot in evicted {
+        write(op, slot)?;
+        op.free_slot(slot);
+    }
+    Ok(())
+}
+
+/// A snapshot of `op` whose state is its store's runs, after the operator's header in
+/// `out`, once every changed slot is written.
+pub(crate) fn snapshot<S: SlotState>(op: &mut S, out: StateWriter) -> Result<OperatorState> {
+    for slot in op.live_slots() {
+        write(op, slot)?;
+    }
+    let Some(cold) = op.cold_mut() else {
+        return Err(EddyError::Internal(format!(
+            "{} without a store snapshots its runs",
+            S::WHAT
+        )));
+    };
+    stored_runs::snapshot(out, &mut cold.store)
+}
+
+/// Restores into `op` the keys `scope` owns from the stores whose runs `stores` name (one
+/// per previous subtask, fetched into `restored`): the store itself when it is this
+/// subtask's alone, its share of the key groups otherwise (into memory with the `hashmap`
+/// backend).
+pub(crate) fn restore<S: SlotState>(
+    op: &mut S,
+    restored: &Path,
+    stores: Vec<Vec<String>>,
+    scope: &KeyScope,
+) -> Result<()> {
+    if stores.is_empty() {
+        return Ok(());
+    }
+    let key_groups = scope.key_groups();
+    let own = op.cold_mut().map(|cold| &mut cold.store);
+    let sources = stored_runs::adopt_or_open(own, restored, stores, &key_groups, S::WHAT)?;
+    for source in &sources {
+        copy(op, source, &key_groups)?;
+    }
+    Ok(())
+}
+
+/// Copies the keys of `key_groups` from `from` into `op`'s store, or into memory when it
+/// has none.
+fn copy<S: SlotState>(op: &mut S, from: &Store, key_groups: &Range<usize>) -> Result<()> {
+    let now = op.ttl_now();
+    for entry in from.entries_of_key_groups(key_groups)? {
+        let (state_key, value) = entry?;
+        let Some(value) = value else { continue };
+        match op.cold_mut() {
+            Some(cold) => cold.store.put(&state_key, &value)?,
+            None => {
+                let (key_group, _, key) = key::decode(&state_key).ok_or_else(|| {
+                    EddyError::Snapshot(format!(
+                        "a state file of {} holds a key too short to be one",
+                        S::WHAT
+                    ))
+                })?;
+                op.place(key, key_group, &value, now)?;
+            }
+        }
+    }
+    Ok(())
 }

@@ -42,7 +42,7 @@ use eddy_common::{EddyError, Result};
 
 use self::partition::Partition;
 pub use self::partition::Ties;
-use crate::cold_slots::ColdSlots;
+use crate::cold_slots::{self, ColdSlots, SlotState};
 use crate::group_keys::PartitionKeys;
 use crate::partition::KeyScope;
 use crate::stored_runs::{self, INLINE_LAYOUT, RUNS_LAYOUT};
@@ -230,7 +230,7 @@ impl TopN {
         if let Some(slot) = self.keys.find(key) {
             return Ok(Some(slot));
         }
-        if let Some(slot) = self.load_cold(key, key_group, now)? {
+        if let Some(slot) = cold_slots::load(self, key, key_group, now)? {
             return Ok(Some(slot));
         }
         Ok(create.then(|| self.new_slot(key, key_group, window_end)))
@@ -245,21 +245,6 @@ impl TopN {
         Ok(())
     }
 
-    /// Frees `slot` and its partition in memory.
-    fn free_slot(&mut self, slot: u32) {
-        if let Some(ttl) = &mut self.ttl {
-            ttl.forget(slot);
-        }
-        self.keys.release(slot);
-        self.partitions[slot as usize] = Partition::default();
-    }
-
-    /// The slots in memory whose partitions hold rows.
-    fn live_slots(&self) -> Vec<u32> {
-        (0..self.keys.len() as u32)
-            .filter(|s| self.partitions[*s as usize].len() > 0)
-            .collect()
-    }
 
     /// Each row's window end (0 when not over windows).
     fn window_ends_of(&self, rows: &RecordBatch) -> Result<Vec<Timestamp>> {
@@ -564,7 +549,7 @@ impl Operator for TopN {
             }
         }
         out.extend(self.chunk_of(emission)?);
-        self.evict_cold()
+        cold_slots::evict(self)
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
@@ -580,7 +565,9 @@ impl Operator for TopN {
             self.drop_expired(now)?;
         }
         if self.cold.is_some() {
-            return self.snapshot_runs();
+            let mut out = versioned_snapshot(SNAPSHOT_VERSION);
+            out.i64(self.watermark).u64(self.ttl.is_some() as u64);
+            return cold_slots::snapshot(self, out);
         }
         let live = self.live_slots();
         let key_groups = self.keys.key_groups(&live, self.max_parallelism)?;
@@ -638,7 +625,8 @@ impl Operator for TopN {
         if let Some(watermark) = watermark {
             self.watermark = watermark;
         }
-        self.restore_runs(stores, scope)
+        let restored = self.restored_files.clone();
+        cold_slots::restore(self, &restored, stores, scope)
     }
 }
 

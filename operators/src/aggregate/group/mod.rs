@@ -30,7 +30,7 @@ use eddy_common::state::{Epochs, OperatorState, Removals, SnapshotRequest, State
 use super::{
     Accumulators, AggregateCall, Emitted, Slots, open_snapshot, signs_of, snapshot_writer,
 };
-use crate::cold_slots::ColdSlots;
+use crate::cold_slots::{self, ColdSlots};
 use crate::group_keys::GroupKeys;
 use crate::partition::{KeyScope, key_groups};
 use crate::state_context::StateContext;
@@ -209,7 +209,7 @@ impl Operator for GroupAggregate {
             self.drop_expired(now)?;
         }
         if self.cold.is_some() {
-            return self.snapshot_runs();
+            return cold_slots::snapshot(self, snapshot_writer(256));
         }
         let scope = self.epochs.close(request);
         if let Some(settled) = scope.settled {
@@ -269,7 +269,8 @@ impl Operator for GroupAggregate {
             }
             self.restore_inline(version, input, scope)?;
         }
-        self.restore_runs(stores, scope)
+        let restored = self.restored_files.clone();
+        cold_slots::restore(self, &restored, stores, scope)
     }
 
     fn restored_from(&mut self, checkpoint: u64) {
@@ -429,7 +430,7 @@ impl GroupAggregate {
                 found = None;
             }
             if found.is_none() && self.cold.is_some() {
-                found = self.load_cold(hash, key, key_groups[i] as u16, now)?;
+                found = cold_slots::load(self, key, key_groups[i] as u16, now)?;
             }
             let group = match found {
                 Some(g) => g,
@@ -543,7 +544,7 @@ impl GroupAggregate {
                 ttl.write(group, now);
             }
         }
-        self.evict_cold()
+        cold_slots::evict(self)
     }
 }
 
