@@ -12,8 +12,8 @@ use eddy_common::state::{StateReader, StateWriter};
 
 use super::TopN;
 use crate::cold_slots::{ColdSlots, SlotState};
-use crate::ttl::StateTtl;
 use crate::state_context::StateContext;
+use crate::ttl::StateTtl;
 
 /// The table a Top-N's partitions are in.
 const TABLE: u8 = 0;

@@ -245,7 +245,6 @@ impl TopN {
         Ok(())
     }
 
-
     /// Each row's window end (0 when not over windows).
     fn window_ends_of(&self, rows: &RecordBatch) -> Result<Vec<Timestamp>> {
         let Some(column) = self.spec.window_end else {

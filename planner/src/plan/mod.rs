@@ -365,7 +365,7 @@ impl OperatorSpec {
                 Box::new(OverAggregate::new(spec.clone(), metrics, max_parallelism)?)
             }
             OperatorKind::ChangelogNormalize(spec) => {
-                Box::new(ChangelogNormalize::new(spec.clone(), max_parallelism)?)
+                Box::new(ChangelogNormalize::new(spec.clone(), max_parallelism)?.with_state(state)?)
             }
         };
         Ok(operator)

@@ -5,24 +5,34 @@
 //! state TTL is set, as in Flink); a delete is `-D` of the kept row, whole, and nothing
 //! for a key without one. With a state TTL, a key not written for the TTL is forgotten:
 //! its next row is `+I` again.
+//!
+//! With the LSM backend, the rows of keys beyond the memory budget live in an LSM store
+//! ([`cold`]).
 
+mod cold;
+
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use arrow::row::RowConverter;
 use datafusion_physical_expr::PhysicalExpr;
-use eddy_common::Result;
 use eddy_common::chunk::{Chunk, Op};
 use eddy_common::event::Timestamp;
-use eddy_common::state::{OperatorState, SnapshotRequest};
+use eddy_common::state::{OperatorState, SnapshotRequest, StateReader};
+use eddy_common::{EddyError, Result};
 
+use crate::cold_slots::{self, ColdSlots, SlotState};
 use crate::group_keys::PartitionKeys;
 use crate::partition::KeyScope;
+use crate::stored_runs::{self, INLINE_LAYOUT, RUNS_LAYOUT};
 use crate::ttl::StateTtl;
-use crate::{Operator, open_versioned_snapshot, versioned_snapshot};
+use crate::{Operator, versioned_snapshot};
 
-pub(crate) const SNAPSHOT_VERSION: u64 = 1;
+/// The snapshot format: 2 starts with the layout, the kept rows themselves or the runs of
+/// an LSM store that holds them.
+pub(crate) const SNAPSHOT_VERSION: u64 = 2;
 
 /// A changelog normalization, as planned.
 #[derive(Debug, Clone)]
@@ -47,6 +57,10 @@ pub struct ChangelogNormalize {
     rows: Vec<Vec<u8>>,
     max_parallelism: usize,
     ttl: Option<StateTtl>,
+    /// With the LSM backend: the kept rows written to a store.
+    cold: Option<ColdSlots>,
+    /// Where a restore put the state files its snapshots refer to.
+    restored_files: PathBuf,
 }
 
 /// Output rows gathered before they are decoded: kept rows (encoded) or input rows.
@@ -77,73 +91,90 @@ impl ChangelogNormalize {
             max_parallelism,
             ttl: spec.state_ttl.map(StateTtl::new),
             spec,
+            cold: None,
+            restored_files: PathBuf::new(),
         })
     }
 
-    fn slot(&mut self, key: &[u8]) -> u32 {
+    /// The slot of `key` (in `key_group`) in memory, a new one if it has none.
+    fn slot(&mut self, key: &[u8], key_group: u16) -> u32 {
         if let Some(slot) = self.keys.find(key) {
             return slot;
         }
         let (slot, grown) = self.keys.insert(key);
         if grown {
             self.rows.push(Vec::new());
+            if let Some(cold) = &mut self.cold {
+                cold.resize(self.keys.len());
+            }
+        }
+        if let Some(cold) = &mut self.cold {
+            cold.placed(slot, key_group, false);
         }
         slot
     }
 
-    fn release(&mut self, slot: u32) {
-        self.rows[slot as usize] = Vec::new();
-        self.keys.release(slot);
-        if let Some(ttl) = &mut self.ttl {
-            ttl.forget(slot);
+    /// Forgets `slot`'s key for good, in memory and in the store.
+    fn release(&mut self, slot: u32) -> Result<()> {
+        if let Some(cold) = &mut self.cold {
+            cold.removed(slot, self.keys.key(slot))?;
         }
+        self.free_slot(slot);
+        Ok(())
     }
 
-    /// The kept row of `key`, if it has one that has not expired at `now`.
-    fn kept(&mut self, key: &[u8], now: Option<Timestamp>) -> Option<u32> {
-        let slot = self.keys.find(key)?;
+    /// The kept row of `key` (in `key_group`), in memory or read back from the store, if
+    /// it has one that has not expired at `now`.
+    fn kept(&mut self, key: &[u8], key_group: u16, now: Option<Timestamp>) -> Result<Option<u32>> {
+        let Some(slot) = self.keys.find(key) else {
+            return cold_slots::load(self, key, key_group, now);
+        };
         if let (Some(ttl), Some(now)) = (&self.ttl, now)
             && ttl.is_expired(slot, now)
         {
-            self.release(slot);
-            return None;
+            self.release(slot)?;
+            return Ok(None);
         }
-        Some(slot)
+        Ok(Some(slot))
     }
 
-    /// Applies row `i` (its key and encoded row) to the state, noting what it emits.
+    /// Applies row `i` (its key, of `key_group`, and encoded row) to the state, noting
+    /// what it emits.
     fn apply(
         &mut self,
-        i: u32,
-        op: Op,
-        key: &[u8],
+        (i, op): (u32, Op),
+        (key, key_group): (&[u8], u16),
         row: &[u8],
         now: Option<Timestamp>,
         out: &mut Emission,
-    ) {
-        let kept = self.kept(key, now);
+    ) -> Result<()> {
+        let kept = self.kept(key, key_group, now)?;
         if !op.is_accumulate() {
             if let Some(slot) = kept {
                 out.push_kept(Op::Delete, &self.rows[slot as usize]);
-                self.release(slot);
+                self.release(slot)?;
             }
-            return;
+            return Ok(());
         }
         match kept {
             None => out.push_input(Op::Insert, i),
-            Some(slot) if self.ttl.is_none() && self.rows[slot as usize] == row => return,
+            Some(slot) if self.ttl.is_none() && self.rows[slot as usize] == row => return Ok(()),
             Some(slot) => {
                 out.push_kept(Op::UpdateBefore, &self.rows[slot as usize]);
                 out.push_input(Op::UpdateAfter, i);
             }
         }
-        let slot = self.slot(key);
+        let slot = self.slot(key, key_group);
         let kept_row = &mut self.rows[slot as usize];
         kept_row.clear();
         kept_row.extend_from_slice(row);
         if let (Some(ttl), Some(now)) = (&mut self.ttl, now) {
             ttl.write(slot, now);
         }
+        if let Some(cold) = &mut self.cold {
+            cold.touched(slot);
+        }
+        Ok(())
     }
 
     /// The emission as a chunk: kept rows decoded, input rows taken from `input`.
@@ -212,36 +243,41 @@ impl Operator for ChangelogNormalize {
             _ => Vec::new(),
         };
         for slot in expired {
-            self.release(slot);
+            self.release(slot)?;
+        }
+        if let Some(cold) = &mut self.cold {
+            cold.next_chunk();
         }
         let input = chunk.rows();
-        let keys = self.keys.encode(input)?;
+        let max_parallelism = self.cold.as_ref().map(|_| self.max_parallelism);
+        let (keys, key_groups) = self.keys.encode_with_key_groups(input, max_parallelism)?;
         let rows = self.row_codec.convert_columns(input.columns())?;
         let mut emission = Emission::default();
         for i in 0..chunk.num_rows() {
             let key = keys.as_ref().map_or(&[][..], |k| k.row(i).data());
+            let key_group = key_groups.get(i).map_or(0, |g| *g as u16);
             self.apply(
-                i as u32,
-                chunk.op(i),
-                key,
+                (i as u32, chunk.op(i)),
+                (key, key_group),
                 rows.row(i).data(),
                 now,
                 &mut emission,
-            );
+            )?;
         }
         if let Some(chunk) = self.chunk_of(emission, input)? {
             out.push(chunk);
         }
-        Ok(())
+        cold_slots::evict(self)
     }
 
     fn snapshot(&mut self, _request: &SnapshotRequest) -> Result<OperatorState> {
-        let live: Vec<u32> = (0..self.keys.len() as u32)
-            .filter(|s| !self.rows[*s as usize].is_empty())
-            .collect();
+        if self.cold.is_some() {
+            return cold_slots::snapshot(self, versioned_snapshot(SNAPSHOT_VERSION));
+        }
+        let live = self.live_slots();
         let key_groups = self.keys.key_groups(&live, self.max_parallelism)?;
         let mut out = versioned_snapshot(SNAPSHOT_VERSION);
-        out.u64(live.len() as u64);
+        out.u64(INLINE_LAYOUT).u64(live.len() as u64);
         for (slot, key_group) in live.iter().zip(key_groups) {
             let written = self.ttl.as_ref().and_then(|t| t.written(*slot));
             out.bytes(self.keys.key(*slot))
@@ -258,9 +294,17 @@ impl Operator for ChangelogNormalize {
 
     fn restore(&mut self, snapshots: &[&[u8]], scope: &KeyScope) -> Result<()> {
         let restored_at = self.ttl.as_ref().map_or(0, StateTtl::now);
+        let mut stores = Vec::new();
         for snapshot in snapshots {
-            let mut input =
-                open_versioned_snapshot(snapshot, "a changelog normalization", SNAPSHOT_VERSION)?;
+            let (version, mut input) = open_snapshot(snapshot)?;
+            let layout = match version {
+                1 => INLINE_LAYOUT,
+                _ => input.u64()?,
+            };
+            if layout == RUNS_LAYOUT {
+                stores.push(stored_runs::read_manifest(&mut input, Self::WHAT)?);
+                continue;
+            }
             for _ in 0..input.count(4)? {
                 let key = input.bytes()?;
                 let key_group = input.u64()? as usize;
@@ -269,7 +313,7 @@ impl Operator for ChangelogNormalize {
                 if self.keys.is_keyed() && !scope.owns(key_group) {
                     continue;
                 }
-                let slot = self.slot(key);
+                let slot = self.slot(key, key_group as u16);
                 self.rows[slot as usize] = row.to_vec();
                 if let Some(ttl) = &mut self.ttl {
                     let written = if written == Timestamp::MIN {
@@ -281,116 +325,25 @@ impl Operator for ChangelogNormalize {
                 }
             }
         }
-        Ok(())
+        let restored = self.restored_files.clone();
+        cold_slots::restore(self, &restored, stores, scope)
     }
+}
+
+/// A snapshot's format version, and its reader after the version.
+fn open_snapshot(snapshot: &[u8]) -> Result<(u64, StateReader<'_>)> {
+    let mut input = StateReader::new(snapshot, ChangelogNormalize::WHAT);
+    let version = input.u64()?;
+    if !(1..=SNAPSHOT_VERSION).contains(&version) {
+        return Err(EddyError::Snapshot(format!(
+            "snapshot of {} has format version {version}; this Eddy reads versions 1 to \
+             {SNAPSHOT_VERSION}",
+            ChangelogNormalize::WHAT
+        )));
+    }
+    input.compact();
+    Ok((version, input))
 }
 
 #[cfg(test)]
-mod tests {
-    use arrow::array::{Int64Array, StringArray};
-    use arrow::datatypes::{Field, Schema};
-    use datafusion_physical_expr::expressions::Column;
-
-    use super::*;
-
-    fn spec(ttl: Option<i64>) -> NormalizeSpec {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("id", DataType::Int64, false),
-            Field::new("v", DataType::Utf8, true),
-        ]));
-        NormalizeSpec {
-            keys: vec![Arc::new(Column::new("id", 0))],
-            key_types: vec![DataType::Int64],
-            schema,
-            state_ttl: ttl,
-        }
-    }
-
-    fn chunk(rows: &[(Op, i64, Option<&str>)]) -> Chunk {
-        let spec = spec(None);
-        let batch = RecordBatch::try_new(
-            spec.schema,
-            vec![
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
-                Arc::new(StringArray::from_iter(rows.iter().map(|r| r.2))),
-            ],
-        )
-        .unwrap();
-        Chunk::from_ops(batch, rows.iter().map(|r| r.0).collect())
-    }
-
-    fn lines(chunks: &[Chunk]) -> Vec<String> {
-        chunks.iter().flat_map(Chunk::to_pretty).collect()
-    }
-
-    fn run(op: &mut ChangelogNormalize, rows: &[(Op, i64, Option<&str>)]) -> Vec<String> {
-        let mut out = Vec::new();
-        op.process(chunk(rows), &mut out).unwrap();
-        lines(&out)
-    }
-
-    use Op::{Delete, UpdateAfter};
-
-    #[test]
-    fn upserts_become_inserts_and_updates_and_tombstones_delete_the_kept_row() {
-        let mut op = ChangelogNormalize::new(spec(None), 128).unwrap();
-        assert_eq!(
-            run(
-                &mut op,
-                &[
-                    (UpdateAfter, 1, Some("a")),
-                    (UpdateAfter, 2, Some("b")),
-                    (UpdateAfter, 1, Some("c")),
-                    (UpdateAfter, 1, Some("c")),
-                    (Delete, 2, None),
-                    (Delete, 3, None),
-                ]
-            ),
-            ["+I 1 a", "+I 2 b", "-U 1 a", "+U 1 c", "-D 2 b"]
-        );
-        assert_eq!(
-            run(&mut op, &[(UpdateAfter, 2, Some("d")), (Delete, 1, None)]),
-            ["+I 2 d", "-D 1 c"]
-        );
-    }
-
-    #[test]
-    fn the_kept_rows_survive_a_snapshot_and_split_by_key_group() {
-        let mut op = ChangelogNormalize::new(spec(None), 128).unwrap();
-        let rows: Vec<(Op, i64, Option<&str>)> =
-            (0..50).map(|i| (UpdateAfter, i, Some("x"))).collect();
-        run(&mut op, &rows);
-        let snapshot = op.snapshot(&SnapshotRequest::full(1)).unwrap();
-        let bytes = snapshot.bytes.to_vec();
-        let mut restored = 0;
-        for subtask in 0..2 {
-            let scope = KeyScope {
-                subtask,
-                parallelism: 2,
-                max_parallelism: 128,
-            };
-            let mut op = ChangelogNormalize::new(spec(None), 128).unwrap();
-            op.restore(&[&bytes], &scope).unwrap();
-            let deletes: Vec<(Op, i64, Option<&str>)> =
-                (0..50).map(|i| (Delete, i, None)).collect();
-            restored += run(&mut op, &deletes).len();
-        }
-        assert_eq!(restored, 50, "each key restored in exactly one subtask");
-    }
-
-    #[test]
-    fn with_a_ttl_an_unchanged_row_is_sent_again_and_an_expired_key_starts_afresh() {
-        crate::ttl::test_clock::set(1_000);
-        let mut op = ChangelogNormalize::new(spec(Some(100)), 128).unwrap();
-        op.ttl = op.ttl.map(|t| t.with_clock(crate::ttl::test_clock::now));
-        assert_eq!(
-            run(
-                &mut op,
-                &[(UpdateAfter, 1, Some("a")), (UpdateAfter, 1, Some("a"))]
-            ),
-            ["+I 1 a", "-U 1 a", "+U 1 a"]
-        );
-        crate::ttl::test_clock::set(1_200);
-        assert_eq!(run(&mut op, &[(UpdateAfter, 1, Some("b"))]), ["+I 1 b"]);
-    }
-}
+mod tests;
