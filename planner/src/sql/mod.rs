@@ -77,7 +77,11 @@ pub fn compile(
                     .add_table(def)
                     .map_err(|m| sql_error(location, m))?;
             }
-            Statement::CreateView { name, query } => {
+            Statement::CreateView {
+                name,
+                columns,
+                query,
+            } => {
                 let hints = hints::state_ttl_hints(&query).map_err(|m| sql_error(location, m))?;
                 if !hints.is_empty() {
                     return Err(sql_error(
@@ -87,6 +91,7 @@ pub fn compile(
                     ));
                 }
                 let plan = bind_query(&compiled.catalog, query, location)?;
+                let plan = name_view_columns(plan, &name, &columns, location)?;
                 compiled
                     .catalog
                     .add_view(name, plan)
@@ -171,6 +176,40 @@ fn bind_query(
         .map_err(|e| bind_error(e, location))?;
     depth::check_plan(&plan).map_err(|message| sql_error(location, message))?;
     analyze(plan).map_err(|e| bind_error(e, location))
+}
+
+/// The view `name`'s plan with its columns named `columns` (in order), as Flink's
+/// `CREATE VIEW name (columns) AS query`; the query's names when none are given.
+fn name_view_columns(
+    plan: LogicalPlan,
+    name: &str,
+    columns: &[String],
+    location: Location,
+) -> Result<LogicalPlan> {
+    if columns.is_empty() {
+        return Ok(plan);
+    }
+    let schema = plan.schema().clone();
+    if columns.len() != schema.fields().len() {
+        return Err(sql_error(
+            location,
+            format!(
+                "CREATE VIEW {name}: {} column names are given for a query of {} columns",
+                columns.len(),
+                schema.fields().len()
+            ),
+        ));
+    }
+    let renamed = columns.iter().enumerate().map(|(i, column)| {
+        let (qualifier, field) = schema.qualified_field(i);
+        col(Column::from((qualifier, field))).alias(column)
+    });
+    let bind = |e: DataFusionError| bind_error(e, location);
+    LogicalPlanBuilder::from(plan)
+        .project(renamed)
+        .map_err(bind)?
+        .build()
+        .map_err(bind)
 }
 
 fn plan_insert(
@@ -298,4 +337,48 @@ fn optimize(plan: LogicalPlan, prune_columns: bool) -> datafusion_common::Result
     }
     let context = OptimizerContext::new().with_skip_failing_rules(false);
     Optimizer::with_rules(rules).optimize(plan, &context, |_, _| {})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BID: &str = "CREATE TABLE bid (auction BIGINT, price BIGINT) WITH ('connector' = \
+                       'nexmark', 'nexmark.table' = 'bid', 'events.num' = '10');\n";
+
+    fn compiled(sql: &str) -> Result<CompiledScript> {
+        compile(
+            &format!("{BID}{sql}"),
+            &[],
+            crate::PlanningContext::CHECKING,
+        )
+    }
+
+    #[test]
+    fn a_view_takes_the_column_names_it_lists() {
+        let view = "CREATE VIEW v (a, `Total`) AS SELECT auction, SUM(price) FROM bid GROUP BY \
+                    auction;\nCREATE TABLE o (x BIGINT, y BIGINT) WITH ('connector' = 'print');\n";
+        compiled(&format!("{view}INSERT INTO o SELECT a, `Total` FROM v;")).unwrap();
+        let error = compiled(&format!(
+            "{view}INSERT INTO o SELECT auction, `Total` FROM v;"
+        ))
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(error.contains("auction"), "{error}");
+    }
+
+    #[test]
+    fn a_view_listing_too_few_or_too_many_names_is_refused_where_it_is() {
+        for list in ["(a)", "(a, b, c)"] {
+            let error = compiled(&format!(
+                "CREATE VIEW v {list} AS SELECT auction, price FROM bid;"
+            ))
+            .err()
+            .unwrap()
+            .to_string();
+            assert!(error.contains("at 2:1"), "{error}");
+            assert!(error.contains("for a query of 2 columns"), "{error}");
+        }
+    }
 }

@@ -34,10 +34,12 @@ pub enum Statement {
     },
     /// `CREATE TABLE name (...) WITH (...)`.
     CreateTable(Box<TableStatement>),
-    /// `CREATE [TEMPORARY] VIEW name AS query`.
+    /// `CREATE [TEMPORARY] VIEW name [(column, ...)] AS query`.
     CreateView {
         /// The view's name.
         name: String,
+        /// The names of its columns, when given (else the query's).
+        columns: Vec<String>,
         /// Its query.
         query: Box<ast::Query>,
     },
@@ -195,9 +197,17 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement, ParserError> {
         if eat_word(parser, "VIEW") {
             skip_if_not_exists(parser);
             let name = parse_name(parser)?;
+            let columns = match parser.peek_token().token {
+                Token::LParen => parse_name_list(parser)?,
+                _ => Vec::new(),
+            };
             expect_word(parser, "AS")?;
             let query = parser.parse_query()?;
-            return Ok(Statement::CreateView { name, query });
+            return Ok(Statement::CreateView {
+                name,
+                columns,
+                query,
+            });
         }
         return parser.expected("TABLE or VIEW after CREATE", parser.peek_token());
     }
