@@ -8,6 +8,9 @@
 #        (defaults "group_by q20", 20000000, 1G, 256mb per slot for rocksdb)
 #        EDDY_BIN=path runs that eddy binary (e.g. the static one deploy/build-images.sh
 #        builds) instead of building one; BACKENDS (default "hashmap rocksdb") chooses.
+#        CHECKSUM=1 writes the query's result into a view and prints a checksum of its final
+#        rows (row count and sums of columns, bench/checksum-job.py) instead of discarding
+#        them: compare it between backends, or with DuckDB's answer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/eddy-target}"
@@ -38,8 +41,8 @@ CREATE TABLE auction (id BIGINT, itemName STRING, description STRING, initialBid
 
 echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown); command: bench/state-backend.sh \"$queries\" $events $cap $memory; $(nproc) cores"
 echo
-echo "| query | backend | result | events/s | events/s per CPU-s | peak RSS | cgroup peak |"
-echo "|---|---|---|---|---|---|---|"
+echo "| query | backend | result | events/s | events/s per CPU-s | peak RSS | cgroup peak | checksum |"
+echo "|---|---|---|---|---|---|---|---|"
 for query in $queries; do
   for backend in ${BACKENDS:-hashmap rocksdb}; do
     { echo "SET 'execution.checkpointing.interval' = '10s';
@@ -49,12 +52,16 @@ for query in $queries; do
         SET 'state.backend.rocksdb.localdir' = '$work/state';
         SET 'restart-strategy.type' = 'none';"
       echo "$source"
-      cat bench/queries/nexmark/sinks.sql "bench/queries/nexmark/$query.sql"; } > "$work/job.sql"
+      if [ -n "${CHECKSUM:-}" ]; then
+        python3 bench/checksum-job.py "bench/queries/nexmark/$query.sql"
+      else
+        cat bench/queries/nexmark/sinks.sql "bench/queries/nexmark/$query.sql"
+      fi; } > "$work/job.sql"
     rm -rf "$work/checkpoints" "$work/state"
     echo "$cap" > "$group/memory.limit_in_bytes"
     echo 0 > "$group/memory.max_usage_in_bytes" 2>/dev/null || true
     set +e
-    (cd "$work" && sh -c "echo \$\$ > $group/cgroup.procs; exec /usr/bin/time -f '%e %U %S %M' -o $work/times $eddy run -p 1 $work/job.sql" > /dev/null 2> "$work/log")
+    (cd "$work" && sh -c "echo \$\$ > $group/cgroup.procs; exec /usr/bin/time -f '%e %U %S %M' -o $work/times $eddy run -p 1 $work/job.sql" > "$work/out" 2> "$work/log")
     status=$?
     set -e
     peak=$(( $(cat "$group/memory.max_usage_in_bytes") / 1048576 ))
@@ -62,13 +69,14 @@ for query in $queries; do
     result=finished
     [ "$status" -ne 0 ] && result="killed (exit $status)"
     grep -q "Command terminated by signal 9" "$work/times" 2>/dev/null && result="killed by the OOM killer"
-    python3 - "$query" "$backend" "$result" "$events" "$wall" "$user" "$system" "$rss_kb" "$peak" <<'PY'
+    checksum=$(grep -E '^\+[IU]\[' "$work/out" | tail -1 || true)
+    python3 - "$query" "$backend" "$result" "$events" "$wall" "$user" "$system" "$rss_kb" "$peak" "${checksum:--}" <<'PY'
 import sys
-query, backend, result, events, wall, user, system, rss_kb, peak = sys.argv[1:]
+query, backend, result, events, wall, user, system, rss_kb, peak, checksum = sys.argv[1:]
 wall, cpu = float(wall), float(user) + float(system)
 rate = f"{float(events) / wall / 1e6:.2f} M" if result == "finished" and wall > 0 else "-"
 per_cpu = f"{float(events) / cpu / 1e6:.2f} M" if result == "finished" and cpu > 0 else "-"
-print(f"| {query} | {backend} | {result} | {rate} | {per_cpu} | {int(rss_kb) // 1024} MB | {peak} MB |")
+print(f"| {query} | {backend} | {result} | {rate} | {per_cpu} | {int(rss_kb) // 1024} MB | {peak} MB | {checksum} |")
 PY
   done
 done

@@ -61,6 +61,6 @@ fn nexmark_queries_on_the_lsm_backend_give_flinks_rows() {
 ",
         )
         .check_all(&[
-            "q3", "q4", "q9", "q15", "q16", "q17", "q18", "q20", "group_by",
+            "q3", "q4", "q9", "q15", "q16", "q17", "q18", "q19", "q20", "group_by",
         ]);
 }

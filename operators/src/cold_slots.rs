@@ -18,6 +18,9 @@ use crate::partition::KeyScope;
 use crate::state_context::StateContext;
 use crate::stored_runs;
 
+/// Keys kept in memory however small the budget: fewer would read the store for most rows.
+const MIN_HOT: usize = 64;
+
 /// The values of one operator's keys written to an LSM store, and which of those in memory
 /// are.
 #[derive(Debug)]
@@ -69,7 +72,7 @@ impl ColdSlots {
 
     /// The most keys to keep in memory.
     pub(crate) fn max_hot(&self) -> usize {
-        ((self.hot_bytes as f64 / self.bytes_per_slot) as usize).max(1024)
+        ((self.hot_bytes as f64 / self.bytes_per_slot) as usize).max(MIN_HOT)
     }
 
     /// A new chunk begins.

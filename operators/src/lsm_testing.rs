@@ -17,8 +17,7 @@ pub(crate) fn scratch(operator: &str, name: &str) -> PathBuf {
     dir
 }
 
-/// The LSM backend in `dir` with the least memory it takes: about a thousand keys stay
-/// hot.
+/// The LSM backend in `dir` with the least memory it takes (16 kB of hot keys).
 pub(crate) fn lsm_context(dir: &Path) -> StateContext {
     StateContext {
         backend: StateBackendKind::Lsm,

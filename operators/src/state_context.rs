@@ -47,6 +47,6 @@ impl StateContext {
 
     /// Bytes the operator may keep in hot keys.
     pub fn hot_bytes(&self) -> usize {
-        (self.memory_bytes / 2).max(128 << 10)
+        (self.memory_bytes / 2).max(16 << 10)
     }
 }

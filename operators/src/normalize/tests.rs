@@ -174,7 +174,8 @@ fn keys_beyond_memory_give_the_changes_keys_in_memory_give_through_a_restore() {
         (out.0.clear(), out.1.clear());
     }
     let cold = lsm.cold.as_ref().unwrap();
-    assert!(lsm.keys.in_use() <= cold.max_hot() && !cold.store.runs().is_empty());
+    // The budget, or the keys of the last chunk (never evicted during it).
+    assert!(lsm.keys.in_use() <= cold.max_hot().max(400) && !cold.store.runs().is_empty());
     assert!(lsm.keys.in_use() * 4 < in_memory.keys.in_use());
     assert_eq!(all_rows(&mut lsm, &dir), kept_rows(&in_memory));
 

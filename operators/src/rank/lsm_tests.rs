@@ -102,7 +102,9 @@ fn partitions_beyond_memory_give_the_changes_partitions_in_memory_give() {
             assert_eq!(process(&mut lsm, chunk), expected);
         }
         let cold = lsm.cold.as_ref().unwrap();
-        assert!(lsm.keys.in_use() <= cold.max_hot(), "evicted to the budget");
+        // The budget, or the partitions of the last chunk (never evicted during it).
+        let budget = cold.max_hot().max(500);
+        assert!(lsm.keys.in_use() <= budget, "evicted to the budget");
         assert!(
             lsm.keys.in_use() * 4 < in_memory.keys.in_use(),
             "{} of {} partitions in memory",

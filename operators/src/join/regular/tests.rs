@@ -664,7 +664,7 @@ fn scratch(name: &str) -> std::path::PathBuf {
     crate::lsm_testing::scratch("join", name)
 }
 
-/// The LSM backend with the least memory it takes: a few thousand rows stay hot.
+/// The LSM backend with the least memory it takes (16 kB of hot rows).
 fn on_disk(join: StreamingJoin, dir: &std::path::Path) -> StreamingJoin {
     join.with_state(&crate::lsm_testing::lsm_context(dir))
         .unwrap()

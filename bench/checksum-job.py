@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Turns a Nexmark query of bench/queries/nexmark (`INSERT INTO sink_x SELECT ...`) into a
+job that keeps its result as a view and prints a checksum of the view's final rows: the row
+count and sums of a few BIGINT columns, as one global aggregate whose last printed row is
+the checksum. Sums are order-free, so any engine's final rows give the same checksum.
+
+Usage: bench/checksum-job.py QUERY.sql > job.sql  (sources declared by the caller)
+"""
+import re
+import sys
+
+# Per query: the view's column names (None: the query's own are unique) and the columns
+# summed.
+CHECKSUMS = {
+    "group_by": ("(auction, bids, max_price)", ["auction", "bids", "max_price"]),
+    "group_by_bidder": ("(bidder, bids, total)", ["bidder", "bids", "total"]),
+    "q4": ("(category, avg_final)", ["category", "avg_final"]),
+    "q9": (None, ["id", "price", "reserve"]),
+    "q20": (
+        "(auction, bidder, price, channel, url, bid_time, bid_extra, itemName, description,"
+        " initialBid, reserve, auction_time, expires, seller, category, auction_extra)",
+        ["auction", "bidder", "price"],
+    ),
+}
+
+
+def main() -> None:
+    path = sys.argv[1]
+    query = path.rsplit("/", 1)[-1].removesuffix(".sql")
+    if query not in CHECKSUMS:
+        sys.exit(f"no checksum for {query}: add its columns to {sys.argv[0]}")
+    columns, summed = CHECKSUMS[query]
+    text = "\n".join(
+        line for line in open(path).read().splitlines() if not line.startswith("--")
+    )
+    view = " ".join(["CREATE TEMPORARY VIEW result", columns or "", "AS"]).replace("  ", " ")
+    text, found = re.subn(r"INSERT\s+INTO\s+sink_\w+", view, text, count=1)
+    if not found:
+        sys.exit(f"{path} has no INSERT INTO sink_...")
+    sums = ", ".join(f"SUM(CAST({c} AS BIGINT))" for c in summed)
+    names = ", ".join(f"s{i} BIGINT" for i in range(len(summed)))
+    print(text.strip())
+    print(f"CREATE TABLE checksum (n BIGINT, {names}) WITH ('connector' = 'print');")
+    print(f"INSERT INTO checksum SELECT COUNT(*), {sums} FROM result;")
+
+
+if __name__ == "__main__":
+    main()
