@@ -17,7 +17,7 @@ else
   cargo build --release --quiet --bin eddy
   eddy="$CARGO_TARGET_DIR/release/eddy"
 fi
-python3 -c 'import duckdb' 2>/dev/null || { echo "needs the Python package duckdb" >&2; exit 1; }
+python3 -c 'import duckdb' 2>/dev/null || { echo "needs the Python package duckdb (pip install duckdb)" >&2; exit 1; }
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cat > "$work/dump.sql" <<SQL

@@ -15,7 +15,7 @@ FROM (
     WHERE b.dateTime BETWEEN a.dateTime AND a.expires
     GROUP BY a.id, a.category)
   GROUP BY category);
--- q9 (the winning bid's price; which of equal bids wins does not change the sums)
+-- q9 (which of equal bids wins does not change the sums)
 SELECT COUNT(*), SUM(id), SUM(price), SUM(reserve)
 FROM (
   SELECT a.id, a.reserve, b.price,

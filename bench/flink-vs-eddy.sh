@@ -69,14 +69,16 @@ import json, sys
 engine, query, events, line = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 r = json.loads(line)
 result = "finished" if r["finished"] else ("killed by the OOM killer" if r["oom_killed"] else f"failed (exit {r['exit']})")
-rate = f"{events / r['wall_s'] / 1e6:.2f} M" if r["finished"] else "-"
-per_cpu = f"{events / r['cpu_s'] / 1e6:.2f} M" if r["finished"] else "-"
+rate = f"{events / r['wall_s'] / 1e6:.3g} M" if r["finished"] else "-"
+per_cpu = f"{events / r['cpu_s'] / 1e6:.3g} M" if r["finished"] else "-"
 print(f"| {engine} | {query} | {events / 1e6:g} M | {result} | {rate} | {per_cpu} | {r['peak_rss_mb']} MB | {r['cgroup_peak_mb']} MB |")
 PY
 }
 eddy_run=$(cd "$work" && ERR="$work/eddy.log" python3 "$OLDPWD/bench/cgroup-run.py" "$cap_bytes" -- "$eddy" run -p 1 eddy.sql)
+echo "$eddy_run" >&2
 report Eddy "$eddy_run"
 flink_run=$(JAVA_TOOL_OPTIONS="${FLINK_JAVA_OPTS:--Xmx1g}" ERR="$work/flink.log" OUT="$work/flink.out" python3 bench/cgroup-run.py "$cap_bytes" -- \
   "$flink_python" bench/flink/run_query.py "$work/tables.sql" "bench/queries/nexmark/$query.sql" "$work")
+echo "$flink_run" >&2
 report "Flink 2.3" "$flink_run"
 grep -q '"finished": false' <<< "$flink_run" && tail -5 "$work/flink.log" >&2 || true
