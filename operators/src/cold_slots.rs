@@ -194,8 +194,8 @@ pub(crate) trait SlotState {
     /// `slot`'s value as the store holds it, and the bytes it takes in memory.
     fn encode_slot(&self, slot: u32) -> (Vec<u8>, usize);
 
-    /// Puts a stored value of `key` (in `key_group`) into a slot; `None`, and its stored
-    /// entry deleted, when its TTL passed by `now`.
+    /// Puts a stored value of `key` (in `key_group`) into a slot; `None` when its TTL
+    /// passed by `now`.
     fn place(
         &mut self,
         key: &[u8],
@@ -222,16 +222,18 @@ pub(crate) fn load<S: SlotState>(
     let Some(cold) = op.cold_mut() else {
         return Ok(None);
     };
-    match cold.fetch(key_group, key)? {
-        Some(value) => {
-            let slot = op.place(key, key_group, &value, now)?;
-            if let (Some(slot), Some(cold)) = (slot, op.cold_mut()) {
-                cold.placed(slot, key_group, true);
-            }
-            Ok(slot)
+    let Some(value) = cold.fetch(key_group, key)? else {
+        return Ok(None);
+    };
+    let slot = op.place(key, key_group, &value, now)?;
+    if let Some(cold) = op.cold_mut() {
+        match slot {
+            Some(slot) => cold.placed(slot, key_group, true),
+            // Expired: its entry goes.
+            None => cold.delete(key_group, key)?,
         }
-        None => Ok(None),
     }
+    Ok(slot)
 }
 
 /// Writes `slot`'s value to the store if it changed since it was last written.

@@ -86,8 +86,22 @@ impl StateTtl {
 
     /// Whether `slot`'s state has outlived the TTL at `now` (it must not be read).
     pub fn is_expired(&self, slot: u32, now: Timestamp) -> bool {
-        self.written(slot)
-            .is_some_and(|t| t.saturating_add(self.ttl) <= now)
+        self.written(slot).is_some_and(|t| self.has_passed(t, now))
+    }
+
+    /// Whether state written at `written` has expired by `now`.
+    pub fn has_passed(&self, written: Timestamp, now: Timestamp) -> bool {
+        written.saturating_add(self.ttl) <= now
+    }
+
+    /// Whether state written at `written` (if known) has expired by `now` (if known),
+    /// under `ttl` (if any).
+    pub fn expired_by(
+        ttl: Option<&StateTtl>,
+        written: Option<Timestamp>,
+        now: Option<Timestamp>,
+    ) -> bool {
+        matches!((ttl, written, now), (Some(ttl), Some(written), Some(now)) if ttl.has_passed(written, now))
     }
 
     /// `slot` holds no state any more.

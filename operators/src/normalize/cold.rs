@@ -74,12 +74,7 @@ impl SlotState for ChangelogNormalize {
         let mut input = StateReader::new(value, "a changelog normalization's stored row");
         input.compact();
         let written = Some(input.i64()?).filter(|w| *w != Timestamp::MIN);
-        if let (Some(ttl), Some(now), Some(written)) = (&self.ttl, now, written)
-            && written.saturating_add(ttl.ttl_ms()) <= now
-        {
-            if let Some(cold) = &mut self.cold {
-                cold.delete(key_group, key)?;
-            }
+        if StateTtl::expired_by(self.ttl.as_ref(), written, now) {
             return Ok(None);
         }
         let row = input.bytes()?;

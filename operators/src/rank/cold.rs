@@ -90,12 +90,7 @@ impl SlotState for TopN {
             1 => Some(input.i64()?),
             _ => None,
         };
-        if let (Some(ttl), Some(now), Some(written)) = (&self.ttl, now, written)
-            && written.saturating_add(ttl.ttl_ms()) <= now
-        {
-            if let Some(cold) = &mut self.cold {
-                cold.delete(key_group, key)?;
-            }
+        if StateTtl::expired_by(self.ttl.as_ref(), written, now) {
             return Ok(None);
         }
         let slot = self.new_slot(key, key_group, 0);

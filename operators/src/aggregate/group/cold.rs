@@ -61,7 +61,7 @@ impl SlotState for GroupAggregate {
     fn place(
         &mut self,
         key: &[u8],
-        key_group: u16,
+        _key_group: u16,
         value: &[u8],
         now: Option<i64>,
     ) -> Result<Option<u32>> {
@@ -73,12 +73,7 @@ impl SlotState for GroupAggregate {
             true => Some(input.i64()?),
             false => None,
         };
-        if let (Some(ttl), Some(now), Some(written)) = (&self.ttl, now, written)
-            && written.saturating_add(ttl.ttl_ms()) <= now
-        {
-            if let Some(cold) = &mut self.cold {
-                cold.delete(key_group, key)?;
-            }
+        if StateTtl::expired_by(self.ttl.as_ref(), written, now) {
             return Ok(None);
         }
         let group = self.insert_group(self.group_keys.hash(key), key);
