@@ -171,7 +171,8 @@ fn keys_beyond_memory_give_the_changes_keys_in_memory_give_through_a_restore() {
         in_memory.process(chunk.clone(), &mut out.0).unwrap();
         lsm.process(chunk.clone(), &mut out.1).unwrap();
         assert_eq!(lines(&out.1), lines(&out.0));
-        (out.0.clear(), out.1.clear());
+        out.0.clear();
+        out.1.clear();
     }
     let cold = lsm.cold.as_ref().unwrap();
     // The budget, or the keys of the last chunk (never evicted during it).
@@ -191,7 +192,8 @@ fn keys_beyond_memory_give_the_changes_keys_in_memory_give_through_a_restore() {
         in_memory.process(chunk.clone(), &mut out.0).unwrap();
         restored.process(chunk.clone(), &mut out.1).unwrap();
         assert_eq!(lines(&out.1), lines(&out.0));
-        (out.0.clear(), out.1.clear());
+        out.0.clear();
+        out.1.clear();
     }
 
     // Split in two by key group, one subtask on each backend: together, every row.
