@@ -17,6 +17,11 @@ use eddy_state::{Store, key};
 use crate::partition::KeyScope;
 use crate::state_context::StateContext;
 use crate::stored_runs;
+use crate::ttl::StateTtl;
+
+/// The table of the store the operator's keys are in: each operator has a store of its
+/// own (see [`key::encode`]).
+const TABLE: u8 = 0;
 
 /// Keys kept in memory however small the budget: fewer would read the store for most rows.
 const MIN_HOT: usize = 64;
@@ -26,8 +31,6 @@ const MIN_HOT: usize = 64;
 #[derive(Debug)]
 pub(crate) struct ColdSlots {
     pub(crate) store: Store,
-    /// The table the operator's keys are in (see [`key::encode`]).
-    table: u8,
     hot_bytes: usize,
     /// Roughly what a key in memory takes, learnt from the values written.
     bytes_per_slot: f64,
@@ -46,11 +49,11 @@ pub(crate) struct ColdSlots {
 }
 
 impl ColdSlots {
-    /// A store in `context`'s directory, sized by its memory, holding keys in `table`.
-    pub(crate) fn new(context: &StateContext, table: u8) -> Result<Self> {
-        Ok(ColdSlots {
+    /// A store in `context`'s directory, sized by its memory, for an operator that has
+    /// handed out `slots` slots so far.
+    pub(crate) fn new(context: &StateContext, slots: usize) -> Result<Self> {
+        let mut cold = ColdSlots {
             store: Store::create(&context.dir, context.store_options())?,
-            table,
             hot_bytes: context.hot_bytes(),
             bytes_per_slot: 256.0,
             dirty: Vec::new(),
@@ -59,7 +62,9 @@ impl ColdSlots {
             last_used: Vec::new(),
             chunks: 0,
             state_key: Vec::new(),
-        })
+        };
+        cold.resize(slots);
+        Ok(cold)
     }
 
     /// Room for `slots` keys.
@@ -82,13 +87,13 @@ impl ColdSlots {
 
     /// The stored value of `key` (in `key_group`), if any.
     pub(crate) fn fetch(&mut self, key_group: u16, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        key::encode(key_group, self.table, key, &mut self.state_key);
+        key::encode(key_group, TABLE, key, &mut self.state_key);
         Ok(self.store.get(&self.state_key)?)
     }
 
     /// Deletes the stored value of `key` (in `key_group`), which no slot holds.
     pub(crate) fn delete(&mut self, key_group: u16, key: &[u8]) -> Result<()> {
-        key::encode(key_group, self.table, key, &mut self.state_key);
+        key::encode(key_group, TABLE, key, &mut self.state_key);
         Ok(self.store.delete(&self.state_key)?)
     }
 
@@ -116,7 +121,7 @@ impl ColdSlots {
     pub(crate) fn removed(&mut self, slot: u32, key: &[u8]) -> Result<()> {
         let slot = slot as usize;
         if self.stored[slot] {
-            key::encode(self.key_group[slot], self.table, key, &mut self.state_key);
+            key::encode(self.key_group[slot], TABLE, key, &mut self.state_key);
             self.store.delete(&self.state_key)?;
         }
         self.stored[slot] = false;
@@ -134,12 +139,7 @@ impl ColdSlots {
         held_bytes: usize,
     ) -> Result<()> {
         let slot_index = slot as usize;
-        key::encode(
-            self.key_group[slot_index],
-            self.table,
-            key,
-            &mut self.state_key,
-        );
+        key::encode(self.key_group[slot_index], TABLE, key, &mut self.state_key);
         self.store.put(&self.state_key, value)?;
         self.stored[slot_index] = true;
         self.dirty[slot_index] = false;
@@ -182,8 +182,9 @@ pub(crate) trait SlotState {
     /// The store, with the LSM backend, to change.
     fn cold_mut(&mut self) -> Option<&mut ColdSlots>;
 
-    /// The key of `slot`.
-    fn slot_key(&self, slot: u32) -> &[u8];
+    /// The key of `slot`, and the store to write it to (borrowed together, so that the key
+    /// need not be copied).
+    fn slot_key_and_store(&mut self, slot: u32) -> (&[u8], Option<&mut ColdSlots>);
 
     /// The slots in memory that hold state.
     fn live_slots(&self) -> Vec<u32>;
@@ -207,8 +208,8 @@ pub(crate) trait SlotState {
     /// Frees `slot` in memory, leaving what the store holds of it.
     fn free_slot(&mut self, slot: u32);
 
-    /// The time a state TTL counts by, when there is one.
-    fn ttl_now(&self) -> Option<i64>;
+    /// The operator's state TTL, if it has one.
+    fn ttl(&self) -> Option<&StateTtl>;
 }
 
 /// The value of `key` (in `key_group`) read back from `op`'s store into a slot, if the
@@ -242,9 +243,8 @@ fn write<S: SlotState>(op: &mut S, slot: u32) -> Result<()> {
         return Ok(());
     }
     let (value, held) = op.encode_slot(slot);
-    let key = op.slot_key(slot).to_vec();
-    if let Some(cold) = op.cold_mut() {
-        cold.write(slot, &key, &value, held + 2 * key.len() + 64)?;
+    if let (key, Some(cold)) = op.slot_key_and_store(slot) {
+        cold.write(slot, key, &value, held + 2 * key.len() + 64)?;
     }
     Ok(())
 }
@@ -306,7 +306,7 @@ pub(crate) fn restore<S: SlotState>(
 /// Copies the keys of `key_groups` from `from` into `op`'s store, or into memory when it
 /// has none.
 fn copy<S: SlotState>(op: &mut S, from: &Store, key_groups: &Range<usize>) -> Result<()> {
-    let now = op.ttl_now();
+    let now = op.ttl().map(StateTtl::now);
     for entry in from.entries_of_key_groups(key_groups)? {
         let (state_key, value) = entry?;
         let Some(value) = value else { continue };

@@ -79,13 +79,16 @@ fn process_dir_name(pid: u32) -> String {
     format!("{}-{pid}", host_name())
 }
 
-/// The host's name (a container's own), `localhost` where it cannot be read.
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|name| name.trim().replace(['/', '-'], "_"))
-        .ok()
-        .filter(|name| !name.is_empty())
-        .unwrap_or_else(|| "localhost".into())
+/// The host's name (a container's own), `localhost` where it cannot be read; read once.
+fn host_name() -> &'static str {
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HOST.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|name| name.trim().replace(['/', '-'], "_"))
+            .ok()
+            .filter(|name| !name.is_empty())
+            .unwrap_or_else(|| "localhost".into())
+    })
 }
 
 /// Sweeps `root` of stale process directories, once per process.
@@ -96,7 +99,7 @@ fn sweep_once(root: &Path) {
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     if !swept.iter().any(|done| done == root) {
         swept.push(root.to_path_buf());
-        sweep_stale(root, &host_name());
+        sweep_stale(root, host_name());
     }
 }
 

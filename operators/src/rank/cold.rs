@@ -15,9 +15,6 @@ use crate::cold_slots::{ColdSlots, SlotState};
 use crate::state_context::StateContext;
 use crate::ttl::StateTtl;
 
-/// The table a Top-N's partitions are in.
-const TABLE: u8 = 0;
-
 impl TopN {
     /// Keeps partitions where `context` says: with the LSM backend, those beyond its memory
     /// in an LSM store (a Top-N without partition keys, or over windows, keeps them in
@@ -25,9 +22,7 @@ impl TopN {
     pub fn with_state(mut self, context: &StateContext) -> Result<Self> {
         self.restored_files = context.restored.clone();
         if context.is_lsm() && self.spec.window_end.is_none() && self.keys.is_keyed() {
-            let mut cold = ColdSlots::new(context, TABLE)?;
-            cold.resize(self.keys.len());
-            self.cold = Some(cold);
+            self.cold = Some(ColdSlots::new(context, self.keys.len())?);
         }
         Ok(self)
     }
@@ -44,8 +39,8 @@ impl SlotState for TopN {
         self.cold.as_mut()
     }
 
-    fn slot_key(&self, slot: u32) -> &[u8] {
-        self.keys.key(slot)
+    fn slot_key_and_store(&mut self, slot: u32) -> (&[u8], Option<&mut ColdSlots>) {
+        (self.keys.key(slot), self.cold.as_mut())
     }
 
     fn live_slots(&self) -> Vec<u32> {
@@ -114,7 +109,7 @@ impl SlotState for TopN {
         self.partitions[slot as usize] = super::Partition::default();
     }
 
-    fn ttl_now(&self) -> Option<i64> {
-        self.ttl.as_ref().map(StateTtl::now)
+    fn ttl(&self) -> Option<&StateTtl> {
+        self.ttl.as_ref()
     }
 }

@@ -11,9 +11,6 @@ use super::GroupAggregate;
 use crate::cold_slots::{ColdSlots, SlotState};
 use crate::ttl::StateTtl;
 
-/// The table a GROUP BY's groups are in.
-pub(super) const TABLE: u8 = 0;
-
 impl SlotState for GroupAggregate {
     const WHAT: &'static str = "a GROUP BY";
 
@@ -25,8 +22,8 @@ impl SlotState for GroupAggregate {
         self.cold.as_mut()
     }
 
-    fn slot_key(&self, slot: u32) -> &[u8] {
-        self.group_keys.key(slot)
+    fn slot_key_and_store(&mut self, slot: u32) -> (&[u8], Option<&mut ColdSlots>) {
+        (self.group_keys.key(slot), self.cold.as_mut())
     }
 
     /// The groups in memory that hold rows.
@@ -90,7 +87,7 @@ impl SlotState for GroupAggregate {
         GroupAggregate::free_slot(self, group);
     }
 
-    fn ttl_now(&self) -> Option<i64> {
-        self.ttl.as_ref().map(StateTtl::now)
+    fn ttl(&self) -> Option<&StateTtl> {
+        self.ttl.as_ref()
     }
 }

@@ -113,9 +113,7 @@ impl GroupAggregate {
     pub fn with_state(mut self, context: &StateContext) -> Result<Self> {
         self.restored_files = context.restored.clone();
         if context.is_lsm() && !self.keys.is_empty() {
-            let mut cold = ColdSlots::new(context, cold::TABLE)?;
-            cold.resize(self.slots.len);
-            self.cold = Some(cold);
+            self.cold = Some(ColdSlots::new(context, self.slots.len)?);
         }
         Ok(self)
     }
