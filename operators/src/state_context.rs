@@ -35,12 +35,15 @@ impl StateContext {
     }
 
     /// The store's share of the memory: a quarter each for its write buffer and its block
-    /// cache (the other half is for keys kept hot in the operator).
+    /// cache (the other half is for keys kept hot in the operator). Merges write up to
+    /// eight write buffers' worth per flush: more than the tiers need on average, so they
+    /// keep up, and a bound on what one checkpoint uploads for them.
     pub fn store_options(&self) -> StoreOptions {
         let quarter = (self.memory_bytes / 4).max(64 << 10);
         StoreOptions {
             memtable_bytes: quarter,
             block_cache_bytes: quarter,
+            merge_bytes_per_flush: 8 * quarter,
             ..StoreOptions::default()
         }
     }

@@ -13,6 +13,7 @@ pub mod error;
 pub mod key;
 mod merge;
 pub mod run;
+mod sorted_run;
 pub mod store;
 
 pub use error::{Result, StateError};

@@ -1,6 +1,11 @@
-//! A store: a memtable of recent writes over runs on local disk, newest first. Writes go to
-//! the memtable; past its budget it is written out as a run. Runs are merged in tiers so
-//! that a key is looked up in few of them and a deleted key's space comes back.
+//! A store: a memtable of recent writes over sorted runs on local disk, newest first. Writes
+//! go to the memtable; past its budget it is written out as a run. Runs are merged in tiers
+//! so that a key is looked up in few of them and a deleted key's space comes back. A merge
+//! writes at most a set number of bytes per flush: a large one goes on over later flushes,
+//! a fragment at a time, so neither the pause it causes nor what the next checkpoint
+//! uploads grows with the state.
+
+mod merging;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -13,6 +18,8 @@ use crate::cache::BlockCache;
 use crate::error::{Result, StateError};
 use crate::merge::{Merged, Source};
 use crate::run::{Entry, Lookup, Run, RunWriter};
+use crate::sorted_run::{SortedRun, group_fragments};
+use merging::Merging;
 
 /// How a store uses memory and merges runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,10 +29,15 @@ pub struct StoreOptions {
     /// Runs of one tier merged at a time; a tier holds runs up to `fan_in` times the size
     /// of the one below.
     pub fan_in: usize,
-    /// Past this many runs the newest `fan_in` are merged whatever their tiers.
+    /// Past this many runs the newest `fan_in` are merged whatever their tiers; a merge
+    /// under way is paced to be done before this many have piled up on it.
     pub max_runs: usize,
     /// Bytes of data blocks kept in memory after a read.
     pub block_cache_bytes: usize,
+    /// Bytes merges may write for each memtable written out (more only to keep within
+    /// `max_runs`); a merge that needs more goes on at the next flush. It also bounds the
+    /// size of a merge's files.
+    pub merge_bytes_per_flush: usize,
 }
 
 impl Default for StoreOptions {
@@ -35,6 +47,7 @@ impl Default for StoreOptions {
             fan_in: 4,
             max_runs: 24,
             block_cache_bytes: 64 << 20,
+            merge_bytes_per_flush: 512 << 20,
         }
     }
 }
@@ -52,7 +65,9 @@ pub struct Store {
     memtable: HashMap<Vec<u8>, Option<Vec<u8>>>,
     memtable_bytes: usize,
     /// Newest first.
-    runs: Vec<Arc<Run>>,
+    runs: Vec<SortedRun>,
+    /// The merge under way, if one is.
+    merging: Option<Merging>,
     /// Starts the name of every run this store writes: unique to the store, so that a
     /// run's file name names it in checkpoints of every attempt of a job.
     run_prefix: String,
@@ -84,12 +99,18 @@ impl Store {
                 options.fan_in, options.max_runs
             )));
         }
+        if options.merge_bytes_per_flush == 0 {
+            return Err(StateError::Misuse(
+                "merge_bytes_per_flush must be positive".into(),
+            ));
+        }
         Ok(Store {
             dir,
             options,
             memtable: HashMap::new(),
             memtable_bytes: 0,
             runs: Vec::new(),
+            merging: None,
             run_prefix: unique_prefix(),
             next_run: 1,
             stats: StoreStats::default(),
@@ -97,18 +118,20 @@ impl Store {
         })
     }
 
-    /// A store over runs written earlier (restored from a checkpoint), given newest first,
-    /// writing its new runs into `dir`. The runs become the store's: merging them away
-    /// deletes their files.
+    /// A store over runs written earlier (restored from a checkpoint), given newest first
+    /// as [`Store::checkpoint`] lists them, writing its new runs into `dir`. The runs become
+    /// the store's: merging them away deletes their files.
     pub fn open(
         dir: impl Into<PathBuf>,
         options: StoreOptions,
         runs: impl IntoIterator<Item = PathBuf>,
     ) -> Result<Store> {
         let mut store = Store::create(dir, options)?;
-        for path in runs {
-            store.runs.push(Arc::new(Run::open(path)?));
-        }
+        let runs = runs
+            .into_iter()
+            .map(|path| Run::open(path).map(Arc::new))
+            .collect::<Result<Vec<_>>>()?;
+        store.runs = group_fragments(runs);
         Ok(store)
     }
 
@@ -207,7 +230,8 @@ impl Store {
         }
         let meta = writer.finish()?;
         self.stats.flushed_bytes += meta.bytes;
-        self.runs.insert(0, Arc::new(Run::open(meta.path)?));
+        self.runs
+            .insert(0, SortedRun::single(Arc::new(Run::open(meta.path)?)));
         self.memtable.clear();
         self.memtable_bytes = 0;
         self.compact()
@@ -218,12 +242,29 @@ impl Store {
     /// uploaded, even if a merge replaces them meanwhile.
     pub fn checkpoint(&mut self) -> Result<Vec<Arc<Run>>> {
         self.flush()?;
-        Ok(self.runs.clone())
+        Ok(self.runs())
     }
 
-    /// The runs that hold the state once flushed, newest first.
-    pub fn runs(&self) -> &[Arc<Run>] {
-        &self.runs
+    /// The run files that hold the state once flushed, newest first, as
+    /// [`Store::checkpoint`] lists them: the fragments a merge under way has written come
+    /// right after the runs it merges (they repeat those runs' entries, so a store opened
+    /// over the list reads the same).
+    pub fn runs(&self) -> Vec<Arc<Run>> {
+        let merged_up_to = self.merging.as_ref().map(|m| m.inputs(self.runs.len()).end);
+        let mut files = Vec::new();
+        for (i, run) in self.runs.iter().enumerate() {
+            files.extend(run.fragments().iter().cloned());
+            if merged_up_to == Some(i + 1) {
+                let merging = self.merging.as_ref().expect("a merge under way");
+                files.extend(merging.output().fragments().iter().cloned());
+            }
+        }
+        files
+    }
+
+    /// How many sorted runs a read may have to look in.
+    pub fn sorted_runs(&self) -> usize {
+        self.runs.len()
     }
 
     /// Bytes the memtable holds (its budget bounds them).
@@ -252,11 +293,16 @@ impl Store {
     }
 
     fn new_run_path(&mut self) -> PathBuf {
-        let path = self
-            .dir
-            .join(format!("{}-{:08}.run", self.run_prefix, self.next_run));
+        let name = self.new_run_name();
+        self.dir.join(format!("{name}.run"))
+    }
+
+    /// A name no other run of any store has: a flushed run's file name, or the start of
+    /// the names of a merge's fragments.
+    fn new_run_name(&mut self) -> String {
+        let name = format!("{}-{:08}", self.run_prefix, self.next_run);
         self.next_run += 1;
-        path
+        name
     }
 
     /// The tier of a run of `bytes`: 0 up to one memtable, then one more per `fan_in`
@@ -271,75 +317,102 @@ impl Store {
         tier
     }
 
-    /// Merges the newest `fan_in` runs while they share a tier, or while there are more
-    /// than `max_runs`; merges every run when the newer runs have grown as large as the
-    /// oldest, or record deletions of half its entries, so that overwritten and deleted
-    /// keys give their space back.
+    /// Goes on with merging for up to [`Store::merge_budget`] bytes written, starting the
+    /// merges the runs call for; while there are more than `max_runs` runs, without a
+    /// limit until there are not.
     fn compact(&mut self) -> Result<()> {
-        let fan_in = self.options.fan_in;
+        let mut budget = None;
         loop {
-            if self.bottom_is_stale() {
-                self.merge_newest(self.runs.len())?;
-                continue;
+            if self.merging.is_none() {
+                let Some(count) = self.next_merge() else {
+                    return Ok(());
+                };
+                let name = self.new_run_name();
+                self.merging = Some(Merging::start(name, count, self.runs.len()));
             }
-            if self.runs.len() < fan_in {
+            let left = *budget.get_or_insert_with(|| self.merge_budget());
+            let catching_up = self.runs.len() > self.options.max_runs;
+            if left == 0 && !catching_up {
                 return Ok(());
             }
-            let first = self.tier(self.runs[0].meta().bytes);
-            let same_tier = self.runs[..fan_in]
-                .iter()
-                .all(|run| self.tier(run.meta().bytes) == first);
-            if !same_tier && self.runs.len() <= self.options.max_runs {
-                return Ok(());
-            }
-            self.merge_newest(fan_in)?;
+            let limit = match catching_up {
+                true => left.max(self.options.merge_bytes_per_flush as u64),
+                false => left,
+            };
+            budget = Some(left.saturating_sub(self.merge_step(limit)?));
         }
     }
 
+    /// Bytes merges may write at this flush: `merge_bytes_per_flush`, or more when the
+    /// merge under way would otherwise not be done before `max_runs` flushed runs have
+    /// piled up on it (what is left of it, shared among the flushes left).
+    fn merge_budget(&self) -> u64 {
+        let base = self.options.merge_bytes_per_flush as u64;
+        let Some(merging) = &self.merging else {
+            return base;
+        };
+        let inputs = merging.inputs(self.runs.len());
+        let input_bytes: u64 = self.runs[inputs].iter().map(SortedRun::bytes).sum();
+        let left = input_bytes.saturating_sub(merging.output().bytes());
+        let flushes_left = (self.options.max_runs + 1).saturating_sub(self.runs.len());
+        base.max(left.div_ceil(flushes_left.max(1) as u64))
+    }
+
+    /// How many of the newest runs to merge next, if any: all of them when the runs above
+    /// the oldest hold as many bytes as it, or deletions of half its entries (merging all
+    /// then costs no more than what was written since the last time, and only a merge
+    /// that reaches the oldest run drops deletions), else the newest `fan_in` when they
+    /// share a tier or there are too many runs.
+    fn next_merge(&self) -> Option<usize> {
+        if self.bottom_is_stale() {
+            return Some(self.runs.len());
+        }
+        let fan_in = self.options.fan_in;
+        if self.runs.len() < fan_in {
+            return None;
+        }
+        let first = self.tier(self.runs[0].bytes());
+        let same_tier = self.runs[..fan_in]
+            .iter()
+            .all(|run| self.tier(run.bytes()) == first);
+        (same_tier || self.runs.len() > self.options.max_runs).then_some(fan_in)
+    }
+
     /// Whether the runs above the oldest hold as many bytes as it, or deletions of half
-    /// its entries: merging all then costs no more than what was written since the last
-    /// time, and only a merge that reaches the oldest run drops deletions.
+    /// its entries.
     fn bottom_is_stale(&self) -> bool {
         let Some((oldest, newer)) = self.runs.split_last() else {
             return false;
         };
-        let oldest = oldest.meta();
-        let newer_bytes: u64 = newer.iter().map(|run| run.meta().bytes).sum();
-        let newer_deletions: u64 = newer.iter().map(|run| run.meta().deletions).sum();
+        let newer_bytes: u64 = newer.iter().map(SortedRun::bytes).sum();
+        let newer_deletions: u64 = newer.iter().map(SortedRun::deletions).sum();
         !newer.is_empty()
-            && (newer_bytes >= oldest.bytes || newer_deletions.saturating_mul(2) >= oldest.entries)
+            && (newer_bytes >= oldest.bytes()
+                || newer_deletions.saturating_mul(2) >= oldest.entries())
     }
 
-    /// Replaces the newest `count` runs with one holding their merged entries; deletions
-    /// are dropped when no older run remains for them to hide a key in.
-    fn merge_newest(&mut self, count: usize) -> Result<()> {
-        let bottom = count == self.runs.len();
-        let path = self.new_run_path();
-        let merging: Vec<Arc<Run>> = self.runs[..count].to_vec();
-        let sources: Vec<Source<'_>> = merging
-            .iter()
-            .map(|run| Box::new(run.entries_from(b"")) as Source<'_>)
-            .collect();
-        let mut writer = RunWriter::create(path)?;
-        for entry in Merged::new(sources, bottom)? {
-            let (key, value) = entry?;
-            writer.add(&key, value.as_deref())?;
+    /// Writes the next fragment of the merge under way, of about `limit` bytes at most;
+    /// once the merge has written all, its output replaces the runs it merged. Returns the
+    /// bytes written.
+    fn merge_step(&mut self, limit: u64) -> Result<u64> {
+        let mut merging = self.merging.take().expect("a merge under way");
+        let inputs = merging.inputs(self.runs.len());
+        let path = self.dir.join(merging.next_fragment_name());
+        let written = merging.write_fragment(&self.runs[inputs.clone()], path, limit)?;
+        self.stats.merged_bytes += written;
+        if !merging.is_done() {
+            self.merging = Some(merging);
+            return Ok(written);
         }
-        let merged = match writer.entries() {
-            // Every key was deleted: no run replaces them (the writer leaves no file).
-            0 => None,
-            _ => {
-                let meta = writer.finish()?;
-                self.stats.merged_bytes += meta.bytes;
-                Some(Arc::new(Run::open(meta.path)?))
-            }
-        };
         self.stats.merges += 1;
-        for run in self.runs.drain(..count) {
+        for run in self.runs.drain(inputs.clone()) {
             run.retire();
         }
-        self.runs.splice(0..0, merged);
-        Ok(())
+        let output = merging.into_output();
+        if !output.is_empty() {
+            self.runs.insert(inputs.start, output);
+        }
+        Ok(written)
     }
 }
 

@@ -154,6 +154,11 @@ impl Run {
         self.retired.store(true, Ordering::Relaxed);
     }
 
+    /// Its largest key (`None` for a run of no block).
+    pub fn max_key(&self) -> Option<&[u8]> {
+        self.blocks.len().checked_sub(1).map(|last| self.last_key(last))
+    }
+
     fn last_key(&self, block: usize) -> &[u8] {
         let start = match block {
             0 => 0,

@@ -11,6 +11,7 @@ fn small() -> StoreOptions {
         fan_in: 3,
         max_runs: 8,
         block_cache_bytes: 16 << 10,
+        merge_bytes_per_flush: 1 << 20,
     }
 }
 
@@ -134,9 +135,12 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
     #[test]
-    fn a_store_reads_as_a_map_would(writes in prop::collection::vec(write(), 0..3_000)) {
+    fn a_store_reads_as_a_map_would(
+        writes in prop::collection::vec(write(), 0..3_000),
+        merge_bytes_per_flush in prop_oneof![Just(1usize << 20), 1500..6000usize],
+    ) {
         let dir = scratch("model");
-        let mut store = Store::create(&dir, StoreOptions { memtable_bytes: 2048, fan_in: 2, max_runs: 6, block_cache_bytes: 8 << 10 }).unwrap();
+        let mut store = Store::create(&dir, StoreOptions { memtable_bytes: 2048, fan_in: 2, max_runs: 6, block_cache_bytes: 8 << 10, merge_bytes_per_flush }).unwrap();
         let mut model = BTreeMap::new();
         for write in &writes {
             match write {
@@ -159,9 +163,29 @@ proptest! {
             .unwrap()
             .map(|e| { let (k, v) = e.unwrap(); (k, v.unwrap()) })
             .collect();
-        prop_assert_eq!(all, model);
-        prop_assert!(store.runs().len() <= 6);
+        prop_assert_eq!(&all, &model);
+        prop_assert!(store.sorted_runs() <= 6);
+        // What a checkpoint lists, a merge under way included, reopens as the same state.
+        let reopened = Store::open(scratch("model-reopened"), store.options(), store.checkpoint().unwrap().iter().map(|r| copy_run(r, &dir))).unwrap();
+        let all: BTreeMap<_, _> = reopened
+            .entries_from(b"")
+            .unwrap()
+            .map(|e| { let (k, v) = e.unwrap(); (k, v.unwrap()) })
+            .collect();
+        prop_assert_eq!(&all, &model);
+        for k in 0..500u16 {
+            prop_assert_eq!(reopened.get(&k.to_be_bytes()).unwrap(), model.get(k.to_be_bytes().as_slice()).cloned());
+        }
     }
+}
+
+/// A copy of `run`'s file under the same name in a fresh directory beside `dir`.
+fn copy_run(run: &Run, dir: &Path) -> PathBuf {
+    let copies = dir.with_extension("copies");
+    std::fs::create_dir_all(&copies).unwrap();
+    let to = copies.join(run.name());
+    std::fs::copy(&run.meta().path, &to).unwrap();
+    to
 }
 
 #[test]
@@ -236,4 +260,62 @@ fn a_checkpoints_runs_reopen_as_the_same_state_elsewhere() {
     restored.flush().unwrap();
     assert!(restored.runs().iter().all(|r| !names.contains(r.name())));
     assert!(paths.iter().all(|p| !p.exists()), "merged away, deleted");
+}
+
+#[test]
+fn a_large_merge_goes_on_over_later_flushes_and_reopens_midway() {
+    let dir = scratch("paced");
+    let budget = 16 << 10;
+    // Runs enough that merges need no more than the budget to keep within them.
+    let options = StoreOptions {
+        merge_bytes_per_flush: budget,
+        max_runs: 40,
+        ..small()
+    };
+    let mut store = Store::create(&dir, options).unwrap();
+    let (mut midway, mut checked_midway) = (0, false);
+    for i in 0..40_000u32 {
+        let before = store.stats().merged_bytes;
+        // Overwrites and deletions among growth, so merges also drop entries.
+        store.put(&key(i % 25_000), &i.to_le_bytes()).unwrap();
+        if i % 7 == 0 {
+            store.delete(&key(i / 2)).unwrap();
+        }
+        if store.memtable_bytes() != 0 {
+            continue;
+        }
+        // A flush happened with this write: its merges wrote at most the budget and the
+        // last fragment's overshoot (a block, its index and filter).
+        let written = store.stats().merged_bytes - before;
+        assert!(written <= budget as u64 + (8 << 10), "{written} bytes merged in one flush");
+        assert!(store.sorted_runs() <= options.max_runs);
+        if store.merging.is_some() {
+            midway += 1;
+            if !checked_midway && store.merging.as_ref().unwrap().output().fragments().len() > 1 {
+                checked_midway = true;
+                let copies: Vec<_> = store.runs().iter().map(|r| copy_run(r, &dir)).collect();
+                let reopened = Store::open(scratch("paced-reopened"), options, copies).unwrap();
+                let expected: Vec<_> = store.entries_from(b"").unwrap().map(Result::unwrap).collect();
+                let got: Vec<_> = reopened.entries_from(b"").unwrap().map(Result::unwrap).collect();
+                assert_eq!(got, expected, "reopened in the middle of a merge");
+                for k in (0..25_000u32).step_by(97) {
+                    assert_eq!(reopened.get(&key(k)).unwrap(), store.get(&key(k)).unwrap());
+                }
+            }
+        }
+    }
+    assert!(midway > 10 && checked_midway, "merges went on over flushes ({midway})");
+    let largest = store.runs().iter().map(|r| r.meta().bytes).max().unwrap();
+    assert!(largest <= budget as u64 + (8 << 10), "a merge's files stay near the budget: {largest}");
+    for k in 0..25_000u32 {
+        let expected = (0..40_000u32)
+            .rev()
+            .find_map(|i| {
+                let deleted = i % 7 == 0 && i / 2 == k;
+                let put = i % 25_000 == k;
+                (deleted || put).then_some((deleted, i))
+            })
+            .and_then(|(deleted, i)| (!deleted).then(|| i.to_le_bytes().to_vec()));
+        assert_eq!(store.get(&key(k)).unwrap(), expected, "key {k}");
+    }
 }
