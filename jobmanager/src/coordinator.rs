@@ -167,15 +167,14 @@ impl CheckpointCoordinator {
             subtask: task.subtask as u32,
             ack_ms: pending.started.elapsed().as_millis() as u64,
             alignment_ms: ack.alignment.as_millis() as u64,
-            size_bytes: handle.size,
+            size_bytes: handle.written_size(pending.id),
         });
         pending.info.alignment_ms = pending
             .info
             .alignment_ms
             .max(ack.alignment.as_millis() as u64);
-        pending.info.size_bytes += handle.size;
-        pending.info.full_size_bytes +=
-            handle.size + handle.previous.iter().map(|p| p.size).sum::<u64>();
+        pending.info.size_bytes += handle.written_size(pending.id);
+        pending.info.full_size_bytes += handle.full_size();
         pending.handles.push(handle);
         pending.input_ended &= ack.input_ended;
         if !pending.waiting.is_empty() {
@@ -325,6 +324,7 @@ impl CheckpointCoordinator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use eddy_common::checkpoint::StateFile;
 
     fn coordinator(tolerable: u32) -> CheckpointCoordinator {
         let config = CheckpointConfig {
@@ -412,6 +412,33 @@ mod tests {
         let history = c.history();
         assert_eq!(history[0].state, pb::CheckpointState::Completed as i32);
         assert_eq!(history[0].alignment_ms, 3);
+    }
+
+    #[test]
+    fn sizes_count_the_shared_files_a_checkpoint_stored_and_refers_to() {
+        let mut c = coordinator(0);
+        let barrier = c.due(Instant::now() + Duration::from_secs(1)).unwrap();
+        let id = barrier.checkpoint;
+        let file = |checkpoint: u64, size: u64| StateFile {
+            checkpoint,
+            file: format!("shared/{checkpoint}-{size}.run"),
+            size,
+            crc32: 0,
+        };
+        let mut with_runs = ack(id, 0);
+        if let Ok(handle) = &mut with_runs.result {
+            handle.previous = vec![file(id - 1, 5)];
+            handle.shared = vec![file(id - 1, 1000), file(id, 300)];
+        }
+        c.acknowledge(TaskKey::new(0, 0), with_runs);
+        let AckOutcome::Complete(metadata) = c.acknowledge(TaskKey::new(1, 0), ack(id, 1)) else {
+            panic!("expected completion");
+        };
+        let info = c.committed(id).unwrap();
+        assert_eq!(info.size_bytes, 10 + 300 + 10, "written: snapshots and the new run");
+        assert_eq!(info.full_size_bytes, 10 + 5 + 1000 + 300 + 10);
+        assert_eq!(info.acks[0].size_bytes, 310);
+        assert_eq!((metadata.size(), metadata.full_size()), (320, 1325));
     }
 
     #[test]

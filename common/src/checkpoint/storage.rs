@@ -80,6 +80,20 @@ impl StateHandle {
         });
         chain
     }
+
+    /// Bytes written for checkpoint `checkpoint`: the task snapshot and the shared files
+    /// stored with it (not those an earlier checkpoint stored).
+    pub fn written_size(&self, checkpoint: u64) -> u64 {
+        let shared = self.shared.iter().filter(|f| f.checkpoint == checkpoint);
+        self.size + shared.map(|f| f.size).sum::<u64>()
+    }
+
+    /// Bytes a restore reads: the task snapshot, the earlier ones it extends and the files
+    /// it refers to.
+    pub fn full_size(&self) -> u64 {
+        let earlier = self.previous.iter().chain(&self.shared);
+        self.size + earlier.map(|p| p.size).sum::<u64>()
+    }
 }
 
 /// The commit record of a checkpoint.
@@ -102,23 +116,14 @@ impl CheckpointMetadata {
     /// Bytes written for this checkpoint: its task snapshots and the shared files stored
     /// with it (not those earlier checkpoints stored).
     pub fn size(&self) -> u64 {
-        let stored_now = |t: &StateHandle| {
-            let shared = t.shared.iter().filter(|f| f.checkpoint == self.checkpoint);
-            shared.map(|f| f.size).sum::<u64>()
-        };
-        self.tasks.iter().map(|t| t.size + stored_now(t)).sum()
+        let checkpoint = self.checkpoint;
+        self.tasks.iter().map(|t| t.written_size(checkpoint)).sum()
     }
 
     /// Bytes a restore reads: the task snapshots, the earlier ones they extend and the
     /// files they refer to.
     pub fn full_size(&self) -> u64 {
-        self.tasks
-            .iter()
-            .map(|t| {
-                let earlier = t.previous.iter().chain(&t.shared);
-                t.size + earlier.map(|p| p.size).sum::<u64>()
-            })
-            .sum()
+        self.tasks.iter().map(StateHandle::full_size).sum()
     }
 }
 
