@@ -68,6 +68,8 @@ pub struct Store {
     runs: Vec<SortedRun>,
     /// The merge under way, if one is.
     merging: Option<Merging>,
+    /// A checkpoint wrote a run and left its merges to the next write.
+    merges_owed: bool,
     /// Starts the name of every run this store writes: unique to the store, so that a
     /// run's file name names it in checkpoints of every attempt of a job.
     run_prefix: String,
@@ -111,6 +113,7 @@ impl Store {
             memtable_bytes: 0,
             runs: Vec::new(),
             merging: None,
+            merges_owed: false,
             run_prefix: unique_prefix(),
             next_run: 1,
             stats: StoreStats::default(),
@@ -153,6 +156,9 @@ impl Store {
     }
 
     fn write(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        if std::mem::take(&mut self.merges_owed) {
+            self.compact()?;
+        }
         self.memtable_bytes += entry_bytes(key, value);
         if let Some(old) = self
             .memtable
@@ -217,10 +223,19 @@ impl Store {
     }
 
     /// Writes the memtable out as the newest run (if it holds anything), then merges runs
-    /// as their tiers call for. A checkpoint flushes first: its state is then the runs.
+    /// as their tiers call for.
     pub fn flush(&mut self) -> Result<()> {
+        if self.write_memtable()? {
+            self.compact()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the memtable out as the newest run, if it holds anything; returns whether it
+    /// did.
+    fn write_memtable(&mut self) -> Result<bool> {
         if self.memtable.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         let mut writer = RunWriter::create(self.new_run_path())?;
         let mut entries: Vec<_> = self.memtable.iter().collect();
@@ -234,14 +249,15 @@ impl Store {
             .insert(0, SortedRun::single(Arc::new(Run::open(meta.path)?)));
         self.memtable.clear();
         self.memtable_bytes = 0;
-        self.compact()
+        Ok(true)
     }
 
-    /// Flushes the memtable and returns the runs that now hold all of the state, newest
+    /// Writes the memtable out and returns the runs that now hold all of the state, newest
     /// first: what a checkpoint stores. Holding them keeps their files while they are
-    /// uploaded, even if a merge replaces them meanwhile.
+    /// uploaded, even if a merge replaces them meanwhile. The merges the new run calls for
+    /// wait for the next write, so that they do not hold up the barrier.
     pub fn checkpoint(&mut self) -> Result<Vec<Arc<Run>>> {
-        self.flush()?;
+        self.merges_owed |= self.write_memtable()?;
         Ok(self.runs())
     }
 

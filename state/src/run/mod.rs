@@ -156,7 +156,10 @@ impl Run {
 
     /// Its largest key (`None` for a run of no block).
     pub fn max_key(&self) -> Option<&[u8]> {
-        self.blocks.len().checked_sub(1).map(|last| self.last_key(last))
+        self.blocks
+            .len()
+            .checked_sub(1)
+            .map(|last| self.last_key(last))
     }
 
     fn last_key(&self, block: usize) -> &[u8] {

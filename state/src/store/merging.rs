@@ -57,7 +57,12 @@ impl Merging {
     /// Merges `inputs` (newest first) from where the last fragment ended into a fragment
     /// at `path`, until it holds `limit` bytes or every entry is in; returns its bytes.
     /// Deletions are dropped when nothing older than the inputs remains.
-    pub fn write_fragment(&mut self, inputs: &[SortedRun], path: PathBuf, limit: u64) -> Result<u64> {
+    pub fn write_fragment(
+        &mut self,
+        inputs: &[SortedRun],
+        path: PathBuf,
+        limit: u64,
+    ) -> Result<u64> {
         let sources: Vec<Source<'_>> = inputs
             .iter()
             .map(|run| Box::new(run.entries_from(&self.resume)) as Source<'_>)

@@ -287,7 +287,10 @@ fn a_large_merge_goes_on_over_later_flushes_and_reopens_midway() {
         // A flush happened with this write: its merges wrote at most the budget and the
         // last fragment's overshoot (a block, its index and filter).
         let written = store.stats().merged_bytes - before;
-        assert!(written <= budget as u64 + (8 << 10), "{written} bytes merged in one flush");
+        assert!(
+            written <= budget as u64 + (8 << 10),
+            "{written} bytes merged in one flush"
+        );
         assert!(store.sorted_runs() <= options.max_runs);
         if store.merging.is_some() {
             midway += 1;
@@ -295,8 +298,16 @@ fn a_large_merge_goes_on_over_later_flushes_and_reopens_midway() {
                 checked_midway = true;
                 let copies: Vec<_> = store.runs().iter().map(|r| copy_run(r, &dir)).collect();
                 let reopened = Store::open(scratch("paced-reopened"), options, copies).unwrap();
-                let expected: Vec<_> = store.entries_from(b"").unwrap().map(Result::unwrap).collect();
-                let got: Vec<_> = reopened.entries_from(b"").unwrap().map(Result::unwrap).collect();
+                let expected: Vec<_> = store
+                    .entries_from(b"")
+                    .unwrap()
+                    .map(Result::unwrap)
+                    .collect();
+                let got: Vec<_> = reopened
+                    .entries_from(b"")
+                    .unwrap()
+                    .map(Result::unwrap)
+                    .collect();
                 assert_eq!(got, expected, "reopened in the middle of a merge");
                 for k in (0..25_000u32).step_by(97) {
                     assert_eq!(reopened.get(&key(k)).unwrap(), store.get(&key(k)).unwrap());
@@ -304,9 +315,15 @@ fn a_large_merge_goes_on_over_later_flushes_and_reopens_midway() {
             }
         }
     }
-    assert!(midway > 10 && checked_midway, "merges went on over flushes ({midway})");
+    assert!(
+        midway > 10 && checked_midway,
+        "merges went on over flushes ({midway})"
+    );
     let largest = store.runs().iter().map(|r| r.meta().bytes).max().unwrap();
-    assert!(largest <= budget as u64 + (8 << 10), "a merge's files stay near the budget: {largest}");
+    assert!(
+        largest <= budget as u64 + (8 << 10),
+        "a merge's files stay near the budget: {largest}"
+    );
     for k in 0..25_000u32 {
         let expected = (0..40_000u32)
             .rev()
@@ -318,4 +335,21 @@ fn a_large_merge_goes_on_over_later_flushes_and_reopens_midway() {
             .and_then(|(deleted, i)| (!deleted).then(|| i.to_le_bytes().to_vec()));
         assert_eq!(store.get(&key(k)).unwrap(), expected, "key {k}");
     }
+}
+
+#[test]
+fn a_checkpoint_leaves_its_merges_to_the_next_write() {
+    let mut store = Store::create(scratch("owed"), small()).unwrap();
+    for round in 0..2u32 {
+        for i in 0..50u32 {
+            store.put(&key(round * 100 + i), b"value").unwrap();
+        }
+        store.checkpoint().unwrap();
+    }
+    // Two runs of the same size: a flush would have merged them.
+    assert_eq!((store.sorted_runs(), store.stats().merges), (2, 0));
+    store.put(&key(7), b"later").unwrap();
+    assert_eq!((store.sorted_runs(), store.stats().merges), (1, 1));
+    assert_eq!(store.get(&key(7)).unwrap(), Some(b"later".to_vec()));
+    assert_eq!(store.get(&key(149)).unwrap(), Some(b"value".to_vec()));
 }
