@@ -20,7 +20,7 @@ Usage: bench/recovery.sh [EVENTS]   (default 10000000 for the throughput part)
 """
 import json, os, signal, socket, statistics, subprocess, sys, tempfile, time
 
-EDDY = os.path.join(os.environ["CARGO_TARGET_DIR"], "release", "eddy")
+EDDY = os.environ.get("EDDY_BIN") or os.path.join(os.environ["CARGO_TARGET_DIR"], "release", "eddy")
 STATE_ROW = sys.argv[1:2] == ["--state-row"]
 EVENTS = int(sys.argv[1]) if len(sys.argv) > 1 and not STATE_ROW else 10_000_000
 

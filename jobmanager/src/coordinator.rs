@@ -435,7 +435,11 @@ mod tests {
             panic!("expected completion");
         };
         let info = c.committed(id).unwrap();
-        assert_eq!(info.size_bytes, 10 + 300 + 10, "written: snapshots and the new run");
+        assert_eq!(
+            info.size_bytes,
+            10 + 300 + 10,
+            "written: snapshots and the new run"
+        );
         assert_eq!(info.full_size_bytes, 10 + 5 + 1000 + 300 + 10);
         assert_eq!(info.acks[0].size_bytes, 310);
         assert_eq!((metadata.size(), metadata.full_size()), (320, 1325));
