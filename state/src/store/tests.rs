@@ -286,9 +286,9 @@ fn a_large_merge_goes_on_over_later_flushes_and_reopens_midway() {
             "{written} bytes merged in one flush"
         );
         assert!(store.sorted_runs() <= options.max_runs);
-        if store.merging.is_some() {
+        if let Some(merging) = &store.merging {
             midway += 1;
-            if !checked_midway && store.merging.as_ref().unwrap().output().fragments().len() > 1 {
+            if !checked_midway && merging.output().fragments().len() > 1 {
                 checked_midway = true;
                 let copies: Vec<_> = store.runs().iter().map(|r| copy_run(r, &dir)).collect();
                 let reopened = Store::open(scratch("paced-reopened"), options, copies).unwrap();
