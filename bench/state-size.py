@@ -46,14 +46,20 @@ class Cluster(recovery.Cluster):
         self.procs.append(proc)
         return proc
 
-    def checkpoints(self):
-        """Every checkpoint completed so far: id, duration, bytes written and held."""
+    def new_checkpoints(self):
+        """The checkpoints completed since the last call: id, duration, bytes written and
+        held (the log is read on from where the last call stopped, whole lines only)."""
         done = []
-        for line in open(self.log, errors="replace"):
-            if '"checkpoint complete"' in line:
-                f = json.loads(line).get("fields", {})
-                done.append(dict(id=f["checkpoint"], duration_ms=f["duration_ms"],
-                                 size_bytes=f["size"], full_size_bytes=f["full_size"]))
+        with open(self.log, errors="replace") as log:
+            log.seek(getattr(self, "log_read", 0))
+            for line in iter(log.readline, ""):
+                if not line.endswith("\n"):
+                    break
+                self.log_read = log.tell()
+                if '"checkpoint complete"' in line:
+                    f = json.loads(line).get("fields", {})
+                    done.append(dict(id=f["checkpoint"], duration_ms=f["duration_ms"],
+                                     size_bytes=f["size"], full_size_bytes=f["full_size"]))
         return done
 
 
@@ -101,7 +107,7 @@ def follow(cluster, job_id):
         if status["state"] in ("FAILED", "CANCELLED", "FINISHED"):
             raise SystemExit(f"the job ended: {status['state']} {status['reason']}")
         now, events = time.monotonic(), source_records(status)
-        for c in cluster.checkpoints():
+        for c in cluster.new_checkpoints():
             if c["id"] not in seen:
                 rate = None
                 if last and events >= last[1] and now > last[0]:

@@ -10,7 +10,7 @@ use crate::error::Result;
 use crate::run::{Entry, Lookup, Run};
 
 /// Fragments of one sorted run, in key order.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub(crate) struct SortedRun {
     fragments: Vec<Arc<Run>>,
     bytes: u64,
@@ -99,9 +99,8 @@ pub(crate) fn group_fragments(runs: Vec<Arc<Run>>) -> Vec<SortedRun> {
     let mut group: Option<String> = None;
     for run in runs {
         let this = fragment_group(run.name()).map(str::to_string);
-        let joins = this.is_some() && this == group && !sorted.is_empty();
-        match (joins, sorted.last_mut()) {
-            (true, Some(last)) => last.push(run),
+        match sorted.last_mut() {
+            Some(last) if this.is_some() && this == group => last.push(run),
             _ => sorted.push(SortedRun::single(run)),
         }
         group = this;
@@ -111,7 +110,7 @@ pub(crate) fn group_fragments(runs: Vec<Arc<Run>>) -> Vec<SortedRun> {
 
 /// The name a fragment shares with the other fragments of its merge: a fragment's file is
 /// named `{store}-{merge}-{fragment}.run`, a flushed run's `{store}-{run}.run` (none).
-pub(crate) fn fragment_group(name: &str) -> Option<&str> {
+fn fragment_group(name: &str) -> Option<&str> {
     let stem = name.strip_suffix(".run")?;
     let (group, fragment) = stem.rsplit_once('-')?;
     let is_fragment =

@@ -266,13 +266,17 @@ impl Store {
     /// right after the runs it merges (they repeat those runs' entries, so a store opened
     /// over the list reads the same).
     pub fn runs(&self) -> Vec<Arc<Run>> {
-        let merged_up_to = self.merging.as_ref().map(|m| m.inputs(self.runs.len()).end);
+        let written = self.merging.as_ref().map(|m| {
+            let after = m.inputs(self.runs.len()).end - 1;
+            (after, m.output().fragments())
+        });
         let mut files = Vec::new();
         for (i, run) in self.runs.iter().enumerate() {
             files.extend(run.fragments().iter().cloned());
-            if merged_up_to == Some(i + 1) {
-                let merging = self.merging.as_ref().expect("a merge under way");
-                files.extend(merging.output().fragments().iter().cloned());
+            if let Some((after, fragments)) = written
+                && after == i
+            {
+                files.extend(fragments.iter().cloned());
             }
         }
         files
