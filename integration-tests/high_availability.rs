@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use crate::chaos::{Seen, Systems, create_tables, difference, failure_free, job, seen};
-use crate::processes::{Cluster, Daemon, signal};
+use crate::processes::{Cluster, signal};
 use crate::recovery::{next, seeded};
 use crate::support::exclusive;
 
@@ -88,20 +88,51 @@ fn restarts(status: &serde_json::Value) -> u64 {
     status["restarts"].as_u64().unwrap_or(0)
 }
 
-/// Waits until `daemon` exited; returns its exit status.
-fn exited(daemon: &mut Daemon, within: Duration) -> std::process::ExitStatus {
+/// Waits until the leading JobManager of `cluster` exited (at its failpoint); returns its
+/// exit status. If it does not, the failure shows how far job `job` got.
+fn leader_exited(cluster: &mut Cluster, job: &str, within: Duration) -> std::process::ExitStatus {
     let deadline = Instant::now() + within;
     loop {
-        if let Some(status) = daemon.child.try_wait().unwrap() {
+        if let Some(status) = cluster.jobmanager.child.try_wait().unwrap() {
             return status;
         }
-        assert!(Instant::now() < deadline, "the JobManager did not exit");
+        if Instant::now() >= deadline {
+            panic!(
+                "the JobManager did not exit within {within:?}; the job: {}",
+                run_history(cluster, job)
+            );
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
 }
 
-/// Asserts that `got` equals the failure-free run, with no transaction left prepared.
-fn assert_exact(systems: &Systems, cluster: &Cluster, got: Seen) {
+/// What a failure message needs of job `job`'s runs: its state, restarts and the
+/// checkpoints its status lists.
+fn run_history(cluster: &Cluster, job: &str) -> String {
+    let Some(status) = cluster.try_status(job) else {
+        return "no JobManager answers".into();
+    };
+    let checkpoints: Vec<String> = status["checkpoints"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|c| format!("{}:{}", c["id"], c["state"].as_str().unwrap_or("?")))
+        .collect();
+    format!(
+        "state {}, reason {}, restarts {}, restored from {}, checkpoints [{}]",
+        status["state"],
+        status["reason"],
+        restarts(&status),
+        status["restored_from"],
+        checkpoints.join(" ")
+    )
+}
+
+/// Asserts that `got`, what job `job` wrote, equals the failure-free run, with no
+/// transaction left prepared.
+fn assert_exact(systems: &Systems, cluster: &Cluster, job: &str, got: Seen) {
+    let history = run_history(cluster, job);
     let expected = failure_free(systems, cluster, "exactly-once");
     assert!(!expected.file_lines.is_empty() && !expected.records.is_empty());
     assert!(got.hidden_files.is_empty(), "{:?}", got.hidden_files);
@@ -110,7 +141,10 @@ fn assert_exact(systems: &Systems, cluster: &Cluster, got: Seen) {
             .into_iter()
             .take(10)
             .collect();
-        assert!(wrong.is_empty(), "table {table} differs: {wrong:?}");
+        assert!(
+            wrong.is_empty(),
+            "table {table} differs: {wrong:?}; the job: {history}"
+        );
     }
     assert!(got.file_lines == expected.file_lines, "the S3 files differ");
     assert!(got.records == expected.records, "the Kafka topic differs");
@@ -150,7 +184,7 @@ fn a_standby_takes_over_from_a_leader_that_dies_and_adopts_the_running_job() {
     let job_id = cluster.submit(&job("ha", EVENTS, 12_000, "exactly-once", &systems), 2);
 
     // The first leader commits checkpoint `crash` and dies before any sink hears of it.
-    let status = exited(&mut cluster.jobmanager, Duration::from_secs(90));
+    let status = leader_exited(&mut cluster, &job_id, Duration::from_secs(90));
     let died = Instant::now();
     assert!(!status.success(), "the leader aborted at its failpoint");
     let first = checkpoint_after(&cluster, &job_id, crash, Duration::from_secs(60));
@@ -185,7 +219,7 @@ fn a_standby_takes_over_from_a_leader_that_dies_and_adopts_the_running_job() {
     assert_eq!(leader["high_availability"], true, "{leader}");
     assert_eq!(leader["term"], 3, "{leader}");
     assert_eq!(leader["address"].as_str(), Some(address), "{leader}");
-    assert_exact(&systems, &cluster, seen(&systems, "ha"));
+    assert_exact(&systems, &cluster, &job_id, seen(&systems, "ha"));
 }
 
 #[test]
@@ -215,7 +249,7 @@ fn a_run_that_lost_a_taskmanager_with_the_leader_restarts_from_its_checkpoint() 
         restored >= before,
         "restored checkpoint {restored}: {status}"
     );
-    assert_exact(&systems, &cluster, seen(&systems, "halost"));
+    assert_exact(&systems, &cluster, &job_id, seen(&systems, "halost"));
 }
 
 #[test]
@@ -288,5 +322,5 @@ fn a_paused_leader_is_fenced_off_when_it_wakes() {
     // and it adopted the run.
     let status = cluster.status(&job_id);
     assert_eq!(restarts(&status), 0, "the run was restarted: {status}");
-    assert_exact(&systems, &cluster, seen(&systems, "split"));
+    assert_exact(&systems, &cluster, &job_id, seen(&systems, "split"));
 }
