@@ -40,6 +40,7 @@ class Cluster(recovery.Cluster):
         if args[0] != "jobmanager":
             return super().spawn(args)
         self.log = os.path.join(self.workdir, "jobmanager.log")
+        self.log_read = 0
         env = dict(os.environ, EDDY_LOG="info", EDDY_LOG_FORMAT="json")
         proc = subprocess.Popen([recovery.EDDY] + args, stdout=subprocess.DEVNULL,
                                 stderr=open(self.log, "w"), env=env)
@@ -51,7 +52,7 @@ class Cluster(recovery.Cluster):
         held (the log is read on from where the last call stopped, whole lines only)."""
         done = []
         with open(self.log, errors="replace") as log:
-            log.seek(getattr(self, "log_read", 0))
+            log.seek(self.log_read)
             for line in iter(log.readline, ""):
                 if not line.endswith("\n"):
                     break
@@ -108,14 +109,13 @@ def follow(cluster, job_id):
             raise SystemExit(f"the job ended: {status['state']} {status['reason']}")
         now, events = time.monotonic(), source_records(status)
         for c in cluster.new_checkpoints():
-            if c["id"] not in seen:
-                rate = None
-                if last and events >= last[1] and now > last[0]:
-                    rate = (events - last[1]) / (now - last[0])
-                seen[c["id"]] = dict(c, bids_per_s=rate)
-                last = (now, events)
-                print(f"checkpoint {c['id']}: holds {state_bytes(c) / GB:.2f} GB, wrote "
-                      f"{c['size_bytes'] / 1e6:.0f} MB in {c['duration_ms']} ms", file=sys.stderr)
+            rate = None
+            if last and events >= last[1] and now > last[0]:
+                rate = (events - last[1]) / (now - last[0])
+            seen[c["id"]] = dict(c, bids_per_s=rate)
+            last = (now, events)
+            print(f"checkpoint {c['id']}: holds {state_bytes(c) / GB:.2f} GB, wrote "
+                  f"{c['size_bytes'] / 1e6:.0f} MB in {c['duration_ms']} ms", file=sys.stderr)
         newest = max(seen.values(), key=lambda c: c["id"], default=None)
         if newest and recovery is None and state_bytes(newest) >= RECOVERY_GB * GB:
             noticed, restarted, written, after = kill_and_wait_for_output(cluster, job_id)

@@ -96,12 +96,11 @@ fn leader_exited(cluster: &mut Cluster, job: &str, within: Duration) -> std::pro
         if let Some(status) = cluster.jobmanager.child.try_wait().unwrap() {
             return status;
         }
-        if Instant::now() >= deadline {
-            panic!(
-                "the JobManager did not exit within {within:?}; the job: {}",
-                run_history(cluster, job)
-            );
-        }
+        assert!(
+            Instant::now() < deadline,
+            "the JobManager did not exit within {within:?}; the job: {}",
+            run_history(cluster, job)
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -114,9 +113,8 @@ fn run_history(cluster: &Cluster, job: &str) -> String {
     };
     let checkpoints: Vec<String> = status["checkpoints"]
         .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
+        .into_iter()
+        .flatten()
         .map(|c| format!("{}:{}", c["id"], c["state"].as_str().unwrap_or("?")))
         .collect();
     format!(
@@ -132,7 +130,6 @@ fn run_history(cluster: &Cluster, job: &str) -> String {
 /// Asserts that `got`, what job `job` wrote, equals the failure-free run, with no
 /// transaction left prepared.
 fn assert_exact(systems: &Systems, cluster: &Cluster, job: &str, got: Seen) {
-    let history = run_history(cluster, job);
     let expected = failure_free(systems, cluster, "exactly-once");
     assert!(!expected.file_lines.is_empty() && !expected.records.is_empty());
     assert!(got.hidden_files.is_empty(), "{:?}", got.hidden_files);
@@ -143,7 +140,8 @@ fn assert_exact(systems: &Systems, cluster: &Cluster, job: &str, got: Seen) {
             .collect();
         assert!(
             wrong.is_empty(),
-            "table {table} differs: {wrong:?}; the job: {history}"
+            "table {table} differs: {wrong:?}; the job: {}",
+            run_history(cluster, job)
         );
     }
     assert!(got.file_lines == expected.file_lines, "the S3 files differ");

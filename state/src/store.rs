@@ -266,15 +266,15 @@ impl Store {
     /// right after the runs it merges (they repeat those runs' entries, so a store opened
     /// over the list reads the same).
     pub fn runs(&self) -> Vec<Arc<Run>> {
-        let written = self.merging.as_ref().map(|m| {
-            let after = m.inputs(self.runs.len()).end - 1;
-            (after, m.output().fragments())
-        });
+        let written = self
+            .merging
+            .as_ref()
+            .map(|m| (m.inputs(self.runs.len()).end, m.output().fragments()));
         let mut files = Vec::new();
         for (i, run) in self.runs.iter().enumerate() {
             files.extend(run.fragments().iter().cloned());
-            if let Some((after, fragments)) = written
-                && after == i
+            if let Some((inputs_end, fragments)) = written
+                && inputs_end == i + 1
             {
                 files.extend(fragments.iter().cloned());
             }
