@@ -192,10 +192,22 @@ impl Store {
         &'a self,
         start: &[u8],
     ) -> Result<impl Iterator<Item = Result<Entry>> + use<'a>> {
+        self.entries_between(start, None)
+    }
+
+    /// Every key from `start` up to `end` (excluded; `None`: to the last) with its value,
+    /// in key order. Only the memtable's keys in the range are copied, so that a narrow
+    /// scan stays cheap beside a full memtable.
+    pub fn entries_between<'a>(
+        &'a self,
+        start: &[u8],
+        end: Option<&[u8]>,
+    ) -> Result<impl Iterator<Item = Result<Entry>> + use<'a>> {
+        let in_range = |key: &[u8]| key >= start && end.is_none_or(|end| key < end);
         let mut memtable: Vec<Entry> = self
             .memtable
             .iter()
-            .filter(|(k, _)| k.as_slice() >= start)
+            .filter(|(k, _)| in_range(k))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         memtable.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -204,7 +216,13 @@ impl Store {
         for run in &self.runs {
             sources.push(Box::new(run.entries_from(start)));
         }
-        Merged::new(sources, true)
+        let end = end.map(<[u8]>::to_vec);
+        Ok(
+            Merged::new(sources, true)?.take_while(move |entry| match (entry, &end) {
+                (Ok((key, _)), Some(end)) => key < end,
+                _ => true,
+            }),
+        )
     }
 
     /// Every key of `key_groups` with its value, in key order: a subtask's share of the
@@ -214,12 +232,7 @@ impl Store {
         key_groups: &std::ops::Range<usize>,
     ) -> Result<impl Iterator<Item = Result<Entry>> + use<'a>> {
         let (start, end) = crate::key::key_group_bounds(key_groups);
-        Ok(self
-            .entries_from(&start)?
-            .take_while(move |entry| match (entry, &end) {
-                (Ok((key, _)), Some(end)) => key < end,
-                _ => true,
-            }))
+        self.entries_between(&start, end.as_deref())
     }
 
     /// Writes the memtable out as the newest run (if it holds anything), then merges runs

@@ -347,3 +347,40 @@ fn a_checkpoint_leaves_its_merges_to_the_next_write() {
     assert_eq!(store.get(&key(7)).unwrap(), Some(b"later".to_vec()));
     assert_eq!(store.get(&key(149)).unwrap(), Some(b"value".to_vec()));
 }
+
+#[test]
+fn a_range_reads_the_memtable_and_runs_within_its_bounds() {
+    let dir = scratch("range");
+    let mut store = Store::create(&dir, small()).unwrap();
+    for i in 0..300u32 {
+        store.put(&key(i), b"old").unwrap();
+    }
+    store.flush().unwrap();
+    for i in (0..300u32).step_by(3) {
+        store.put(&key(i), b"new").unwrap();
+    }
+    store.delete(&key(101)).unwrap();
+    let range: Vec<(Vec<u8>, Vec<u8>)> = store
+        .entries_between(&key(99), Some(&key(105)))
+        .unwrap()
+        .map(|e| {
+            let (k, v) = e.unwrap();
+            (k, v.unwrap())
+        })
+        .collect();
+    let expected: Vec<(Vec<u8>, Vec<u8>)> = [99, 100, 102, 103, 104]
+        .iter()
+        .map(|i| {
+            (
+                key(*i),
+                if i % 3 == 0 {
+                    b"new".to_vec()
+                } else {
+                    b"old".to_vec()
+                },
+            )
+        })
+        .collect();
+    assert_eq!(range, expected);
+    assert_eq!(store.entries_between(&key(298), None).unwrap().count(), 2);
+}
