@@ -112,6 +112,41 @@ impl ColdSlots {
         self.last_used[slot as usize] = self.chunks;
     }
 
+    /// The key group of the key in `slot`.
+    pub(crate) fn key_group(&self, slot: u32) -> u16 {
+        self.key_group[slot as usize]
+    }
+
+    /// Up to `limit` stored keys of `key_group` that start with `prefix` and come after
+    /// `after` (from the first when `None`), with their values, in key order.
+    pub(crate) fn entries_with_prefix(
+        &self,
+        key_group: u16,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut from = Vec::new();
+        key::encode(key_group, TABLE, after.unwrap_or(prefix), &mut from);
+        if after.is_some() {
+            from.push(0);
+        }
+        let mut to = Vec::new();
+        key::encode(key_group, TABLE, prefix, &mut to);
+        let to = prefix_end(to);
+        let mut entries = Vec::new();
+        for entry in self.store.entries_between(&from, to.as_deref())? {
+            let (state_key, value) = entry?;
+            if let Some(value) = value {
+                entries.push((state_key[key::PREFIX_LEN..].to_vec(), value));
+            }
+            if entries.len() == limit {
+                break;
+            }
+        }
+        Ok(entries)
+    }
+
     /// Whether `slot`'s value changed since it was last written.
     pub(crate) fn is_dirty(&self, slot: u32) -> bool {
         self.dirty[slot as usize]
@@ -169,6 +204,17 @@ impl ColdSlots {
     }
 }
 
+/// The first key after every key that starts with `prefix` (`None`: there is none).
+fn prefix_end(mut prefix: Vec<u8>) -> Option<Vec<u8>> {
+    while let Some(last) = prefix.pop() {
+        if last < u8::MAX {
+            prefix.push(last + 1);
+            return Some(prefix);
+        }
+    }
+    None
+}
+
 /// An operator whose keyed state is one value per key, kept in memory slots that cache a
 /// [`ColdSlots`] store: what the store's generic steps (write, evict, snapshot, restore)
 /// need of it.
@@ -207,6 +253,13 @@ pub(crate) trait SlotState {
 
     /// Frees `slot` in memory, leaving what the store holds of it.
     fn free_slot(&mut self, slot: u32);
+
+    /// Frees `slots` in memory, leaving what the store holds of them.
+    fn free_slots(&mut self, slots: &[u32]) {
+        for slot in slots {
+            self.free_slot(*slot);
+        }
+    }
 
     /// The operator's state TTL, if it has one.
     fn ttl(&self) -> Option<&StateTtl>;
@@ -259,10 +312,10 @@ pub(crate) fn evict<S: SlotState>(op: &mut S) -> Result<()> {
         return Ok(());
     }
     let evicted = cold.to_evict(&op.live_slots());
-    for slot in evicted {
-        write(op, slot)?;
-        op.free_slot(slot);
+    for slot in &evicted {
+        write(op, *slot)?;
     }
+    op.free_slots(&evicted);
     Ok(())
 }
 

@@ -11,6 +11,7 @@ mod lsm_testing;
 pub mod normalize;
 pub mod partition;
 pub mod rank;
+mod spilled_windows;
 pub mod state_context;
 mod stored_runs;
 pub mod ttl;

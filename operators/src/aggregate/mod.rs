@@ -134,8 +134,10 @@ impl Accumulators {
 /// varints after the version, 3 starts a `GROUP BY`'s snapshot with the keys it removed
 /// (a snapshot of changes since an earlier one), 4 says after them whether each group
 /// carries the time it was last written (a `GROUP BY` with a state TTL), 5 starts a
-/// `GROUP BY`'s snapshot with its layout: its groups inline, or the runs of its LSM store.
-pub(crate) const SNAPSHOT_VERSION: u64 = 5;
+/// `GROUP BY`'s snapshot with its layout: its groups inline, or the runs of its LSM store;
+/// 6 follows a window aggregate's watermark with the windows its LSM store holds keys of
+/// and its layout.
+pub(crate) const SNAPSHOT_VERSION: u64 = 6;
 
 /// A writer for an aggregate snapshot, its header written.
 fn snapshot_writer(capacity: usize) -> StateWriter {
@@ -151,7 +153,7 @@ fn open_snapshot<'a>(bytes: &'a [u8], what: &'a str) -> Result<(u64, StateReader
     let version = reader.u64()?;
     match version {
         1 => {}
-        2..=5 => {
+        2..=6 => {
             reader.compact();
         }
         _ => {

@@ -340,11 +340,9 @@ impl OperatorSpec {
                 .with_state_ttl(*state_ttl)
                 .with_state(state)?,
             ),
-            OperatorKind::WindowAggregate(spec) => Box::new(WindowAggregate::new(
-                spec.clone(),
-                metrics,
-                max_parallelism,
-            )?),
+            OperatorKind::WindowAggregate(spec) => Box::new(
+                WindowAggregate::new(spec.clone(), metrics, max_parallelism)?.with_state(state)?,
+            ),
             OperatorKind::Join(spec) => {
                 Box::new(StreamingJoin::new(spec, max_parallelism)?.with_state(state)?)
             }

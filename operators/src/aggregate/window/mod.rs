@@ -1,8 +1,15 @@
 //! Window aggregates over a window TVF: one result row per window and key, emitted once
 //! when the watermark passes the window's end. Rows whose window has already been emitted
 //! are late: dropped and counted. Session windows merge as rows bridge their gaps.
+//!
+//! With the LSM backend ([`cold`]) the windows of aligned kinds (tumbling, hopping,
+//! cumulating) keep the keys beyond the memory budget in an LSM store, read back when a
+//! row of theirs arrives or when their window fires. Session windows stay in memory.
+
+mod cold;
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Int64Array, TimestampMillisecondArray};
@@ -14,13 +21,17 @@ use datafusion_physical_expr::PhysicalExpr;
 use eddy_common::chunk::Chunk;
 use eddy_common::event::Timestamp;
 use eddy_common::metrics::OperatorMetrics;
-use eddy_common::state::{OperatorState, SnapshotRequest};
+use eddy_common::state::{OperatorState, SnapshotRequest, StateReader};
 use eddy_common::{EddyError, Result};
 use hashbrown::HashMap;
 
 use super::{Accumulators, AggregateCall, Slots, open_snapshot, signs_of, snapshot_writer};
+use crate::cold_slots::{self, ColdSlots};
 use crate::group_keys::GroupKeys;
 use crate::partition::{KeyScope, key_groups};
+use crate::spilled_windows::{SpilledWindows, sortable, unsortable};
+use crate::state_context::StateContext;
+use crate::stored_runs::{INLINE_LAYOUT, RUNS_LAYOUT, read_manifest};
 use crate::window_assign::{WindowKind, windows_of};
 use crate::{Operator, evaluate};
 
@@ -77,7 +88,7 @@ pub struct WindowAggregate {
     columns: WindowColumns,
     session_gap: Option<i64>,
     accumulators: Accumulators,
-    /// Aligned windows: (start, end, key) bytes → slot, all in one buffer.
+    /// Aligned windows: (end, start, key) bytes ([`aligned_id`]) → slot, all in one buffer.
     index: GroupKeys,
     /// Sessions: key bytes → the key's open session slots.
     sessions: HashMap<Box<[u8]>, Vec<u32>>,
@@ -96,6 +107,13 @@ pub struct WindowAggregate {
     metrics: Arc<OperatorMetrics>,
     buffer: Vec<u8>,
     max_parallelism: usize,
+    /// With the LSM backend (aligned windows with keys): the store the keys beyond the
+    /// memory budget are in.
+    cold: Option<ColdSlots>,
+    /// The windows whose keys the store may hold (by [`aligned_id`]'s window prefix).
+    spilled: SpilledWindows,
+    /// Where a restore finds the files its snapshots name.
+    restored_files: PathBuf,
 }
 
 impl WindowAggregate {
@@ -140,7 +158,21 @@ impl WindowAggregate {
             metrics,
             buffer: Vec::new(),
             max_parallelism,
+            cold: None,
+            spilled: SpilledWindows::default(),
+            restored_files: PathBuf::new(),
         })
+    }
+
+    /// Keeps state where `context` says: with the LSM backend, the keys of aligned windows
+    /// beyond its memory in an LSM store (session windows, and windows without keys, stay
+    /// in memory).
+    pub fn with_state(mut self, context: &StateContext) -> Result<Self> {
+        self.restored_files = context.restored.clone();
+        if context.is_lsm() && self.session_gap.is_none() && self.key_codec.is_some() {
+            self.cold = Some(ColdSlots::new(context, self.slots.len)?);
+        }
+        Ok(self)
     }
 
     /// The decoded key columns of `slots`.
@@ -173,6 +205,9 @@ impl WindowAggregate {
         if grown {
             self.accumulators.resize(self.slots.len);
             self.bounds.resize(self.slots.len, (0, 0));
+            if let Some(cold) = &mut self.cold {
+                cold.resize(self.slots.len);
+            }
             if self.session_gap.is_some() {
                 self.session_keys.resize(self.slots.len, Box::default());
             }
@@ -196,8 +231,17 @@ impl WindowAggregate {
         slot
     }
 
-    /// Frees a slot whose timer is gone.
-    fn release(&mut self, slot: u32) {
+    /// Frees a slot whose timer is gone, and deletes what the store holds of it.
+    fn release(&mut self, slot: u32) -> Result<()> {
+        if let Some(cold) = &mut self.cold {
+            cold.removed(slot, self.index.key(slot))?;
+        }
+        self.free_slot(slot);
+        Ok(())
+    }
+
+    /// Frees a slot whose timer is gone, leaving what the store holds of it.
+    fn free_slot(&mut self, slot: u32) {
         match self.session_gap {
             Some(_) => self.session_keys[slot as usize] = Box::default(),
             None => self.index.remove(slot),
@@ -215,15 +259,34 @@ impl WindowAggregate {
         }
     }
 
-    fn aligned_slot(&mut self, start: Timestamp, end: Timestamp, key: &[u8]) -> u32 {
+    /// The slot of `key`'s window `[start, end)`: the one in memory, one read back from the
+    /// store (where keys of `key_group` are), or a new one.
+    fn aligned_slot(
+        &mut self,
+        start: Timestamp,
+        end: Timestamp,
+        key: &[u8],
+        key_group: u16,
+    ) -> Result<u32> {
         aligned_id(&mut self.buffer, start, end, key);
         let hash = self.index.hash(&self.buffer);
         if let Some(slot) = self.index.find(hash, &self.buffer) {
-            return slot;
+            return Ok(slot);
+        }
+        if self.spilled.holds(&self.buffer[..WINDOW_BOUNDS], key_group) {
+            let id = std::mem::take(&mut self.buffer);
+            let loaded = cold_slots::load(self, &id, key_group, None);
+            self.buffer = id;
+            if let Some(slot) = loaded? {
+                return Ok(slot);
+            }
         }
         let slot = self.open_slot(start, end);
         self.index.insert(hash, &self.buffer, slot);
-        slot
+        if let Some(cold) = &mut self.cold {
+            cold.placed(slot, key_group, false);
+        }
+        Ok(slot)
     }
 
     /// The session slot for a row's proto-window `[start, end)`, merging every session of
@@ -273,15 +336,47 @@ impl WindowAggregate {
         target
     }
 
+    /// Emits the windows that end by `watermark`, in the order they end, and frees them.
     fn fire(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
         let mut fired = Vec::new();
-        while let Some(entry) = self.timers.first_entry() {
-            let (end, start) = *entry.key();
+        while let Some((end, start)) = self.next_window() {
             if end - 1 > watermark {
                 break;
             }
-            fired.extend(entry.remove().into_iter().map(|slot| (start, end, slot)));
+            if let Some(slots) = self.timers.remove(&(end, start)) {
+                fired.extend(slots.into_iter().map(|slot| (start, end, slot)));
+            }
+            let mut window = Vec::with_capacity(WINDOW_BOUNDS);
+            aligned_id(&mut window, start, end, &[]);
+            if let Some(key_groups) = self.spilled.take(&window) {
+                // The keys in memory go first: freeing them deletes their stored entries,
+                // so that the store's are the window's other keys.
+                self.emit(&mut fired, out)?;
+                for key_group in key_groups {
+                    self.fire_stored(start, end, key_group, out)?;
+                }
+            }
+            if fired.len() >= FIRE_BATCH {
+                self.emit(&mut fired, out)?;
+            }
         }
+        self.emit(&mut fired, out)
+    }
+
+    /// The first window to fire: the one, in memory or in the store, that ends first.
+    fn next_window(&self) -> Option<(Timestamp, Timestamp)> {
+        let in_memory = self.timers.keys().next().copied();
+        let stored = self.spilled.first().and_then(window_of);
+        in_memory.into_iter().chain(stored).min()
+    }
+
+    /// Emits the results of the windows' slots in `fired` (start, end, slot) as one chunk,
+    /// and frees the slots.
+    fn emit(
+        &mut self,
+        fired: &mut Vec<(Timestamp, Timestamp, u32)>,
+        out: &mut Vec<Chunk>,
+    ) -> Result<()> {
         if fired.is_empty() {
             return Ok(());
         }
@@ -317,7 +412,7 @@ impl WindowAggregate {
             self.schema.clone(),
             columns,
         )?));
-        for (_, _, slot) in fired {
+        for (_, _, slot) in fired.drain(..) {
             if self.session_gap.is_some() {
                 let key = &self.session_keys[slot as usize];
                 if let Some(list) = self.sessions.get_mut(key.as_ref()) {
@@ -327,7 +422,7 @@ impl WindowAggregate {
                     }
                 }
             }
-            self.release(slot);
+            self.release(slot)?;
         }
         Ok(())
     }
@@ -336,12 +431,23 @@ impl WindowAggregate {
 /// Bytes of an aligned window's bounds before its key in the index.
 const WINDOW_BOUNDS: usize = 16;
 
-/// Writes an aligned slot's identity, (start, end, key), into `buffer`.
+/// Window results emitted in one chunk at most.
+const FIRE_BATCH: usize = 8192;
+
+/// Writes an aligned slot's identity into `buffer`: its window's end and start, each in
+/// bytes that sort as the time does, then its key. In a store, a window's keys are thus
+/// together and windows in the order they fire.
 fn aligned_id(buffer: &mut Vec<u8>, start: Timestamp, end: Timestamp, key: &[u8]) {
     buffer.clear();
-    buffer.extend_from_slice(&start.to_be_bytes());
-    buffer.extend_from_slice(&end.to_be_bytes());
+    buffer.extend_from_slice(&sortable(end));
+    buffer.extend_from_slice(&sortable(start));
     buffer.extend_from_slice(key);
+}
+
+/// The window (end, start) of an aligned slot's identity or of its window prefix; `None`
+/// for too few bytes.
+fn window_of(id: &[u8]) -> Option<(Timestamp, Timestamp)> {
+    Some((unsortable(id)?, unsortable(id.get(8..)?)?))
 }
 
 fn millis(array: &ArrayRef) -> Result<Int64Array> {
@@ -350,6 +456,9 @@ fn millis(array: &ArrayRef) -> Result<Int64Array> {
 
 impl Operator for WindowAggregate {
     fn snapshot(&mut self, _request: &SnapshotRequest) -> Result<OperatorState> {
+        if self.cold.is_some() {
+            return self.snapshot_runs();
+        }
         // Windows are short-lived: their state is written whole every time.
         let open: Vec<(Timestamp, Timestamp, u32)> = self
             .timers
@@ -362,7 +471,9 @@ impl Operator for WindowAggregate {
             Some(_) => key_groups(&self.key_columns(&slots)?, self.max_parallelism)?,
         };
         let mut out = snapshot_writer(0);
-        out.i64(self.watermark).u64(open.len() as u64);
+        out.i64(self.watermark);
+        SpilledWindows::default().write(&mut out);
+        out.u64(INLINE_LAYOUT).u64(open.len() as u64);
         for ((end, start, slot), key_group) in open.into_iter().zip(key_groups) {
             out.bytes(self.slot_key(slot))
                 .u64(key_group as u64)
@@ -375,40 +486,37 @@ impl Operator for WindowAggregate {
 
     fn restore(&mut self, snapshots: &[&[u8]], scope: &KeyScope) -> Result<()> {
         let mut watermark = None;
-        let mut not_owned = Vec::new();
+        let mut stores = Vec::new();
         for snapshot in snapshots {
-            let (_, mut input) = open_snapshot(snapshot, "a window aggregate")?;
+            let (version, mut input) = open_snapshot(snapshot, "a window aggregate")?;
             let w = input.i64()?;
             watermark = Some(watermark.map_or(w, |m: Timestamp| m.min(w)));
-            for _ in 0..input.count(40)? {
-                let key = input.bytes()?;
-                let key_group = input.u64()? as usize;
-                let start = input.i64()?;
-                let end = input.i64()?;
-                let slot = self.new_slot(start, end, key);
-                self.accumulators.load(slot, &mut input)?;
-                if self.key_codec.is_some() && !scope.owns(key_group) {
-                    // Another subtask owns this key now.
-                    not_owned.push(slot);
-                    continue;
+            let layout = match version {
+                ..=5 => INLINE_LAYOUT,
+                _ => {
+                    self.spilled.read(&mut input, scope)?;
+                    input.u64()?
                 }
-                if self.session_gap.is_some() {
-                    self.sessions.entry(key.into()).or_default().push(slot);
+            };
+            match layout {
+                INLINE_LAYOUT => self.restore_inline(&mut input, scope)?,
+                RUNS_LAYOUT => stores.push(read_manifest(&mut input, "a window aggregate")?),
+                other => {
+                    return Err(EddyError::Snapshot(format!(
+                        "a snapshot of a window aggregate has layout {other}, which this Eddy \
+                         does not know"
+                    )));
                 }
-            }
-        }
-        if !not_owned.is_empty() {
-            let dropped: hashbrown::HashSet<u32> = not_owned.iter().copied().collect();
-            for slots in self.timers.values_mut() {
-                slots.retain(|s| !dropped.contains(s));
-            }
-            self.timers.retain(|_, slots| !slots.is_empty());
-            for slot in not_owned {
-                self.release(slot);
             }
         }
         if let Some(w) = watermark {
             self.watermark = w;
+        }
+        let restored = self.restored_files.clone();
+        cold_slots::restore(self, &restored, stores, scope)?;
+        if self.cold.is_none() {
+            // The stored windows were read into memory.
+            self.spilled.clear();
         }
         Ok(())
     }
@@ -418,6 +526,9 @@ impl Operator for WindowAggregate {
             return Err(EddyError::Internal(
                 "a window aggregate received updates; its input must be append-only".into(),
             ));
+        }
+        if let Some(cold) = &mut self.cold {
+            cold.next_chunk();
         }
         if let Some(kind) = self.processing_time {
             let mut windows = Vec::new();
@@ -430,11 +541,12 @@ impl Operator for WindowAggregate {
                 let ends = Int64Array::from_value(end, n);
                 self.accumulate(&chunk, &starts, &ends)?;
             }
-            return Ok(());
+        } else {
+            let starts = millis(chunk.rows().column(self.columns.start))?;
+            let ends = millis(chunk.rows().column(self.columns.end))?;
+            self.accumulate(&chunk, &starts, &ends)?;
         }
-        let starts = millis(chunk.rows().column(self.columns.start))?;
-        let ends = millis(chunk.rows().column(self.columns.end))?;
-        self.accumulate(&chunk, &starts, &ends)
+        cold_slots::evict(self)
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
@@ -449,7 +561,7 @@ impl Operator for WindowAggregate {
 
     fn processing_timer(&self) -> Option<Timestamp> {
         self.processing_time?;
-        self.timers.keys().next().map(|(end, _)| *end)
+        self.next_window().map(|(end, _)| end)
     }
 
     fn on_processing_time(&mut self, now: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
@@ -462,6 +574,41 @@ impl Operator for WindowAggregate {
 }
 
 impl WindowAggregate {
+    /// Restores the open windows a snapshot holds, keeping the keys `scope` owns.
+    fn restore_inline(&mut self, input: &mut StateReader<'_>, scope: &KeyScope) -> Result<()> {
+        let mut not_owned = Vec::new();
+        for _ in 0..input.count(40)? {
+            let key = input.bytes()?;
+            let key_group = input.u64()? as usize;
+            let start = input.i64()?;
+            let end = input.i64()?;
+            let slot = self.new_slot(start, end, key);
+            self.accumulators.load(slot, input)?;
+            if let Some(cold) = &mut self.cold {
+                cold.placed(slot, key_group as u16, false);
+            }
+            if self.key_codec.is_some() && !scope.owns(key_group) {
+                // Another subtask owns this key now.
+                not_owned.push(slot);
+                continue;
+            }
+            if self.session_gap.is_some() {
+                self.sessions.entry(key.into()).or_default().push(slot);
+            }
+        }
+        if !not_owned.is_empty() {
+            let dropped: hashbrown::HashSet<u32> = not_owned.iter().copied().collect();
+            for slots in self.timers.values_mut() {
+                slots.retain(|s| !dropped.contains(s));
+            }
+            self.timers.retain(|_, slots| !slots.is_empty());
+            for slot in not_owned {
+                self.release(slot)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Adds rows to the windows (`starts`, `ends`) each belongs to; rows of windows that
     /// already fired are dropped and counted.
     fn accumulate(&mut self, chunk: &Chunk, starts: &Int64Array, ends: &Int64Array) -> Result<()> {
@@ -473,6 +620,11 @@ impl WindowAggregate {
         let rows = match &self.key_codec {
             Some(codec) => Some(codec.convert_columns(&key_arrays)?),
             None => None,
+        };
+        // Where each row's key is in the store, with the LSM backend.
+        let key_groups = match self.cold {
+            Some(_) => key_groups(&key_arrays, self.max_parallelism)?,
+            None => Vec::new(),
         };
         let mut signs = signs_of(chunk);
         let mut groups = Vec::with_capacity(chunk.num_rows());
@@ -490,7 +642,10 @@ impl WindowAggregate {
             let key = rows.as_ref().map_or(&[][..], |r| r.row(i).data());
             let slot = match self.session_gap {
                 Some(_) => self.session_slot(start, end, key, &mut redirect, &mut freed),
-                None => self.aligned_slot(start, end, key),
+                None => {
+                    let key_group = key_groups.get(i).map_or(0, |g| *g as u16);
+                    self.aligned_slot(start, end, key, key_group)?
+                }
             };
             groups.push(slot);
         }
@@ -507,219 +662,17 @@ impl WindowAggregate {
         for slot in freed {
             self.slots.release(slot);
         }
+        if let Some(cold) = &mut self.cold {
+            for (slot, sign) in groups.iter().zip(&signs) {
+                if *sign != 0 {
+                    cold.touched(*slot);
+                }
+            }
+        }
         OperatorMetrics::add(&self.metrics.late_records_dropped, late);
         Ok(())
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::aggregate::AggregateKind;
-    use arrow::datatypes::{Field, Schema, TimeUnit};
-    use datafusion_physical_expr::expressions::Column;
-
-    /// `COUNT(*)` per `k` in the windows given by each row's (start, end).
-    fn counting() -> WindowAggregate {
-        counting_on(None)
-    }
-
-    /// [`counting`], on processing time with windows of `kind` if given.
-    fn counting_on(processing_time: Option<WindowKind>) -> WindowAggregate {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("k", DataType::Int64, true),
-            Field::new(
-                "window_start",
-                DataType::Timestamp(TimeUnit::Millisecond, None),
-                true,
-            ),
-            Field::new(
-                "window_end",
-                DataType::Timestamp(TimeUnit::Millisecond, None),
-                true,
-            ),
-            Field::new("c", DataType::Int64, true),
-        ]));
-        let spec = WindowAggregateSpec {
-            keys: vec![Arc::new(Column::new("k", 0))],
-            key_types: vec![DataType::Int64],
-            columns: WindowColumns {
-                start: 1,
-                end: 2,
-                layout: vec![
-                    OutputColumn::Key(0),
-                    OutputColumn::WindowStart,
-                    OutputColumn::WindowEnd,
-                ],
-            },
-            session_gap: None,
-            calls: vec![AggregateCall {
-                kind: AggregateKind::Count,
-                arg: Arc::new(Column::new("k", 0)),
-                filter: None,
-                input_type: DataType::Int64,
-                output_type: DataType::Int64,
-                append_only: true,
-            }],
-            schema,
-            processing_time,
-        };
-        WindowAggregate::new(spec, Arc::new(OperatorMetrics::default()), 128).unwrap()
-    }
-
-    /// Rows (k, start, end).
-    fn rows(rows: &[(i64, i64, i64)]) -> Chunk {
-        let ts = |f: fn(&(i64, i64, i64)) -> i64| -> ArrayRef {
-            Arc::new(TimestampMillisecondArray::from_iter_values(
-                rows.iter().map(f),
-            ))
-        };
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("k", DataType::Int64, true),
-            Field::new("s", DataType::Timestamp(TimeUnit::Millisecond, None), true),
-            Field::new("e", DataType::Timestamp(TimeUnit::Millisecond, None), true),
-        ]));
-        let keys: ArrayRef = Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0)));
-        Chunk::inserts(RecordBatch::try_new(schema, vec![keys, ts(|r| r.1), ts(|r| r.2)]).unwrap())
-    }
-
-    /// Every fired row as (k, start, end, count), sorted.
-    fn fire_all(aggregate: &mut WindowAggregate) -> Vec<(i64, i64, i64, i64)> {
-        let mut out = Vec::new();
-        aggregate.on_watermark(Timestamp::MAX, &mut out).unwrap();
-        fired(out)
-    }
-
-    /// The rows of `out` as (k, start, end, count), sorted.
-    fn fired(out: Vec<Chunk>) -> Vec<(i64, i64, i64, i64)> {
-        let mut fired = Vec::new();
-        for chunk in out {
-            let column = |i: usize| millis(chunk.rows().column(i)).unwrap();
-            let (k, s, e, c) = (column(0), column(1), column(2), column(3));
-            fired.extend(
-                (0..chunk.num_rows()).map(|i| (k.value(i), s.value(i), e.value(i), c.value(i))),
-            );
-        }
-        fired.sort();
-        fired
-    }
-
-    #[test]
-    fn windows_fire_in_end_order_and_split_by_key_group_on_restore() {
-        let mut aggregate = counting();
-        let mut input = Vec::new();
-        for k in 0..300 {
-            for w in 0..3 {
-                for _ in 0..=(k % 3) {
-                    input.push((k, w * 10, w * 10 + 10));
-                }
-            }
-        }
-        aggregate.process(rows(&input), &mut Vec::new()).unwrap();
-        let mut out = Vec::new();
-        aggregate.on_watermark(10, &mut out).unwrap();
-        assert_eq!(
-            out.iter().map(Chunk::num_rows).sum::<usize>(),
-            300,
-            "the first window"
-        );
-        let snapshot = aggregate.snapshot(&SnapshotRequest::full(1)).unwrap().bytes;
-        let expected = fire_all(&mut aggregate);
-        assert_eq!(expected.len(), 600);
-        assert!(expected.iter().all(|(k, _, _, c)| *c == k % 3 + 1));
-
-        let mut split = Vec::new();
-        for subtask in 0..2 {
-            let mut part = counting();
-            let scope = KeyScope {
-                subtask,
-                parallelism: 2,
-                max_parallelism: 128,
-            };
-            part.restore(&[&snapshot], &scope).unwrap();
-            let fired = fire_all(&mut part);
-            assert!(
-                fired.len() > 100,
-                "subtask {subtask} owns a share: {}",
-                fired.len()
-            );
-            split.extend(fired);
-        }
-        split.sort();
-        assert_eq!(split, expected);
-    }
-
-    thread_local! {
-        static NOW: std::cell::Cell<Timestamp> = const { std::cell::Cell::new(0) };
-    }
-
-    fn test_clock() -> Timestamp {
-        NOW.with(|now| now.get())
-    }
-
-    fn set_clock(now: Timestamp) {
-        NOW.with(|cell| cell.set(now));
-    }
-
-    #[test]
-    fn processing_time_windows_follow_the_clock_not_the_rows_or_the_watermark() {
-        let mut aggregate = counting_on(Some(WindowKind::Hop { slide: 5, size: 10 }));
-        aggregate.clock = test_clock;
-        set_clock(12);
-        // The rows' own window columns say 100..110: ignored.
-        aggregate
-            .process(rows(&[(1, 100, 110), (2, 100, 110)]), &mut Vec::new())
-            .unwrap();
-        set_clock(16);
-        aggregate
-            .process(rows(&[(1, 100, 110)]), &mut Vec::new())
-            .unwrap();
-        assert_eq!(
-            aggregate.processing_timer(),
-            Some(15),
-            "the earliest window's end"
-        );
-        let mut out = Vec::new();
-        aggregate.on_watermark(1_000, &mut out).unwrap();
-        assert!(
-            out.is_empty(),
-            "event time does not fire processing-time windows"
-        );
-        aggregate.on_processing_time(15, &mut out).unwrap();
-        assert_eq!(
-            fired(std::mem::take(&mut out)),
-            [(1, 5, 15, 1), (2, 5, 15, 1)]
-        );
-        assert_eq!(aggregate.processing_timer(), Some(20));
-        aggregate.on_processing_time(21, &mut out).unwrap();
-        assert_eq!(
-            fired(std::mem::take(&mut out)),
-            [(1, 10, 20, 2), (2, 10, 20, 1)]
-        );
-        assert_eq!(aggregate.processing_timer(), Some(25));
-        // Rows arriving now belong to windows holding now: none is late.
-        set_clock(21);
-        aggregate
-            .process(rows(&[(3, 0, 1)]), &mut Vec::new())
-            .unwrap();
-        aggregate.on_watermark(Timestamp::MAX, &mut out).unwrap();
-        assert!(
-            out.is_empty(),
-            "the end of the input does not fire them (as in Flink)"
-        );
-        aggregate.on_processing_time(31, &mut out).unwrap();
-        assert_eq!(fired(out), [(1, 15, 25, 1), (3, 15, 25, 1), (3, 20, 30, 1)]);
-    }
-
-    #[test]
-    fn event_time_windows_have_no_processing_timer() {
-        let mut aggregate = counting();
-        aggregate
-            .process(rows(&[(1, 0, 10)]), &mut Vec::new())
-            .unwrap();
-        assert_eq!(aggregate.processing_timer(), None);
-        let mut out = Vec::new();
-        aggregate.on_processing_time(i64::MAX, &mut out).unwrap();
-        assert!(out.is_empty());
-    }
-}
+mod tests;
