@@ -4,27 +4,86 @@
 //! since it was last written) and, if it changed, at every checkpoint, whose snapshot is
 //! then the store's runs; a partition is read back when a row of its key arrives.
 //!
-//! Top-N over windows keeps its partitions in memory: they live until their window fires.
+//! Over windows, a partition's key in the store starts with its window's end
+//! ([`windowed_key`]); a window whose partitions were written out is *spilled*, and when it
+//! fires its stored partitions are read back, a batch at a time.
 
-use eddy_common::Result;
+use eddy_common::chunk::Chunk;
 use eddy_common::event::Timestamp;
 use eddy_common::state::{StateReader, StateWriter};
+use eddy_common::{EddyError, Result};
+use hashbrown::HashSet;
 
-use super::TopN;
+use super::{Emission, TopN, windowed_key};
 use crate::cold_slots::{ColdSlots, SlotState};
+use crate::spilled_windows::{SpilledWindows, sortable, unsortable};
 use crate::state_context::StateContext;
 use crate::ttl::StateTtl;
 
+/// Partitions read back from the store at once when their window fires.
+const FIRE_BATCH: usize = 4096;
+
 impl TopN {
     /// Keeps partitions where `context` says: with the LSM backend, those beyond its memory
-    /// in an LSM store (a Top-N without partition keys, or over windows, keeps them in
-    /// memory).
+    /// in an LSM store (a Top-N without partition keys keeps its one in memory).
     pub fn with_state(mut self, context: &StateContext) -> Result<Self> {
         self.restored_files = context.restored.clone();
-        if context.is_lsm() && self.spec.window_end.is_none() && self.keys.is_keyed() {
+        if context.is_lsm() && self.keys.is_keyed() {
             self.cold = Some(ColdSlots::new(context, self.keys.len())?);
         }
         Ok(self)
+    }
+
+    /// Emits the partitions of `key_group` the store holds for the window ending at `end`,
+    /// a batch at a time, deleting them from the store.
+    pub(super) fn fire_stored(
+        &mut self,
+        end: Timestamp,
+        key_group: u16,
+        emission: &mut Emission,
+        out: &mut Vec<Chunk>,
+    ) -> Result<()> {
+        let window = sortable(end);
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let Some(cold) = &self.cold else {
+                return Ok(());
+            };
+            let entries =
+                cold.entries_with_prefix(key_group, &window, after.as_deref(), FIRE_BATCH)?;
+            let mut slots = Vec::with_capacity(entries.len());
+            for (id, value) in &entries {
+                if let Some(slot) = self.place(id, key_group, value, None)? {
+                    if let Some(cold) = &mut self.cold {
+                        cold.placed(slot, key_group, true);
+                    }
+                    slots.push(slot);
+                }
+            }
+            // The partitions are fired here, not by their timer.
+            self.timers.remove(&end);
+            self.emit_window(&slots, emission)?;
+            out.extend(self.chunk_of(std::mem::take(emission))?);
+            if entries.len() < FIRE_BATCH {
+                return Ok(());
+            }
+            after = entries.last().map(|(id, _)| id.clone());
+        }
+    }
+
+    /// The windows the store holds partitions of once every partition is written: those
+    /// spilled and those of the partitions in memory.
+    pub(super) fn stored_windows(&self) -> SpilledWindows {
+        let mut stored = self.spilled.clone();
+        if let (Some(cold), Some(_)) = (&self.cold, self.spec.window_end) {
+            for slots in self.timers.values() {
+                for slot in slots {
+                    let window = sortable(self.window_ends[*slot as usize]);
+                    stored.mark(&window, cold.key_group(*slot));
+                }
+            }
+        }
+        stored
     }
 }
 
@@ -39,8 +98,14 @@ impl SlotState for TopN {
         self.cold.as_mut()
     }
 
+    /// Over windows, the key in the store starts with the window's end.
     fn slot_key_and_store(&mut self, slot: u32) -> (&[u8], Option<&mut ColdSlots>) {
-        (self.keys.key(slot), self.cold.as_mut())
+        if self.spec.window_end.is_none() {
+            return (self.keys.key(slot), self.cold.as_mut());
+        }
+        let window_end = self.window_ends[slot as usize];
+        windowed_key(&mut self.store_key, window_end, self.keys.key(slot));
+        (&self.store_key, self.cold.as_mut())
     }
 
     fn live_slots(&self) -> Vec<u32> {
@@ -88,7 +153,20 @@ impl SlotState for TopN {
         if StateTtl::expired_by(self.ttl.as_ref(), written, now) {
             return Ok(None);
         }
-        let slot = self.new_slot(key, key_group, 0);
+        let (key, window_end) = match self.spec.window_end {
+            None => (key, 0),
+            Some(_) => {
+                let window_end = unsortable(key).ok_or_else(|| {
+                    EddyError::Snapshot(format!(
+                        "a state file of {} holds a key of {} bytes, too short for a window",
+                        Self::WHAT,
+                        key.len()
+                    ))
+                })?;
+                (&key[8..], window_end)
+            }
+        };
+        let slot = self.new_slot(key, key_group, window_end);
         let partition = &mut self.partitions[slot as usize];
         for _ in 0..input.count(2)? {
             let (sort_key, row) = (input.bytes()?, input.bytes()?);
@@ -107,6 +185,33 @@ impl SlotState for TopN {
         }
         self.keys.release(slot);
         self.partitions[slot as usize] = super::Partition::default();
+    }
+
+    /// Over windows, the slots leave their windows' timers, and the windows are spilled.
+    fn free_slots(&mut self, slots: &[u32]) {
+        if let (Some(cold), Some(_)) = (&self.cold, self.spec.window_end) {
+            let gone: HashSet<u32> = slots.iter().copied().collect();
+            let mut windows = Vec::new();
+            for slot in slots {
+                let window_end = self.window_ends[*slot as usize];
+                self.spilled
+                    .mark(&sortable(window_end), cold.key_group(*slot));
+                windows.push(window_end);
+            }
+            windows.sort_unstable();
+            windows.dedup();
+            for window_end in windows {
+                if let Some(timer) = self.timers.get_mut(&window_end) {
+                    timer.retain(|slot| !gone.contains(slot));
+                    if timer.is_empty() {
+                        self.timers.remove(&window_end);
+                    }
+                }
+            }
+        }
+        for slot in slots {
+            self.free_slot(*slot);
+        }
     }
 
     fn ttl(&self) -> Option<&StateTtl> {

@@ -5,6 +5,8 @@ use super::tests::{changes, chunk, holds, spec, top_n};
 use super::*;
 use crate::lsm_testing::{hand_over, lsm_context, scratch, xorshift};
 use crate::state_context::StateContext;
+use arrow::datatypes::TimeUnit;
+use datafusion_physical_expr::expressions::Column;
 use eddy_common::chunk::Op::{Delete, Insert as I};
 
 /// Rows over `keys` partitions, inserted and (unless `append_only`) some retracted again,
@@ -234,4 +236,133 @@ fn a_partition_in_the_store_expires_by_its_ttl() {
     // written at 500, still holds its row: a lower one changes nothing.
     let fresh = process(&mut op, chunk(&[(I, 0, 5, "b"), (I, 3000, 5, "c")], 0));
     assert_eq!(fresh, ["+I b 1"]);
+}
+
+/// Top-2 per `k` and window (by `v`, over inserts), windows ending at every 100.
+fn windowed_spec() -> RankSpec {
+    let mut spec = spec(2, RankOutput::Number, true);
+    spec.window_end = Some(3);
+    spec.partition_keys
+        .push(Arc::new(Column::new("window_end", 3)));
+    spec.partition_types
+        .push(DataType::Timestamp(TimeUnit::Millisecond, None));
+    spec
+}
+
+/// Rows over `keys` keys, each step into the window its time is in and the next one, from
+/// a seed; each step with the watermark after it.
+fn windowed_rows(seed: u64, keys: u64, steps: i64) -> Vec<(Vec<Chunk>, Timestamp)> {
+    let mut next = xorshift(seed);
+    let mut named = 0;
+    (0..steps)
+        .map(|step| {
+            let time = step * 10;
+            let end = (time / 100 + 1) * 100;
+            let chunks = [end, end + 100]
+                .iter()
+                .map(|end| {
+                    let rows: Vec<(i64, i64, String)> = (0..300)
+                        .map(|_| {
+                            named += 1;
+                            let (k, v) = ((next() % keys) as i64, (next() % 1000) as i64);
+                            (k, v, format!("r{named}"))
+                        })
+                        .collect();
+                    let rows: Vec<_> = rows
+                        .iter()
+                        .map(|(k, v, n)| (I, *k, *v, n.as_str()))
+                        .collect();
+                    chunk(&rows, *end)
+                })
+                .collect();
+            (chunks, time - 1)
+        })
+        .collect()
+}
+
+/// What `op` emits for a step's chunks and the watermark after them, sorted.
+fn windowed_step(op: &mut TopN, chunks: &[Chunk], watermark: Timestamp) -> Vec<String> {
+    let mut out = Vec::new();
+    for chunk in chunks {
+        op.process(chunk.clone(), &mut out).unwrap();
+    }
+    op.on_watermark(watermark, &mut out).unwrap();
+    let mut emitted = changes(out);
+    emitted.sort();
+    emitted
+}
+
+#[test]
+fn windowed_partitions_beyond_memory_fire_what_partitions_in_memory_fire() {
+    let dir = scratch("top-n", "windowed-equal");
+    let mut in_memory = top_n(windowed_spec());
+    let mut lsm = top_n(windowed_spec())
+        .with_state(&lsm_context(&dir))
+        .unwrap();
+    let mut spilled = 0;
+    let mut fired = 0;
+    for (chunks, watermark) in windowed_rows(3, 20_000, 60) {
+        let expected = windowed_step(&mut in_memory, &chunks, watermark);
+        fired += expected.len();
+        assert_eq!(windowed_step(&mut lsm, &chunks, watermark), expected);
+        spilled = spilled.max(lsm.spilled.len());
+    }
+    assert!(fired > 10_000, "{fired} rows fired");
+    assert!(spilled >= 1, "windows spilled");
+    assert!(!lsm.cold.as_ref().unwrap().store.runs().is_empty());
+    let last = windowed_step(&mut in_memory, &[], Timestamp::MAX);
+    assert!(!last.is_empty());
+    assert_eq!(windowed_step(&mut lsm, &[], Timestamp::MAX), last);
+    assert!(lsm.spilled.is_empty() && lsm.timers.is_empty());
+    let store = &lsm.cold.as_ref().unwrap().store;
+    assert!(
+        store.entries_from(b"").unwrap().next().is_none(),
+        "nothing left stored"
+    );
+}
+
+#[test]
+fn a_windowed_store_restores_at_another_parallelism_and_into_memory() {
+    let dir = scratch("top-n", "windowed-restore");
+    let mut lsm = top_n(windowed_spec())
+        .with_state(&lsm_context(&dir))
+        .unwrap();
+    for (chunks, watermark) in windowed_rows(5, 8_000, 25) {
+        windowed_step(&mut lsm, &chunks, watermark);
+    }
+    let state = lsm.snapshot(&SnapshotRequest::full(1)).unwrap();
+    let expected = windowed_step(&mut lsm, &[], Timestamp::MAX);
+    assert!(expected.len() > 1_000);
+
+    let mut split = Vec::new();
+    for subtask in 0..3 {
+        let sub = scratch("top-n", &format!("windowed-split-{subtask}"));
+        hand_over(&state, &sub);
+        let mut part = top_n(windowed_spec())
+            .with_state(&lsm_context(&sub))
+            .unwrap();
+        let scope = KeyScope {
+            subtask,
+            parallelism: 3,
+            max_parallelism: 128,
+        };
+        part.restore(&[&state.bytes], &scope).unwrap();
+        let fired = windowed_step(&mut part, &[], Timestamp::MAX);
+        assert!(!fired.is_empty() && fired.len() < expected.len());
+        split.extend(fired);
+    }
+    split.sort();
+    assert_eq!(split, expected);
+
+    let reader = scratch("top-n", "windowed-into-memory");
+    hand_over(&state, &reader);
+    let context = StateContext {
+        restored: reader.join("restored"),
+        ..StateContext::in_memory()
+    };
+    let mut in_memory = top_n(windowed_spec()).with_state(&context).unwrap();
+    in_memory
+        .restore(&[&state.bytes], &KeyScope::everything())
+        .unwrap();
+    assert_eq!(windowed_step(&mut in_memory, &[], Timestamp::MAX), expected);
 }

@@ -19,7 +19,7 @@
 //! without emitting anything, as in Flink: a later row of its key starts it afresh.
 //!
 //! With the LSM backend, partitions beyond the memory budget live in an LSM store
-//! ([`cold`]).
+//! ([`cold`]), also over windows: a window's stored partitions are read back when it fires.
 
 mod cold;
 mod partition;
@@ -45,14 +45,16 @@ pub use self::partition::Ties;
 use crate::cold_slots::{self, ColdSlots, SlotState};
 use crate::group_keys::PartitionKeys;
 use crate::partition::KeyScope;
+use crate::spilled_windows::{SpilledWindows, sortable, unsortable};
 use crate::stored_runs::{self, INLINE_LAYOUT, RUNS_LAYOUT};
 use crate::ttl::StateTtl;
 use crate::{Operator, evaluate, versioned_snapshot};
 
 /// The Top-N snapshot format: 2 says after the watermark whether each partition carries
 /// the time it was last written (a state TTL's); 3 says then how the partitions are laid
-/// out: in the snapshot, or in the runs of an LSM store it names.
-pub(crate) const SNAPSHOT_VERSION: u64 = 3;
+/// out: in the snapshot, or in the runs of an LSM store it names; 4 lists before the
+/// layout the windows whose partitions that store holds.
+pub(crate) const SNAPSHOT_VERSION: u64 = 4;
 
 /// One `ORDER BY` expression of a Top-N.
 #[derive(Debug, Clone)]
@@ -126,6 +128,11 @@ pub struct TopN {
     ttl: Option<StateTtl>,
     /// With the LSM backend: the partitions written to a store.
     cold: Option<ColdSlots>,
+    /// Over windows, with the LSM backend: the windows whose partitions the store may hold
+    /// (by [`sortable`] window end), which their firing reads back.
+    spilled: SpilledWindows,
+    /// A partition's key in the store, reused.
+    store_key: Vec<u8>,
     /// Where a restore put the state files its snapshots refer to.
     restored_files: PathBuf,
 }
@@ -192,6 +199,8 @@ impl TopN {
             metrics,
             max_parallelism,
             cold: None,
+            spilled: SpilledWindows::default(),
+            store_key: Vec::new(),
             restored_files: PathBuf::new(),
         })
     }
@@ -230,16 +239,29 @@ impl TopN {
         if let Some(slot) = self.keys.find(key) {
             return Ok(Some(slot));
         }
-        if let Some(slot) = cold_slots::load(self, key, key_group, now)? {
-            return Ok(Some(slot));
+        let stored = match self.spec.window_end {
+            None => cold_slots::load(self, key, key_group, now)?,
+            Some(_) if self.spilled.holds(&sortable(window_end), key_group) => {
+                let mut id = std::mem::take(&mut self.store_key);
+                windowed_key(&mut id, window_end, key);
+                let loaded = cold_slots::load(self, &id, key_group, now);
+                self.store_key = id;
+                loaded?
+            }
+            Some(_) => None,
+        };
+        if stored.is_some() {
+            return Ok(stored);
         }
         Ok(create.then(|| self.new_slot(key, key_group, window_end)))
     }
 
     /// Drops `slot`'s partition for good, from memory and from the store.
     fn release(&mut self, slot: u32) -> Result<()> {
-        if let Some(cold) = &mut self.cold {
-            cold.removed(slot, self.keys.key(slot))?;
+        if self.cold.is_some()
+            && let (key, Some(cold)) = self.slot_key_and_store(slot)
+        {
+            cold.removed(slot, key)?;
         }
         self.free_slot(slot);
         Ok(())
@@ -347,28 +369,48 @@ impl TopN {
         }
     }
 
-    /// Emits the ranked rows of the windows the watermark has passed, and drops them.
+    /// Emits the ranked rows of the windows the watermark has passed, in the order they
+    /// end, and drops them.
     fn fire(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
         let mut emission = Emission::default();
-        let mut buffer = Vec::new();
-        while let Some(entry) = self.timers.first_entry() {
-            if *entry.key() - 1 > watermark {
-                break;
+        while let Some(end) = self.next_window().filter(|end| end - 1 <= watermark) {
+            if let Some(slots) = self.timers.remove(&end) {
+                // These go first: dropping them deletes their stored entries, so that the
+                // store's are the window's other partitions.
+                self.emit_window(&slots, &mut emission)?;
             }
-            for slot in entry.remove() {
-                buffer.clear();
-                let ranked = self.ranked(&self.partitions[slot as usize], &mut buffer);
-                for (rank, start, len) in ranked {
-                    let rank = match self.spec.output {
-                        RankOutput::Number => rank,
-                        RankOutput::Dropped => 0,
-                    };
-                    emission.push(Op::Insert, &buffer[start..start + len], rank);
+            if let Some(key_groups) = self.spilled.take(&sortable(end)) {
+                for key_group in key_groups {
+                    self.fire_stored(end, key_group, &mut emission, out)?;
                 }
-                self.release(slot)?;
             }
         }
         out.extend(self.chunk_of(emission)?);
+        Ok(())
+    }
+
+    /// The end of the window that fires first, in memory or in the store.
+    fn next_window(&self) -> Option<Timestamp> {
+        let in_memory = self.timers.keys().next().copied();
+        let stored = self.spilled.first().and_then(unsortable);
+        in_memory.into_iter().chain(stored).min()
+    }
+
+    /// Emits the ranked rows of the windowed partitions in `slots`, and drops them.
+    fn emit_window(&mut self, slots: &[u32], emission: &mut Emission) -> Result<()> {
+        let mut buffer = Vec::new();
+        for slot in slots {
+            buffer.clear();
+            let ranked = self.ranked(&self.partitions[*slot as usize], &mut buffer);
+            for (rank, start, len) in ranked {
+                let rank = match self.spec.output {
+                    RankOutput::Number => rank,
+                    RankOutput::Dropped => 0,
+                };
+                emission.push(Op::Insert, &buffer[start..start + len], rank);
+            }
+            self.release(*slot)?;
+        }
         Ok(())
     }
 
@@ -566,15 +608,15 @@ impl Operator for TopN {
         if self.cold.is_some() {
             let mut out = versioned_snapshot(SNAPSHOT_VERSION);
             out.i64(self.watermark).u64(self.ttl.is_some() as u64);
+            self.stored_windows().write(&mut out);
             return cold_slots::snapshot(self, out);
         }
         let live = self.live_slots();
         let key_groups = self.keys.key_groups(&live, self.max_parallelism)?;
         let mut out = versioned_snapshot(SNAPSHOT_VERSION);
-        out.i64(self.watermark)
-            .u64(self.ttl.is_some() as u64)
-            .u64(INLINE_LAYOUT)
-            .u64(live.len() as u64);
+        out.i64(self.watermark).u64(self.ttl.is_some() as u64);
+        SpilledWindows::default().write(&mut out);
+        out.u64(INLINE_LAYOUT).u64(live.len() as u64);
         for (slot, key_group) in live.iter().zip(key_groups) {
             let partition = &self.partitions[*slot as usize];
             out.bytes(self.keys.key(*slot))
@@ -609,6 +651,9 @@ impl Operator for TopN {
             let restored = input.i64()?;
             watermark = Some(watermark.map_or(restored, |w| w.min(restored)));
             let timed = version >= 2 && input.u64()? == 1;
+            if version >= 4 {
+                self.spilled.read(&mut input, scope)?;
+            }
             let layout = match version {
                 ..=2 => INLINE_LAYOUT,
                 _ => input.u64()?,
@@ -625,8 +670,22 @@ impl Operator for TopN {
             self.watermark = watermark;
         }
         let restored = self.restored_files.clone();
-        cold_slots::restore(self, &restored, stores, scope)
+        cold_slots::restore(self, &restored, stores, scope)?;
+        if self.cold.is_none() {
+            // The stored windows were read into memory.
+            self.spilled.clear();
+        }
+        Ok(())
     }
+}
+
+/// A windowed partition's key in the store, into `out`: its window's end ([`sortable`]),
+/// then its partition key. A window's partitions of one key group are thus together in
+/// the store, and windows in the order they fire.
+fn windowed_key(out: &mut Vec<u8>, window_end: Timestamp, key: &[u8]) {
+    out.clear();
+    out.extend_from_slice(&sortable(window_end));
+    out.extend_from_slice(key);
 }
 
 #[cfg(test)]
