@@ -42,11 +42,7 @@ fn change_streams_give_flinks_rows() {
 #[test]
 fn change_streams_on_the_lsm_backend_give_flinks_rows() {
     OracleDir::new("changelog_formats")
-        .with_settings(
-            "SET 'state.backend.type' = 'rocksdb';
-             SET 'state.backend.rocksdb.memory.fixed-per-slot' = '1kb';
-",
-        )
+        .on_the_lsm_backend()
         .check_all(&[
             "totals_debezium",
             "totals_of_totals",

@@ -81,6 +81,16 @@ impl OracleDir {
         self
     }
 
+    /// Runs every query on the LSM state backend with the least memory it takes, so that
+    /// nearly all keyed state of a subtask is written to its store.
+    pub fn on_the_lsm_backend(self) -> OracleDir {
+        self.with_settings(
+            "SET 'state.backend.type' = 'rocksdb';
+             SET 'state.backend.rocksdb.memory.fixed-per-slot' = '1kb';
+",
+        )
+    }
+
     /// Where `data.sql` wrote the tables' data.
     pub fn data(&self) -> &Path {
         self.data

@@ -24,6 +24,15 @@ fn group_windows_give_flinks_rows() {
     ]);
 }
 
+/// The same windows with their keys in LSM stores with the least memory they take
+/// (session windows stay in memory) give the same rows.
+#[test]
+fn group_windows_on_the_lsm_backend_give_flinks_rows() {
+    OracleDir::new("group_windows")
+        .on_the_lsm_backend()
+        .check_all(&["tumble", "hop", "session", "rowtime", "session_tvf"]);
+}
+
 #[test]
 fn a_group_window_over_a_join_is_refused_with_the_way_out() {
     let scratch = Scratch::new("group-window-join");

@@ -56,11 +56,7 @@ fn nexmark_queries_over_the_official_tables_give_flinks_rows() {
 #[test]
 fn nexmark_queries_on_the_lsm_backend_give_flinks_rows() {
     OracleDir::with_queries("nexmark", "bench/queries/nexmark")
-        .with_settings(
-            "SET 'state.backend.type' = 'rocksdb';
-             SET 'state.backend.rocksdb.memory.fixed-per-slot' = '1kb';
-",
-        )
+        .on_the_lsm_backend()
         .check_all(&[
             "q3",
             "q4",

@@ -29,19 +29,13 @@ fn top_n_and_deduplication_give_flinks_rows() {
 /// feeding them) in LSM stores with the least memory they take, give the same rows.
 #[test]
 fn top_n_on_the_lsm_backend_gives_flinks_rows() {
-    OracleDir::new("top_n")
-        .with_settings(
-            "SET 'state.backend.type' = 'rocksdb';
-             SET 'state.backend.rocksdb.memory.fixed-per-slot' = '1kb';
-",
-        )
-        .check_all(&[
-            "top3",
-            "dedup_last",
-            "top_of_updating_per_group",
-            "window_top",
-            "window_top_aggregate",
-            "window_dedup",
-            "dense_rank_window",
-        ]);
+    OracleDir::new("top_n").on_the_lsm_backend().check_all(&[
+        "top3",
+        "dedup_last",
+        "top_of_updating_per_group",
+        "window_top",
+        "window_top_aggregate",
+        "window_dedup",
+        "dense_rank_window",
+    ]);
 }

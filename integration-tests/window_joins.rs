@@ -17,3 +17,18 @@ fn window_joins_give_flinks_rows() {
         "windows_of_different_kinds",
     ]);
 }
+
+/// The same joins with their rows (and the window aggregates' keys) in LSM stores with the
+/// least memory they take give the same rows.
+#[test]
+fn window_joins_on_the_lsm_backend_give_flinks_rows() {
+    OracleDir::with_queries("nexmark", "integration-tests/window_joins")
+        .on_the_lsm_backend()
+        .check_all(&[
+            "bids_on_new_auctions",
+            "sellers_and_bidders_per_window",
+            "auctions_and_high_bids",
+            "new_people_and_their_sales",
+            "windows_of_different_kinds",
+        ]);
+}

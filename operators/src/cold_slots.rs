@@ -126,25 +126,12 @@ impl ColdSlots {
         after: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let mut from = Vec::new();
-        key::encode(key_group, TABLE, after.unwrap_or(prefix), &mut from);
-        if after.is_some() {
-            from.push(0);
-        }
-        let mut to = Vec::new();
-        key::encode(key_group, TABLE, prefix, &mut to);
-        let to = prefix_end(to);
-        let mut entries = Vec::new();
-        for entry in self.store.entries_between(&from, to.as_deref())? {
-            let (state_key, value) = entry?;
-            if let Some(value) = value {
-                entries.push((state_key[key::PREFIX_LEN..].to_vec(), value));
-            }
-            if entries.len() == limit {
-                break;
-            }
-        }
-        Ok(entries)
+        let range = stored_runs::KeyRange {
+            table: TABLE,
+            key_group,
+            prefix,
+        };
+        range.entries_after(&self.store, after, limit)
     }
 
     /// Whether `slot`'s value changed since it was last written.
@@ -202,17 +189,6 @@ impl ColdSlots {
         by_age.select_nth_unstable(count - 1);
         by_age[..count].iter().map(|(_, slot)| *slot).collect()
     }
-}
-
-/// The first key after every key that starts with `prefix` (`None`: there is none).
-fn prefix_end(mut prefix: Vec<u8>) -> Option<Vec<u8>> {
-    while let Some(last) = prefix.pop() {
-        if last < u8::MAX {
-            prefix.push(last + 1);
-            return Some(prefix);
-        }
-    }
-    None
 }
 
 /// An operator whose keyed state is one value per key, kept in memory slots that cache a

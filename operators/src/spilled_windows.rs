@@ -51,6 +51,11 @@ impl SpilledWindows {
             .is_some_and(|groups| groups.contains(&key_group))
     }
 
+    /// Whether the store may hold keys of the window of `prefix`.
+    pub(crate) fn contains(&self, prefix: &[u8]) -> bool {
+        self.windows.contains_key(prefix)
+    }
+
     /// The prefix of the window that fires first.
     pub(crate) fn first(&self) -> Option<&[u8]> {
         self.windows.keys().next().map(Vec::as_slice)

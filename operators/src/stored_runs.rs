@@ -9,6 +9,63 @@ use eddy_common::state::{OperatorState, SnapshotFile, StateReader, StateWriter};
 use eddy_common::{EddyError, Result};
 use eddy_state::{Run, Store, StoreOptions, key};
 
+/// The keys of one table and key group of a store that start with a prefix.
+pub(crate) struct KeyRange<'a> {
+    /// The operator's table.
+    pub table: u8,
+    /// The key group.
+    pub key_group: u16,
+    /// What the operator keys start with.
+    pub prefix: &'a [u8],
+}
+
+impl KeyRange<'_> {
+    /// Up to `limit` entries of the range in `store` after the operator key `after` (from
+    /// the first when `None`), as operator key and value, in key order.
+    pub(crate) fn entries_after(
+        &self,
+        store: &Store,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut from = Vec::new();
+        key::encode(
+            self.key_group,
+            self.table,
+            after.unwrap_or(self.prefix),
+            &mut from,
+        );
+        if after.is_some() {
+            from.push(0);
+        }
+        let mut to = Vec::new();
+        key::encode(self.key_group, self.table, self.prefix, &mut to);
+        let to = prefix_end(to);
+        let mut entries = Vec::new();
+        for entry in store.entries_between(&from, to.as_deref())? {
+            let (state_key, value) = entry?;
+            if let Some(value) = value {
+                entries.push((state_key[key::PREFIX_LEN..].to_vec(), value));
+            }
+            if entries.len() == limit {
+                break;
+            }
+        }
+        Ok(entries)
+    }
+}
+
+/// The first key after every key that starts with `prefix` (`None`: there is none).
+fn prefix_end(mut prefix: Vec<u8>) -> Option<Vec<u8>> {
+    while let Some(last) = prefix.pop() {
+        if last < u8::MAX {
+            prefix.push(last + 1);
+            return Some(prefix);
+        }
+    }
+    None
+}
+
 /// A snapshot's layout, after its format version: the state itself ...
 pub(crate) const INLINE_LAYOUT: u64 = 0;
 /// ... or the names of the runs of an LSM store that holds it.

@@ -4,8 +4,13 @@
 //! rows of an outer join, the rows of a semi or anti join) emitted once, and its rows
 //! dropped, as Flink's window join does. Rows of a window that already closed are late:
 //! dropped and counted.
+//!
+//! With the LSM backend, rows beyond the memory budget wait in an LSM store ([`cold`]).
+
+mod cold;
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, UInt32Array, new_null_array};
@@ -18,16 +23,20 @@ use datafusion_physical_expr::PhysicalExpr;
 use eddy_common::chunk::Chunk;
 use eddy_common::event::Timestamp;
 use eddy_common::metrics::OperatorMetrics;
-use eddy_common::state::{OperatorState, SnapshotRequest};
+use eddy_common::state::{OperatorState, SnapshotRequest, StateReader, StateWriter};
 use eddy_common::{EddyError, Result};
 use hashbrown::HashMap;
 
+use self::cold::ColdRows;
 use super::JoinKind;
 use crate::partition::{KeyScope, key_groups};
-use crate::{Operator, evaluate, open_versioned_snapshot, row_codec, versioned_snapshot};
+use crate::stored_runs::{INLINE_LAYOUT, RUNS_LAYOUT, read_manifest};
+use crate::{Operator, evaluate, row_codec, versioned_snapshot};
 
-/// The window join's snapshot format.
-pub(crate) const SNAPSHOT_VERSION: u64 = 1;
+/// The window join's snapshot format: 2 adds, after the watermark, the windows an LSM
+/// store holds rows of and the number of its next row, and after the rows in memory, the
+/// store's runs.
+pub(crate) const SNAPSHOT_VERSION: u64 = 2;
 
 /// What a window join is, as planned.
 #[derive(Debug, Clone)]
@@ -65,6 +74,14 @@ pub struct WindowJoin {
     watermark: Timestamp,
     metrics: Arc<OperatorMetrics>,
     max_parallelism: usize,
+    /// Each input's rows encoded, for snapshots and the store.
+    row_codecs: [RowConverter; 2],
+    /// Bytes of the rows in memory.
+    held_bytes: usize,
+    /// With the LSM backend: the rows written out of memory.
+    cold: Option<ColdRows>,
+    /// Where a restore finds the files its snapshots name.
+    restored_files: PathBuf,
 }
 
 impl WindowJoin {
@@ -75,6 +92,7 @@ impl WindowJoin {
         max_parallelism: usize,
     ) -> Result<Self> {
         let key_codec = crate::key_codec(&spec.key_types)?;
+        let row_codecs = [row_codec(&spec.schemas[0])?, row_codec(&spec.schemas[1])?];
         Ok(WindowJoin {
             spec,
             key_codec,
@@ -82,6 +100,10 @@ impl WindowJoin {
             watermark: Timestamp::MIN,
             metrics,
             max_parallelism,
+            row_codecs,
+            held_bytes: 0,
+            cold: None,
+            restored_files: PathBuf::new(),
         })
     }
 
@@ -128,6 +150,7 @@ impl WindowJoin {
                 true => rows.clone(),
                 false => take_record_batch(rows, &UInt32Array::from(indices))?,
             };
+            self.held_bytes += batch.get_array_memory_size();
             self.windows.entry(window).or_default()[input].push(batch);
         }
         Ok(())
@@ -298,7 +321,8 @@ impl Operator for WindowJoin {
                 "a window join received updates; its inputs must be append-only".into(),
             ));
         }
-        self.hold(input, chunk.rows())
+        self.hold(input, chunk.rows())?;
+        self.evict()
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
@@ -306,30 +330,63 @@ impl Operator for WindowJoin {
             return Ok(());
         }
         self.watermark = watermark;
-        while let Some(entry) = self.windows.first_entry() {
-            if entry.key().0 - 1 > watermark {
-                break;
-            }
-            let rows = entry.remove();
-            if let Some(rows) = self.join_window(rows)? {
-                out.push(Chunk::inserts(rows));
-            }
+        while let Some(window) = self.next_window().filter(|(end, _)| end - 1 <= watermark) {
+            self.close_window(window, out)?;
         }
         Ok(())
     }
 
     fn snapshot(&mut self, _request: &SnapshotRequest) -> Result<OperatorState> {
-        // Windows are short-lived: their rows are written whole every time.
-        let codecs = [
-            row_codec(&self.spec.schemas[0])?,
-            row_codec(&self.spec.schemas[1])?,
-        ];
+        // Windows are short-lived: their rows in memory are written whole every time.
         let mut out = versioned_snapshot(SNAPSHOT_VERSION);
-        out.i64(self.watermark).u64(self.windows.len() as u64);
+        out.i64(self.watermark);
+        self.write_spilled(&mut out);
+        self.write_windows(&mut out)?;
+        self.snapshot_store(out)
+    }
+
+    fn restore(&mut self, snapshots: &[&[u8]], scope: &KeyScope) -> Result<()> {
+        let mut watermark = None::<Timestamp>;
+        let mut stores = Vec::new();
+        for snapshot in snapshots {
+            let mut input = StateReader::new(snapshot, "a window join");
+            let version = input.u64()?;
+            if !(1..=SNAPSHOT_VERSION).contains(&version) {
+                return Err(EddyError::Snapshot(format!(
+                    "snapshot of a window join has format version {version}; this Eddy reads \
+                     versions 1 to {SNAPSHOT_VERSION}"
+                )));
+            }
+            input.compact();
+            let w = input.i64()?;
+            watermark = Some(watermark.map_or(w, |m| m.min(w)));
+            if version >= 2 {
+                self.read_spilled(&mut input, scope)?;
+            }
+            self.read_windows(&mut input, scope)?;
+            let layout = match version {
+                1 => INLINE_LAYOUT,
+                _ => input.u64()?,
+            };
+            if layout == RUNS_LAYOUT {
+                stores.push(read_manifest(&mut input, "a window join")?);
+            }
+        }
+        if let Some(w) = watermark {
+            self.watermark = self.watermark.max(w);
+        }
+        self.restore_stored(stores, scope)
+    }
+}
+
+impl WindowJoin {
+    /// Writes the rows in memory, by window, each with its key group.
+    fn write_windows(&self, out: &mut StateWriter) -> Result<()> {
+        out.u64(self.windows.len() as u64);
         for (&(end, start), rows) in &self.windows {
             out.i64(end).i64(start);
             for (input, batches) in rows.iter().enumerate() {
-                let codec = &codecs[input];
+                let codec = &self.row_codecs[input];
                 let held: usize = batches.iter().map(|b| b.num_rows()).sum();
                 out.u64(held as u64);
                 for batch in batches {
@@ -345,42 +402,32 @@ impl Operator for WindowJoin {
                 }
             }
         }
-        Ok(OperatorState::full(out.finish()))
+        Ok(())
     }
 
-    fn restore(&mut self, snapshots: &[&[u8]], scope: &KeyScope) -> Result<()> {
-        let codecs = [
-            row_codec(&self.spec.schemas[0])?,
-            row_codec(&self.spec.schemas[1])?,
-        ];
-        let mut watermark = None::<Timestamp>;
-        for snapshot in snapshots {
-            let mut input = open_versioned_snapshot(snapshot, "a window join", SNAPSHOT_VERSION)?;
-            let w = input.i64()?;
-            watermark = Some(watermark.map_or(w, |m| m.min(w)));
-            for _ in 0..input.count(18)? {
-                let window = (input.i64()?, input.i64()?);
-                for (side, codec) in codecs.iter().enumerate() {
-                    let parser = codec.parser();
-                    let mut rows = Vec::new();
-                    for _ in 0..input.count(2)? {
-                        let group = input.u64()? as usize;
-                        let row = input.bytes()?;
-                        if scope.owns(group) {
-                            rows.push(parser.parse(row));
-                        }
+    /// Reads what [`WindowJoin::write_windows`] wrote into memory, the rows `scope` owns.
+    fn read_windows(&mut self, input: &mut StateReader<'_>, scope: &KeyScope) -> Result<()> {
+        for _ in 0..input.count(18)? {
+            let window = (input.i64()?, input.i64()?);
+            for side in 0..2 {
+                let codec = &self.row_codecs[side];
+                let parser = codec.parser();
+                let mut rows = Vec::new();
+                for _ in 0..input.count(2)? {
+                    let group = input.u64()? as usize;
+                    let row = input.bytes()?;
+                    if scope.owns(group) {
+                        rows.push(parser.parse(row));
                     }
-                    if rows.is_empty() {
-                        continue;
-                    }
-                    let columns = codec.convert_rows(rows)?;
-                    let batch = RecordBatch::try_new(self.spec.schemas[side].clone(), columns)?;
-                    self.windows.entry(window).or_default()[side].push(batch);
                 }
+                if rows.is_empty() {
+                    continue;
+                }
+                let columns = codec.convert_rows(rows)?;
+                let batch = RecordBatch::try_new(self.spec.schemas[side].clone(), columns)?;
+                self.held_bytes += batch.get_array_memory_size();
+                self.windows.entry(window).or_default()[side].push(batch);
             }
-        }
-        if let Some(w) = watermark {
-            self.watermark = self.watermark.max(w);
         }
         Ok(())
     }

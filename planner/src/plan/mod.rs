@@ -353,9 +353,9 @@ impl OperatorSpec {
             OperatorKind::TemporalJoin(spec) => {
                 Box::new(TemporalJoin::new(spec.clone(), max_parallelism)?)
             }
-            OperatorKind::WindowJoin(spec) => {
-                Box::new(WindowJoin::new(spec.clone(), metrics, max_parallelism)?)
-            }
+            OperatorKind::WindowJoin(spec) => Box::new(
+                WindowJoin::new(spec.clone(), metrics, max_parallelism)?.with_state(state)?,
+            ),
             OperatorKind::TopN(spec) => {
                 Box::new(TopN::new(spec.clone(), metrics, max_parallelism)?.with_state(state)?)
             }

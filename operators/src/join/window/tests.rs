@@ -252,3 +252,154 @@ fn a_snapshot_of_another_format_or_cut_short_is_refused() {
         assert!(error.to_string().contains(says), "{error}");
     }
 }
+
+mod lsm {
+    use super::*;
+    use crate::lsm_testing::{hand_over, lsm_context, scratch, xorshift};
+    use crate::state_context::StateContext;
+
+    const KINDS: [JoinKind; 6] = [
+        JoinKind::Inner,
+        JoinKind::Left,
+        JoinKind::Right,
+        JoinKind::Full,
+        JoinKind::LeftSemi,
+        JoinKind::LeftAnti,
+    ];
+
+    /// Per step, rows of both inputs over `keys` keys (some NULL) in the 10 ms windows of
+    /// times in [step, step + 15), from a seed; each step with the watermark after it.
+    fn steps(seed: u64, keys: u64, count: i64) -> Vec<([Chunk; 2], i64)> {
+        let mut next = xorshift(seed);
+        (0..count)
+            .map(|step| {
+                let mut side = |input: usize| {
+                    let held: Vec<(Option<i64>, i64, i64)> = (0..200)
+                        .map(|_| {
+                            let k = (next() % (keys + keys / 50)) as i64;
+                            let time = step + (next() % 15) as i64;
+                            let k = (k < keys as i64).then_some(k);
+                            (k, time, (next() % 100) as i64)
+                        })
+                        .collect();
+                    rows(input, &held)
+                };
+                ([side(0), side(1)], step - 1)
+            })
+            .collect()
+    }
+
+    fn step(join: &mut WindowJoin, chunks: &[Chunk; 2], watermark: i64) -> Vec<String> {
+        feed(join, 0, chunks[0].clone());
+        feed(join, 1, chunks[1].clone());
+        advance(join, watermark)
+    }
+
+    /// The join on the LSM backend, joining a stored window's rows a few at a time (so
+    /// that batches end within a window, at a key's end).
+    fn lsm_join(kind: JoinKind, filter: bool, dir: &std::path::Path) -> WindowJoin {
+        let mut join = window_join(kind, filter)
+            .with_state(&lsm_context(dir))
+            .unwrap();
+        join.cold.as_mut().unwrap().fire_rows = 7;
+        join
+    }
+
+    #[test]
+    fn rows_beyond_memory_join_as_rows_in_memory_do() {
+        for (kind, filter) in KINDS.iter().flat_map(|k| [(*k, false), (*k, true)]) {
+            let dir = scratch("window-join", &format!("equal-{kind:?}-{filter}"));
+            let mut in_memory = window_join(kind, filter);
+            let mut lsm = lsm_join(kind, filter, &dir);
+            let mut spilled = 0;
+            let mut emitted = 0;
+            for (chunks, watermark) in steps(17, 400, 40) {
+                let expected = step(&mut in_memory, &chunks, watermark);
+                emitted += expected.len();
+                assert_eq!(step(&mut lsm, &chunks, watermark), expected, "{kind:?}");
+                spilled = spilled.max(lsm.cold.as_ref().unwrap().spilled.len());
+            }
+            assert!(emitted > 100, "{kind:?} emitted {emitted}");
+            assert!(spilled >= 1, "{kind:?}: windows spilled");
+            let expected = advance(&mut in_memory, i64::MAX);
+            assert_eq!(advance(&mut lsm, i64::MAX), expected, "{kind:?}");
+            let cold = lsm.cold.as_ref().unwrap();
+            assert!(cold.spilled.first().is_none() && lsm.windows.is_empty());
+            assert!(cold.store.entries_from(b"").unwrap().next().is_none());
+        }
+    }
+
+    #[test]
+    fn a_stored_window_restores_at_another_parallelism_and_into_memory() {
+        let dir = scratch("window-join", "restore");
+        let mut lsm = lsm_join(JoinKind::Full, true, &dir);
+        for (chunks, watermark) in steps(23, 300, 20) {
+            step(&mut lsm, &chunks, watermark);
+        }
+        assert!(lsm.cold.as_ref().unwrap().spilled.len() >= 1);
+        assert!(!lsm.windows.is_empty(), "rows in memory too");
+        let state = lsm.snapshot(&SnapshotRequest::full(1)).unwrap();
+        let expected = advance(&mut lsm, i64::MAX);
+        assert!(expected.len() > 500);
+
+        let mut split = Vec::new();
+        for subtask in 0..3 {
+            let sub = scratch("window-join", &format!("split-{subtask}"));
+            hand_over(&state, &sub);
+            let mut part = lsm_join(JoinKind::Full, true, &sub);
+            let scope = KeyScope {
+                subtask,
+                parallelism: 3,
+                max_parallelism: 128,
+            };
+            part.restore(&[&state.bytes], &scope).unwrap();
+            let joined = advance(&mut part, i64::MAX);
+            assert!(!joined.is_empty() && joined.len() < expected.len());
+            split.extend(joined);
+        }
+        split.sort();
+        assert_eq!(split, expected);
+
+        let reader = scratch("window-join", "into-memory");
+        hand_over(&state, &reader);
+        let mut in_memory = window_join(JoinKind::Full, true)
+            .with_state(&StateContext {
+                restored: reader.join("restored"),
+                ..StateContext::in_memory()
+            })
+            .unwrap();
+        in_memory
+            .restore(&[&state.bytes], &KeyScope::everything())
+            .unwrap();
+        assert_eq!(advance(&mut in_memory, i64::MAX), expected);
+    }
+
+    #[test]
+    fn rows_after_a_restore_join_with_the_stored_rows_of_their_window() {
+        let dir = scratch("window-join", "after-restore");
+        let mut lsm = lsm_join(JoinKind::Full, false, &dir);
+        let input = steps(29, 300, 30);
+        let (first, rest) = input.split_at(15);
+        for (chunks, watermark) in first {
+            step(&mut lsm, chunks, *watermark);
+        }
+        let state = lsm.snapshot(&SnapshotRequest::full(1)).unwrap();
+        let again = scratch("window-join", "after-restore-again");
+        hand_over(&state, &again);
+        let mut restored = lsm_join(JoinKind::Full, false, &again);
+        restored
+            .restore(&[&state.bytes], &KeyScope::everything())
+            .unwrap();
+        // New rows are numbered after the stored ones, which they would replace otherwise.
+        let numbered = |join: &WindowJoin| join.cold.as_ref().unwrap().next_row;
+        assert!(numbered(&lsm) > 0);
+        assert_eq!(numbered(&restored), numbered(&lsm));
+        for (chunks, watermark) in rest {
+            let expected = step(&mut lsm, chunks, *watermark);
+            assert_eq!(step(&mut restored, chunks, *watermark), expected);
+        }
+        let expected = advance(&mut lsm, i64::MAX);
+        assert!(!expected.is_empty());
+        assert_eq!(advance(&mut restored, i64::MAX), expected);
+    }
+}
