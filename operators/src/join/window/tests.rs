@@ -336,7 +336,7 @@ mod lsm {
         for (chunks, watermark) in steps(23, 300, 20) {
             step(&mut lsm, &chunks, watermark);
         }
-        assert!(lsm.cold.as_ref().unwrap().spilled.len() >= 1);
+        assert!(!lsm.cold.as_ref().unwrap().spilled.is_empty());
         assert!(!lsm.windows.is_empty(), "rows in memory too");
         let state = lsm.snapshot(&SnapshotRequest::full(1)).unwrap();
         let expected = advance(&mut lsm, i64::MAX);
