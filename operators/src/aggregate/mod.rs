@@ -197,9 +197,9 @@ mod tests {
             assert_eq!(input.i64().unwrap(), -2);
             assert!(input.is_empty());
         }
-        let mut v6 = StateWriter::new();
-        v6.u64(6);
-        let error = open_snapshot(&v6.finish(), "test").unwrap_err().to_string();
-        assert!(error.contains("format version 6"), "{error}");
+        let mut v7 = StateWriter::new();
+        v7.u64(7);
+        let error = open_snapshot(&v7.finish(), "test").unwrap_err().to_string();
+        assert!(error.contains("format version 7"), "{error}");
     }
 }
