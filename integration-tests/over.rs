@@ -13,3 +13,15 @@ fn over_aggregates_give_flinks_rows() {
         "rows_unbounded_global",
     ]);
 }
+
+/// The same aggregates with their partitions in LSM stores with the least memory they take
+/// give the same rows.
+#[test]
+fn over_aggregates_on_the_lsm_backend_give_flinks_rows() {
+    OracleDir::new("over").on_the_lsm_backend().check_all(&[
+        "rows_frame",
+        "range_frame",
+        "unbounded",
+        "rows_unbounded_global",
+    ]);
+}

@@ -211,6 +211,11 @@ pub(crate) trait SlotState {
     /// The slots in memory that hold state.
     fn live_slots(&self) -> Vec<u32>;
 
+    /// The slots in memory that may move to the store (by default every live one).
+    fn evictable_slots(&self) -> Vec<u32> {
+        self.live_slots()
+    }
+
     /// Slots in memory.
     fn slots_in_use(&self) -> usize;
 
@@ -287,7 +292,7 @@ pub(crate) fn evict<S: SlotState>(op: &mut S) -> Result<()> {
     if op.slots_in_use() <= cold.max_hot() {
         return Ok(());
     }
-    let evicted = cold.to_evict(&op.live_slots());
+    let evicted = cold.to_evict(&op.evictable_slots());
     for slot in &evicted {
         write(op, *slot)?;
     }

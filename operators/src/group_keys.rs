@@ -174,6 +174,7 @@ impl PartitionKeys {
 
     /// The partition keys of `batch`'s rows, encoded (`None` when there are no keys: every
     /// row's key is empty).
+    #[cfg(test)]
     pub(crate) fn encode(&self, batch: &RecordBatch) -> Result<Option<Rows>> {
         Ok(self.encode_with_key_groups(batch, None)?.0)
     }

@@ -359,9 +359,9 @@ impl OperatorSpec {
             OperatorKind::TopN(spec) => {
                 Box::new(TopN::new(spec.clone(), metrics, max_parallelism)?.with_state(state)?)
             }
-            OperatorKind::Over(spec) => {
-                Box::new(OverAggregate::new(spec.clone(), metrics, max_parallelism)?)
-            }
+            OperatorKind::Over(spec) => Box::new(
+                OverAggregate::new(spec.clone(), metrics, max_parallelism)?.with_state(state)?,
+            ),
             OperatorKind::ChangelogNormalize(spec) => {
                 Box::new(ChangelogNormalize::new(spec.clone(), max_parallelism)?.with_state(state)?)
             }

@@ -7,8 +7,14 @@
 //! whose time is at most the interval before its own, rows of the same time included, so
 //! they share their aggregates. Rows older than the watermark are late: dropped and counted.
 //! The output is append-only: the input's columns, then one column per aggregate.
+//!
+//! With the LSM backend, partitions with no rows waiting beyond the memory budget live in
+//! an LSM store ([`cold`]).
+
+mod cold;
 
 use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, TimestampMillisecondArray};
@@ -23,13 +29,18 @@ use eddy_common::metrics::OperatorMetrics;
 use eddy_common::state::{OperatorState, SnapshotRequest, StateReader, StateWriter};
 use eddy_common::{EddyError, Result};
 
+use self::cold::read_waiting;
 use super::{Accumulators, AggregateCall};
+use crate::cold_slots::{self, ColdSlots};
 use crate::group_keys::PartitionKeys;
 use crate::partition::KeyScope;
-use crate::{Operator, open_versioned_snapshot, versioned_snapshot};
+use crate::stored_runs::{INLINE_LAYOUT, RUNS_LAYOUT, read_manifest};
+use crate::{Operator, versioned_snapshot};
 
-/// The over-aggregate snapshot format.
-pub(crate) const SNAPSHOT_VERSION: u64 = 1;
+/// The over-aggregate snapshot format: 2 lists after the watermark the partitions of an
+/// LSM store with rows waiting, then says how the partitions are laid out: in the
+/// snapshot, or in the runs of the LSM store it names.
+pub(crate) const SNAPSHOT_VERSION: u64 = 2;
 
 /// Which rows before the current one a frame holds (it always ends at the current row).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +106,10 @@ pub struct OverAggregate {
     watermark: Timestamp,
     metrics: Arc<OperatorMetrics>,
     max_parallelism: usize,
+    /// With the LSM backend: the partitions written to a store.
+    cold: Option<ColdSlots>,
+    /// Where a restore finds the files its snapshots name.
+    restored_files: PathBuf,
 }
 
 impl OverAggregate {
@@ -117,18 +132,36 @@ impl OverAggregate {
             watermark: Timestamp::MIN,
             metrics,
             max_parallelism,
+            cold: None,
+            restored_files: PathBuf::new(),
         })
     }
 
-    /// The slot of the partition with `key`, created if new.
-    fn slot(&mut self, key: &[u8]) -> u32 {
+    /// The slot of the partition with `key` (of `key_group`): in memory, read back from the
+    /// store, or new.
+    fn slot(&mut self, key: &[u8], key_group: u16) -> Result<u32> {
         if let Some(slot) = self.keys.find(key) {
-            return slot;
+            return Ok(slot);
         }
+        if let Some(slot) = cold_slots::load(self, key, key_group, None)? {
+            return Ok(slot);
+        }
+        let slot = self.new_slot(key);
+        if let Some(cold) = &mut self.cold {
+            cold.placed(slot, key_group, false);
+        }
+        Ok(slot)
+    }
+
+    /// A new, empty slot for the partition with `key`, which has none.
+    fn new_slot(&mut self, key: &[u8]) -> u32 {
         let (slot, grown) = self.keys.insert(key);
         if grown {
             self.partitions.push(Partition::default());
             self.accumulators.resize(self.keys.len());
+            if let Some(cold) = &mut self.cold {
+                cold.resize(self.keys.len());
+            }
         }
         self.partitions[slot as usize].used = true;
         slot
@@ -201,6 +234,9 @@ impl OverAggregate {
             return Ok(());
         }
         ready.sort_by_key(|(t, _)| *t);
+        if let Some(cold) = &mut self.cold {
+            cold.touched(slot);
+        }
         let batch = self.decode(ready.iter().map(|(_, r)| &r[..]))?;
         let range = matches!(self.spec.frame, OverFrame::Range(_));
         let mut aggregates: Vec<Vec<ArrayRef>> = vec![Vec::new(); self.spec.calls.len()];
@@ -260,7 +296,11 @@ fn read_rows(input: &mut StateReader<'_>) -> Result<Vec<TimedRow>> {
 impl Operator for OverAggregate {
     fn process(&mut self, chunk: Chunk, _out: &mut Vec<Chunk>) -> Result<()> {
         let rows = chunk.rows();
-        let keys = self.keys.encode(rows)?;
+        if let Some(cold) = &mut self.cold {
+            cold.next_chunk();
+        }
+        let max_parallelism = self.cold.as_ref().map(|_| self.max_parallelism);
+        let (keys, key_groups) = self.keys.encode_with_key_groups(rows, max_parallelism)?;
         let encoded = self.row_codec.convert_columns(rows.columns())?;
         let times = rows
             .column(self.spec.time_column)
@@ -276,7 +316,11 @@ impl Operator for OverAggregate {
             }
             let time = times.value(i);
             let key = keys.as_ref().map_or(&[][..], |k| k.row(i).data());
-            let slot = self.slot(key);
+            let key_group = key_groups.get(i).map_or(0, |g| *g as u16);
+            let slot = self.slot(key, key_group)?;
+            if let Some(cold) = &mut self.cold {
+                cold.touched(slot);
+            }
             let pending = &mut self.partitions[slot as usize].pending;
             if pending.iter().all(|(t, _)| *t > time) {
                 self.timers.entry(time).or_default().push(slot);
@@ -286,7 +330,7 @@ impl Operator for OverAggregate {
                 .push((time, encoded.row(i).data().into()));
         }
         OperatorMetrics::add(&self.metrics.late_records_dropped, late);
-        Ok(())
+        cold_slots::evict(self)
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
@@ -310,207 +354,115 @@ impl Operator for OverAggregate {
     }
 
     fn snapshot(&mut self, _request: &SnapshotRequest) -> Result<OperatorState> {
+        let mut out = versioned_snapshot(SNAPSHOT_VERSION);
+        out.i64(self.watermark);
+        self.write_waiting(&mut out);
+        if self.cold.is_some() {
+            return cold_slots::snapshot(self, out);
+        }
         let live: Vec<u32> = (0..self.keys.len() as u32)
             .filter(|s| self.partitions[*s as usize].used)
             .collect();
         let key_groups = self.keys.key_groups(&live, self.max_parallelism)?;
-        let mut out = versioned_snapshot(SNAPSHOT_VERSION);
-        out.i64(self.watermark).u64(live.len() as u64);
+        out.u64(INLINE_LAYOUT).u64(live.len() as u64);
         for (slot, key_group) in live.iter().zip(key_groups) {
-            let partition = &self.partitions[*slot as usize];
             out.bytes(self.keys.key(*slot)).u64(key_group as u64);
-            write_rows(&mut out, partition.pending.iter());
-            write_rows(&mut out, partition.frame.iter());
-            self.accumulators.save(*slot, &mut out);
+            self.write_partition(*slot, &mut out);
         }
         Ok(OperatorState::full(out.finish()))
     }
 
     fn restore(&mut self, snapshots: &[&[u8]], scope: &KeyScope) -> Result<()> {
         let mut watermark: Option<Timestamp> = None;
+        let mut stores = Vec::new();
+        let mut waiting = Vec::new();
         for snapshot in snapshots {
-            let mut input =
-                open_versioned_snapshot(snapshot, "an OVER aggregate", SNAPSHOT_VERSION)?;
+            let mut input = StateReader::new(snapshot, "an OVER aggregate");
+            let version = input.u64()?;
+            if !(1..=SNAPSHOT_VERSION).contains(&version) {
+                return Err(EddyError::Snapshot(format!(
+                    "snapshot of an OVER aggregate has format version {version}; this Eddy \
+                     reads versions 1 to {SNAPSHOT_VERSION}"
+                )));
+            }
+            input.compact();
             let restored = input.i64()?;
             watermark = Some(watermark.map_or(restored, |w| w.min(restored)));
-            for _ in 0..input.count(3)? {
-                let key = input.bytes()?;
-                let key_group = input.u64()? as usize;
-                let (pending, frame) = (read_rows(&mut input)?, read_rows(&mut input)?);
-                let slot = self.slot(key);
-                self.accumulators.load(slot, &mut input)?;
-                if self.keys.is_keyed() && !scope.owns(key_group) {
-                    // Another subtask owns this key now.
-                    self.release(slot);
-                    continue;
+            let layout = match version {
+                1 => INLINE_LAYOUT,
+                _ => {
+                    waiting.extend(read_waiting(&mut input, scope)?);
+                    input.u64()?
                 }
-                if let Some(first) = pending.iter().map(|(t, _)| *t).min() {
-                    self.timers.entry(first).or_default().push(slot);
+            };
+            match layout {
+                INLINE_LAYOUT => self.restore_inline(&mut input, scope)?,
+                RUNS_LAYOUT => stores.push(read_manifest(&mut input, "an OVER aggregate")?),
+                other => {
+                    return Err(EddyError::Snapshot(format!(
+                        "a snapshot of an OVER aggregate has layout {other}, which this Eddy \
+                         does not know"
+                    )));
                 }
-                let partition = &mut self.partitions[slot as usize];
-                partition.pending.extend(pending);
-                partition.frame.extend(frame);
             }
         }
         if let Some(watermark) = watermark {
             self.watermark = watermark;
+        }
+        let restored = self.restored_files.clone();
+        cold_slots::restore(self, &restored, stores, scope)?;
+        self.load_waiting(waiting)
+    }
+}
+
+impl OverAggregate {
+    /// Writes `slot`'s partition: its waiting rows, its frame's rows, its aggregates.
+    fn write_partition(&self, slot: u32, out: &mut StateWriter) {
+        let partition = &self.partitions[slot as usize];
+        write_rows(out, partition.pending.iter());
+        write_rows(out, partition.frame.iter());
+        self.accumulators.save(slot, out);
+    }
+
+    /// Reads a partition [`OverAggregate::write_partition`] wrote into `slot`, and sets
+    /// its timer if rows wait.
+    fn read_partition(&mut self, slot: u32, input: &mut StateReader<'_>) -> Result<()> {
+        let (pending, frame) = (read_rows(input)?, read_rows(input)?);
+        self.accumulators.load(slot, input)?;
+        if let Some(first) = pending.iter().map(|(t, _)| *t).min() {
+            self.timers.entry(first).or_default().push(slot);
+        }
+        let partition = &mut self.partitions[slot as usize];
+        partition.pending.extend(pending);
+        partition.frame.extend(frame);
+        Ok(())
+    }
+
+    /// Restores the partitions a snapshot holds, keeping those `scope` owns.
+    fn restore_inline(&mut self, input: &mut StateReader<'_>, scope: &KeyScope) -> Result<()> {
+        for _ in 0..input.count(3)? {
+            let key = input.bytes()?;
+            let key_group = input.u64()? as usize;
+            let owned = !self.keys.is_keyed() || scope.owns(key_group);
+            let slot = match self.keys.find(key) {
+                Some(slot) => slot,
+                None => self.new_slot(key),
+            };
+            if let Some(cold) = &mut self.cold {
+                cold.placed(slot, key_group as u16, false);
+            }
+            if owned {
+                self.read_partition(slot, input)?;
+                continue;
+            }
+            // Another subtask owns this key now.
+            let (_, _) = (read_rows(input)?, read_rows(input)?);
+            self.accumulators.load(slot, input)?;
+            self.release(slot);
         }
         Ok(())
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::atomic::Ordering;
-
-    use arrow::array::{AsArray, Int64Array};
-    use arrow::datatypes::{Field, Int64Type, Schema, TimeUnit};
-    use datafusion_physical_expr::expressions::Column;
-
-    use super::*;
-    use crate::aggregate::AggregateKind;
-    use crate::partition::key_groups;
-
-    /// `SUM(v)` per `k` over rows (k, ts, v) in `frame`.
-    fn summing(frame: OverFrame) -> OverAggregate {
-        let input = Arc::new(Schema::new(vec![
-            Field::new("k", DataType::Int64, true),
-            Field::new("ts", DataType::Timestamp(TimeUnit::Millisecond, None), true),
-            Field::new("v", DataType::Int64, true),
-        ]));
-        let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
-        fields.push(Field::new("s", DataType::Int64, true));
-        let spec = OverSpec {
-            partition_keys: vec![Arc::new(Column::new("k", 0))],
-            partition_types: vec![DataType::Int64],
-            time_column: 1,
-            frame,
-            calls: vec![AggregateCall {
-                kind: AggregateKind::Sum,
-                arg: Arc::new(Column::new("v", 2)),
-                filter: None,
-                input_type: DataType::Int64,
-                output_type: DataType::Int64,
-                append_only: false,
-            }],
-            input_schema: input,
-            schema: Arc::new(Schema::new(fields)),
-        };
-        OverAggregate::new(spec, Arc::new(OperatorMetrics::default()), 128).unwrap()
-    }
-
-    fn rows(op: &mut OverAggregate, rows: &[(i64, i64, i64)]) {
-        let batch = RecordBatch::try_new(
-            op.spec.input_schema.clone(),
-            vec![
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
-                Arc::new(TimestampMillisecondArray::from_iter_values(
-                    rows.iter().map(|r| r.1),
-                )),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
-            ],
-        )
-        .unwrap();
-        op.process(Chunk::inserts(batch), &mut Vec::new()).unwrap();
-    }
-
-    /// (k, ts, v, sum) of each row emitted when the watermark reaches `watermark`.
-    fn fire(op: &mut OverAggregate, watermark: Timestamp) -> Vec<(i64, i64, i64, i64)> {
-        let mut out = Vec::new();
-        op.on_watermark(watermark, &mut out).unwrap();
-        let mut emitted = Vec::new();
-        for chunk in out {
-            let r = chunk.rows();
-            let int = |c: usize, i: usize| r.column(c).as_primitive::<Int64Type>().value(i);
-            let ts = r
-                .column(1)
-                .as_primitive::<arrow::datatypes::TimestampMillisecondType>();
-            for i in 0..r.num_rows() {
-                emitted.push((int(0, i), ts.value(i), int(2, i), int(3, i)));
-            }
-        }
-        emitted.sort();
-        emitted
-    }
-
-    #[test]
-    fn rows_frames_take_the_preceding_rows_in_time_order_at_the_watermark() {
-        let mut op = summing(OverFrame::Rows(Some(1)));
-        rows(&mut op, &[(1, 30, 3), (1, 10, 1), (1, 20, 2), (2, 10, 100)]);
-        assert!(fire(&mut op, 5).is_empty(), "nothing before its time");
-        assert_eq!(
-            fire(&mut op, 20),
-            [(1, 10, 1, 1), (1, 20, 2, 3), (2, 10, 100, 100)]
-        );
-        rows(&mut op, &[(1, 15, 50)]);
-        assert_eq!(op.metrics.late_records_dropped.load(Ordering::Relaxed), 1);
-        assert_eq!(
-            fire(&mut op, 100),
-            [(1, 30, 3, 5)],
-            "the frame carried over"
-        );
-    }
-
-    #[test]
-    fn range_frames_share_their_aggregates_among_rows_of_one_time() {
-        let mut op = summing(OverFrame::Range(Some(10)));
-        rows(
-            &mut op,
-            &[(1, 0, 1), (1, 10, 2), (1, 10, 4), (1, 11, 8), (1, 21, 16)],
-        );
-        assert_eq!(
-            fire(&mut op, 100),
-            [
-                (1, 0, 1, 1),
-                // 10 - 10 = 0: the row at 0 is still in the frame; both rows of 10 count.
-                (1, 10, 2, 7),
-                (1, 10, 4, 7),
-                (1, 11, 8, 14),
-                // 21 - 10 = 11: only the rows at 11 and 21.
-                (1, 21, 16, 24),
-            ]
-        );
-    }
-
-    #[test]
-    fn a_restored_state_continues_split_by_key_group() {
-        let (mut whole, mut before) = (
-            summing(OverFrame::Rows(None)),
-            summing(OverFrame::Rows(None)),
-        );
-        let first: Vec<(i64, i64, i64)> = (0..40).map(|i| (i % 8, i, i)).collect();
-        let second: Vec<(i64, i64, i64)> = (40..80).map(|i| (i % 8, i, i)).collect();
-        rows(&mut whole, &first);
-        rows(&mut before, &first);
-        let mut expected = fire(&mut whole, 19);
-        assert_eq!(fire(&mut before, 19), expected);
-        rows(&mut whole, &second);
-        expected = fire(&mut whole, 1000);
-        let snapshot = before.snapshot(&SnapshotRequest::full(1)).unwrap();
-        let mut got = Vec::new();
-        for subtask in 0..2 {
-            let mut half = summing(OverFrame::Rows(None));
-            let scope = KeyScope {
-                subtask,
-                parallelism: 2,
-                max_parallelism: 128,
-            };
-            half.restore(&[&snapshot.bytes], &scope).unwrap();
-            let mine: Vec<_> = second
-                .iter()
-                .copied()
-                .filter(|(k, _, _)| {
-                    let keys: ArrayRef = Arc::new(Int64Array::from(vec![*k]));
-                    scope.owns(key_groups(&[keys], 128).unwrap()[0])
-                })
-                .collect();
-            rows(&mut half, &mine);
-            got.extend(fire(&mut half, 1000));
-        }
-        got.sort();
-        assert_eq!(
-            got, expected,
-            "pending rows and running sums survive the rescale"
-        );
-    }
-}
+mod tests;
