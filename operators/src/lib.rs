@@ -163,6 +163,26 @@ pub(crate) fn open_versioned_snapshot<'a>(
     Ok(input)
 }
 
+/// Reads the header of a snapshot of `what` written by [`versioned_snapshot`] in any
+/// format version from 1 to `newest`; returns the version and the reader after it. A
+/// snapshot of another version is refused.
+pub(crate) fn open_snapshot_versions<'a>(
+    bytes: &'a [u8],
+    what: &'a str,
+    newest: u64,
+) -> Result<(u64, StateReader<'a>)> {
+    let mut input = StateReader::new(bytes, what);
+    let version = input.u64()?;
+    if !(1..=newest).contains(&version) {
+        return Err(EddyError::Snapshot(format!(
+            "snapshot of {what} has format version {version}; this Eddy reads versions 1 to \
+             {newest}"
+        )));
+    }
+    input.compact();
+    Ok((version, input))
+}
+
 /// A predicate's result as a filter mask: true where it is true, false where it is false
 /// or NULL (as SQL filters).
 pub(crate) fn true_only(mask: &ArrayRef) -> Result<arrow::array::BooleanArray> {

@@ -27,6 +27,14 @@ pub(crate) fn lsm_context(dir: &Path) -> StateContext {
     }
 }
 
+/// The `hashmap` backend, restoring from the snapshot files handed over to `dir`.
+pub(crate) fn memory_context(dir: &Path) -> StateContext {
+    StateContext {
+        restored: dir.join("restored"),
+        ..StateContext::in_memory()
+    }
+}
+
 /// Copies a snapshot's files where a restore in `dir` finds them (as a task downloads
 /// them).
 pub(crate) fn hand_over(state: &OperatorState, dir: &Path) {

@@ -113,6 +113,23 @@ pub(crate) fn read_manifest(input: &mut StateReader<'_>, what: &str) -> Result<V
         .collect()
 }
 
+/// Reads the rest of a snapshot of `what` laid out as `layout` says: its state inline,
+/// through `inline`, or the names of an LSM store's runs, returned.
+pub(crate) fn read_layout(
+    layout: u64,
+    input: &mut StateReader<'_>,
+    what: &str,
+    inline: impl FnOnce(&mut StateReader<'_>) -> Result<()>,
+) -> Result<Option<Vec<String>>> {
+    match layout {
+        INLINE_LAYOUT => inline(input).map(|()| None),
+        RUNS_LAYOUT => read_manifest(input, what).map(Some),
+        other => Err(EddyError::Snapshot(format!(
+            "a snapshot of {what} has layout {other}, which this Eddy does not know"
+        ))),
+    }
+}
+
 /// Where the runs `names` were fetched to under `dir`; a missing one is named.
 fn local_paths(dir: &Path, names: &[String], what: &str) -> Result<Vec<PathBuf>> {
     names

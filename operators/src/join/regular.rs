@@ -19,15 +19,15 @@ use arrow::datatypes::SchemaRef;
 use arrow::row::RowConverter;
 use datafusion_physical_expr::PhysicalExpr;
 use eddy_common::chunk::Chunk;
-use eddy_common::state::{Epochs, OperatorState, SnapshotRequest, StateReader, StateWriter};
+use eddy_common::state::{Epochs, OperatorState, SnapshotRequest, StateWriter};
 use eddy_common::{EddyError, Result};
 
 use super::side::{JoinSide, RowExtras, Unmatched};
 use super::{IntervalBounds, JoinKind, JoinSpec, Retention};
-use crate::Operator;
 use crate::partition::{KeyScope, key_groups};
 use crate::state_context::StateContext;
 use crate::stored_runs::{INLINE_LAYOUT, RUNS_LAYOUT};
+use crate::{Operator, open_snapshot_versions};
 use cold::ColdKeys;
 
 /// The join's snapshot format: 1 held each side's keys and rows; 2 puts the rows removed
@@ -232,15 +232,7 @@ impl StreamingJoin {
     ) -> Result<()> {
         // Restored rows belong to the snapshot restored from (see `restored_from`).
         let epoch = 0;
-        let mut input = StateReader::new(snapshot, "a join");
-        let version = input.u64()?;
-        if !(1..=SNAPSHOT_VERSION).contains(&version) {
-            return Err(EddyError::Snapshot(format!(
-                "snapshot of a join has format version {version}; this Eddy reads \
-                 versions 1 to {SNAPSHOT_VERSION}"
-            )));
-        }
-        input.compact();
+        let (version, mut input) = open_snapshot_versions(snapshot, "a join", SNAPSHOT_VERSION)?;
         let layout = match version {
             5.. => input.u64()?,
             _ => INLINE_LAYOUT,

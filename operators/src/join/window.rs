@@ -31,7 +31,7 @@ use self::cold::ColdRows;
 use super::JoinKind;
 use crate::partition::{KeyScope, key_groups};
 use crate::stored_runs::{INLINE_LAYOUT, RUNS_LAYOUT, read_manifest};
-use crate::{Operator, evaluate, row_codec, versioned_snapshot};
+use crate::{Operator, evaluate, open_snapshot_versions, row_codec, versioned_snapshot};
 
 /// The window join's snapshot format: 2 adds, after the watermark, the windows an LSM
 /// store holds rows of and the number of its next row, and after the rows in memory, the
@@ -349,15 +349,8 @@ impl Operator for WindowJoin {
         let mut watermark = None::<Timestamp>;
         let mut stores = Vec::new();
         for snapshot in snapshots {
-            let mut input = StateReader::new(snapshot, "a window join");
-            let version = input.u64()?;
-            if !(1..=SNAPSHOT_VERSION).contains(&version) {
-                return Err(EddyError::Snapshot(format!(
-                    "snapshot of a window join has format version {version}; this Eddy reads \
-                     versions 1 to {SNAPSHOT_VERSION}"
-                )));
-            }
-            input.compact();
+            let (version, mut input) =
+                open_snapshot_versions(snapshot, "a window join", SNAPSHOT_VERSION)?;
             let w = input.i64()?;
             watermark = Some(watermark.map_or(w, |m| m.min(w)));
             if version >= 2 {

@@ -18,10 +18,10 @@ use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use arrow::row::RowConverter;
 use datafusion_physical_expr::PhysicalExpr;
+use eddy_common::Result;
 use eddy_common::chunk::{Chunk, Op};
 use eddy_common::event::Timestamp;
 use eddy_common::state::{OperatorState, SnapshotRequest, StateReader};
-use eddy_common::{EddyError, Result};
 
 use crate::cold_slots::{self, ColdSlots, SlotState};
 use crate::group_keys::PartitionKeys;
@@ -332,17 +332,7 @@ impl Operator for ChangelogNormalize {
 
 /// A snapshot's format version, and its reader after the version.
 fn open_snapshot(snapshot: &[u8]) -> Result<(u64, StateReader<'_>)> {
-    let mut input = StateReader::new(snapshot, ChangelogNormalize::WHAT);
-    let version = input.u64()?;
-    if !(1..=SNAPSHOT_VERSION).contains(&version) {
-        return Err(EddyError::Snapshot(format!(
-            "snapshot of {} has format version {version}; this Eddy reads versions 1 to \
-             {SNAPSHOT_VERSION}",
-            ChangelogNormalize::WHAT
-        )));
-    }
-    input.compact();
-    Ok((version, input))
+    crate::open_snapshot_versions(snapshot, ChangelogNormalize::WHAT, SNAPSHOT_VERSION)
 }
 
 #[cfg(test)]

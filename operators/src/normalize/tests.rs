@@ -131,10 +131,7 @@ fn all_rows(op: &mut ChangelogNormalize, dir: &std::path::Path) -> Vec<Vec<u8>> 
     let name = dir.file_name().unwrap().to_str().unwrap();
     let reader = scratch("normalize", &format!("{name}-read"));
     hand_over(&state, &reader);
-    let context = crate::state_context::StateContext {
-        restored: reader.join("restored"),
-        ..crate::state_context::StateContext::in_memory()
-    };
+    let context = crate::lsm_testing::memory_context(&reader);
     let mut in_memory = ChangelogNormalize::new(spec(None), 128)
         .unwrap()
         .with_state(&context)
@@ -206,10 +203,7 @@ fn keys_beyond_memory_give_the_changes_keys_in_memory_give_through_a_restore() {
             0 => lsm_op(&sub),
             _ => ChangelogNormalize::new(spec(None), 128)
                 .unwrap()
-                .with_state(&crate::state_context::StateContext {
-                    restored: sub.join("restored"),
-                    ..crate::state_context::StateContext::in_memory()
-                })
+                .with_state(&crate::lsm_testing::memory_context(&sub))
                 .unwrap(),
         };
         let scope = KeyScope {

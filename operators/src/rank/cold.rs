@@ -15,7 +15,7 @@ use eddy_common::{EddyError, Result};
 use hashbrown::HashSet;
 
 use super::{Emission, TopN, windowed_key};
-use crate::cold_slots::{ColdSlots, SlotState};
+use crate::cold_slots::{self, ColdSlots, SlotState};
 use crate::spilled_windows::{SpilledWindows, sortable, unsortable};
 use crate::state_context::StateContext;
 use crate::ttl::StateTtl;
@@ -43,32 +43,13 @@ impl TopN {
         emission: &mut Emission,
         out: &mut Vec<Chunk>,
     ) -> Result<()> {
-        let window = sortable(end);
-        let mut after: Option<Vec<u8>> = None;
-        loop {
-            let Some(cold) = &self.cold else {
-                return Ok(());
-            };
-            let entries =
-                cold.entries_with_prefix(key_group, &window, after.as_deref(), FIRE_BATCH)?;
-            let mut slots = Vec::with_capacity(entries.len());
-            for (id, value) in &entries {
-                if let Some(slot) = self.place(id, key_group, value, None)? {
-                    if let Some(cold) = &mut self.cold {
-                        cold.placed(slot, key_group, true);
-                    }
-                    slots.push(slot);
-                }
-            }
+        cold_slots::load_range(self, key_group, &sortable(end), FIRE_BATCH, |op, slots| {
             // The partitions are fired here, not by their timer.
-            self.timers.remove(&end);
-            self.emit_window(&slots, emission)?;
-            out.extend(self.chunk_of(std::mem::take(emission))?);
-            if entries.len() < FIRE_BATCH {
-                return Ok(());
-            }
-            after = entries.last().map(|(id, _)| id.clone());
-        }
+            op.timers.remove(&end);
+            op.emit_window(&slots, emission)?;
+            out.extend(op.chunk_of(std::mem::take(emission))?);
+            Ok(())
+        })
     }
 
     /// The windows the store holds partitions of once every partition is written: those

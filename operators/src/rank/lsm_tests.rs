@@ -1,12 +1,9 @@
 //! Top-N with its partitions in an LSM store: the same changes as in memory, through
 //! eviction, restore, rescale, backend switches and a state TTL.
 
-use super::tests::{changes, chunk, holds, spec, top_n};
+use super::tests::{changes, chunk, holds, spec, top_n, windowed_spec};
 use super::*;
 use crate::lsm_testing::{hand_over, lsm_context, scratch, xorshift};
-use crate::state_context::StateContext;
-use arrow::datatypes::TimeUnit;
-use datafusion_physical_expr::expressions::Column;
 use eddy_common::chunk::Op::{Delete, Insert as I};
 
 /// Rows over `keys` partitions, inserted and (unless `append_only`) some retracted again,
@@ -58,10 +55,7 @@ fn all_partitions(op: &mut TopN, spec: &RankSpec, dir: &std::path::Path) -> Vec<
     let name = dir.file_name().unwrap().to_str().unwrap();
     let reader = scratch("top-n", &format!("{name}-read"));
     hand_over(&state, &reader);
-    let context = StateContext {
-        restored: reader.join("restored"),
-        ..StateContext::in_memory()
-    };
+    let context = crate::lsm_testing::memory_context(&reader);
     let mut in_memory = top_n(spec.clone()).with_state(&context).unwrap();
     in_memory
         .restore(&[&state.bytes], &KeyScope::everything())
@@ -160,10 +154,7 @@ fn a_restored_store_goes_on_as_the_original_and_splits_by_key_group() {
         let sub = scratch("top-n", &format!("split-{subtask}"));
         hand_over(&state, &sub);
         let context = match subtask {
-            0 => StateContext {
-                restored: sub.join("restored"),
-                ..StateContext::in_memory()
-            },
+            0 => crate::lsm_testing::memory_context(&sub),
             _ => lsm_context(&sub),
         };
         let mut part = top_n(spec.clone()).with_state(&context).unwrap();
@@ -236,17 +227,6 @@ fn a_partition_in_the_store_expires_by_its_ttl() {
     // written at 500, still holds its row: a lower one changes nothing.
     let fresh = process(&mut op, chunk(&[(I, 0, 5, "b"), (I, 3000, 5, "c")], 0));
     assert_eq!(fresh, ["+I b 1"]);
-}
-
-/// Top-2 per `k` and window (by `v`, over inserts), windows ending at every 100.
-fn windowed_spec() -> RankSpec {
-    let mut spec = spec(2, RankOutput::Number, true);
-    spec.window_end = Some(3);
-    spec.partition_keys
-        .push(Arc::new(Column::new("window_end", 3)));
-    spec.partition_types
-        .push(DataType::Timestamp(TimeUnit::Millisecond, None));
-    spec
 }
 
 /// Rows over `keys` keys, each step into the window its time is in and the next one, from
@@ -356,10 +336,7 @@ fn a_windowed_store_restores_at_another_parallelism_and_into_memory() {
 
     let reader = scratch("top-n", "windowed-into-memory");
     hand_over(&state, &reader);
-    let context = StateContext {
-        restored: reader.join("restored"),
-        ..StateContext::in_memory()
-    };
+    let context = crate::lsm_testing::memory_context(&reader);
     let mut in_memory = top_n(windowed_spec()).with_state(&context).unwrap();
     in_memory
         .restore(&[&state.bytes], &KeyScope::everything())

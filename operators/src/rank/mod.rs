@@ -48,7 +48,7 @@ use crate::partition::KeyScope;
 use crate::spilled_windows::{SpilledWindows, sortable, unsortable};
 use crate::stored_runs::{self, INLINE_LAYOUT, RUNS_LAYOUT};
 use crate::ttl::StateTtl;
-use crate::{Operator, evaluate, versioned_snapshot};
+use crate::{Operator, evaluate, open_snapshot_versions, versioned_snapshot};
 
 /// The Top-N snapshot format: 2 says after the watermark whether each partition carries
 /// the time it was last written (a state TTL's); 3 says then how the partitions are laid
@@ -639,15 +639,8 @@ impl Operator for TopN {
         let mut stores = Vec::new();
         let restored_at = self.ttl.as_ref().map_or(0, StateTtl::now);
         for snapshot in snapshots {
-            let mut input = StateReader::new(snapshot, "a Top-N");
-            let version = input.u64()?;
-            if !(1..=SNAPSHOT_VERSION).contains(&version) {
-                return Err(EddyError::Snapshot(format!(
-                    "snapshot of a Top-N has format version {version}; this Eddy reads \
-                     versions 1 to {SNAPSHOT_VERSION}"
-                )));
-            }
-            input.compact();
+            let (version, mut input) =
+                open_snapshot_versions(snapshot, "a Top-N", SNAPSHOT_VERSION)?;
             let restored = input.i64()?;
             watermark = Some(watermark.map_or(restored, |w| w.min(restored)));
             let timed = version >= 2 && input.u64()? == 1;

@@ -49,6 +49,18 @@ pub(super) fn spec(end: u64, output: RankOutput, append_only_input: bool) -> Ran
     }
 }
 
+/// Top-2 per `k` and window (by `v`, over inserts): window Top-N partitions by the window
+/// too.
+pub(super) fn windowed_spec() -> RankSpec {
+    let mut spec = spec(2, RankOutput::Number, true);
+    spec.window_end = Some(3);
+    spec.partition_keys
+        .push(Arc::new(Column::new("window_end", 3)));
+    spec.partition_types
+        .push(DataType::Timestamp(TimeUnit::Millisecond, None));
+    spec
+}
+
 pub(super) fn top_n(spec: RankSpec) -> TopN {
     TopN::new(spec, Arc::new(OperatorMetrics::default()), 128).unwrap()
 }
@@ -161,14 +173,7 @@ fn deduplication_keeps_the_first_or_the_last_row_of_a_tie() {
 
 #[test]
 fn window_top_n_emits_once_at_the_window_end_and_drops_the_window() {
-    let mut spec = spec(2, RankOutput::Number, true);
-    // Window Top-N partitions by the window too.
-    spec.window_end = Some(3);
-    spec.partition_keys
-        .push(Arc::new(Column::new("window_end", 3)));
-    spec.partition_types
-        .push(DataType::Timestamp(TimeUnit::Millisecond, None));
-    let mut op = top_n(spec);
+    let mut op = top_n(windowed_spec());
     let mut out = Vec::new();
     op.process(
         chunk(&[(I, 1, 1, "a"), (I, 1, 3, "b"), (I, 1, 2, "c")], 1000),

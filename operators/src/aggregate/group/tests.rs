@@ -7,7 +7,6 @@ use eddy_common::state::StateKind;
 
 use crate::aggregate::AggregateKind;
 use crate::lsm_testing::{hand_over, lsm_context, xorshift};
-use crate::state_context::StateContext;
 
 /// A fresh directory for an LSM store's test.
 fn scratch(name: &str) -> std::path::PathBuf {
@@ -248,10 +247,7 @@ fn all_groups(aggregate: &mut GroupAggregate, dir: &std::path::Path) -> Vec<Stri
     ));
     hand_over(&state, &reader);
     let mut in_memory = count_and_max()
-        .with_state(&StateContext {
-            restored: reader.join("restored"),
-            ..StateContext::in_memory()
-        })
+        .with_state(&crate::lsm_testing::memory_context(&reader))
         .unwrap();
     in_memory
         .restore(&[&state.bytes], &KeyScope::everything())

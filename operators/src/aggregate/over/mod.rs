@@ -34,8 +34,8 @@ use super::{Accumulators, AggregateCall};
 use crate::cold_slots::{self, ColdSlots};
 use crate::group_keys::PartitionKeys;
 use crate::partition::KeyScope;
-use crate::stored_runs::{INLINE_LAYOUT, RUNS_LAYOUT, read_manifest};
-use crate::{Operator, versioned_snapshot};
+use crate::stored_runs::{INLINE_LAYOUT, read_layout};
+use crate::{Operator, open_snapshot_versions, versioned_snapshot};
 
 /// The over-aggregate snapshot format: 2 lists after the watermark the partitions of an
 /// LSM store with rows waiting, then says how the partitions are laid out: in the
@@ -377,15 +377,8 @@ impl Operator for OverAggregate {
         let mut stores = Vec::new();
         let mut waiting = Vec::new();
         for snapshot in snapshots {
-            let mut input = StateReader::new(snapshot, "an OVER aggregate");
-            let version = input.u64()?;
-            if !(1..=SNAPSHOT_VERSION).contains(&version) {
-                return Err(EddyError::Snapshot(format!(
-                    "snapshot of an OVER aggregate has format version {version}; this Eddy \
-                     reads versions 1 to {SNAPSHOT_VERSION}"
-                )));
-            }
-            input.compact();
+            let (version, mut input) =
+                open_snapshot_versions(snapshot, "an OVER aggregate", SNAPSHOT_VERSION)?;
             let restored = input.i64()?;
             watermark = Some(watermark.map_or(restored, |w| w.min(restored)));
             let layout = match version {
@@ -395,16 +388,9 @@ impl Operator for OverAggregate {
                     input.u64()?
                 }
             };
-            match layout {
-                INLINE_LAYOUT => self.restore_inline(&mut input, scope)?,
-                RUNS_LAYOUT => stores.push(read_manifest(&mut input, "an OVER aggregate")?),
-                other => {
-                    return Err(EddyError::Snapshot(format!(
-                        "a snapshot of an OVER aggregate has layout {other}, which this Eddy \
-                         does not know"
-                    )));
-                }
-            }
+            let what = "an OVER aggregate";
+            let inline = |input: &mut StateReader<'_>| self.restore_inline(input, scope);
+            stores.extend(read_layout(layout, &mut input, what, inline)?);
         }
         if let Some(watermark) = watermark {
             self.watermark = watermark;

@@ -154,7 +154,6 @@ fn a_restored_state_continues_split_by_key_group() {
 mod lsm {
     use super::*;
     use crate::lsm_testing::{hand_over, lsm_context, scratch, xorshift};
-    use crate::state_context::StateContext;
 
     const FRAMES: [OverFrame; 4] = [
         OverFrame::Rows(Some(2)),
@@ -244,10 +243,7 @@ mod lsm {
             let mut op = match lsm {
                 true => lsm_summing(frame, &dir),
                 false => summing(frame)
-                    .with_state(&StateContext {
-                        restored: dir.join("restored"),
-                        ..StateContext::in_memory()
-                    })
+                    .with_state(&crate::lsm_testing::memory_context(&dir))
                     .unwrap(),
             };
             op.restore(&[&state.bytes], &scope).unwrap();

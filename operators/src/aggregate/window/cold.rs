@@ -114,30 +114,12 @@ impl WindowAggregate {
     ) -> Result<()> {
         let mut window = Vec::new();
         aligned_id(&mut window, start, end, &[]);
-        let mut after: Option<Vec<u8>> = None;
-        loop {
-            let Some(cold) = &self.cold else {
-                return Ok(());
-            };
-            let entries =
-                cold.entries_with_prefix(key_group, &window, after.as_deref(), FIRE_BATCH)?;
-            let mut fired = Vec::with_capacity(entries.len());
-            for (id, value) in &entries {
-                if let Some(slot) = self.place(id, key_group, value, None)? {
-                    if let Some(cold) = &mut self.cold {
-                        cold.placed(slot, key_group, true);
-                    }
-                    fired.push((start, end, slot));
-                }
-            }
+        cold_slots::load_range(self, key_group, &window, FIRE_BATCH, |op, slots| {
             // The slots are fired here, not by their timer.
-            self.timers.remove(&(end, start));
-            self.emit(&mut fired, out)?;
-            if entries.len() < FIRE_BATCH {
-                return Ok(());
-            }
-            after = entries.last().map(|(id, _)| id.clone());
-        }
+            op.timers.remove(&(end, start));
+            let mut fired = slots.into_iter().map(|slot| (start, end, slot)).collect();
+            op.emit(&mut fired, out)
+        })
     }
 
     /// A snapshot of the store's runs, after the watermark and the windows the store holds

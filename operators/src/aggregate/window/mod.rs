@@ -31,7 +31,7 @@ use crate::group_keys::GroupKeys;
 use crate::partition::{KeyScope, key_groups};
 use crate::spilled_windows::{SpilledWindows, sortable, unsortable};
 use crate::state_context::StateContext;
-use crate::stored_runs::{INLINE_LAYOUT, RUNS_LAYOUT, read_manifest};
+use crate::stored_runs::{INLINE_LAYOUT, read_layout};
 use crate::window_assign::{WindowKind, windows_of};
 use crate::{Operator, evaluate};
 
@@ -498,16 +498,9 @@ impl Operator for WindowAggregate {
                     input.u64()?
                 }
             };
-            match layout {
-                INLINE_LAYOUT => self.restore_inline(&mut input, scope)?,
-                RUNS_LAYOUT => stores.push(read_manifest(&mut input, "a window aggregate")?),
-                other => {
-                    return Err(EddyError::Snapshot(format!(
-                        "a snapshot of a window aggregate has layout {other}, which this Eddy \
-                         does not know"
-                    )));
-                }
-            }
+            let what = "a window aggregate";
+            let inline = |input: &mut StateReader<'_>| self.restore_inline(input, scope);
+            stores.extend(read_layout(layout, &mut input, what, inline)?);
         }
         if let Some(w) = watermark {
             self.watermark = w;

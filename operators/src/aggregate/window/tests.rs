@@ -210,7 +210,6 @@ fn event_time_windows_have_no_processing_timer() {
 mod lsm {
     use super::*;
     use crate::lsm_testing::{hand_over, lsm_context, xorshift};
-    use crate::state_context::StateContext;
     use eddy_common::state::StateWriter;
     use std::path::{Path, PathBuf};
 
@@ -349,10 +348,7 @@ mod lsm {
         let reader = scratch("into-memory");
         hand_over(&state, &reader);
         let mut back = counting()
-            .with_state(&StateContext {
-                restored: reader.join("restored"),
-                ..StateContext::in_memory()
-            })
+            .with_state(&crate::lsm_testing::memory_context(&reader))
             .unwrap();
         back.restore(&[&state.bytes], &KeyScope::everything())
             .unwrap();

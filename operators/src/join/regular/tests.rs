@@ -774,10 +774,7 @@ fn a_join_restores_its_runs_and_splits_them_by_key_group() {
     for subtask in 0..3 {
         let sub = scratch(&format!("split-{subtask}"));
         hand_over(&state, &sub);
-        let context = crate::state_context::StateContext {
-            restored: sub.join("restored"),
-            ..crate::state_context::StateContext::in_memory()
-        };
+        let context = crate::lsm_testing::memory_context(&sub);
         let mut part = outer_join([true, true]).with_state(&context).unwrap();
         let scope = KeyScope {
             subtask,

@@ -256,7 +256,6 @@ fn a_snapshot_of_another_format_or_cut_short_is_refused() {
 mod lsm {
     use super::*;
     use crate::lsm_testing::{hand_over, lsm_context, scratch, xorshift};
-    use crate::state_context::StateContext;
 
     const KINDS: [JoinKind; 6] = [
         JoinKind::Inner,
@@ -363,10 +362,7 @@ mod lsm {
         let reader = scratch("window-join", "into-memory");
         hand_over(&state, &reader);
         let mut in_memory = window_join(JoinKind::Full, true)
-            .with_state(&StateContext {
-                restored: reader.join("restored"),
-                ..StateContext::in_memory()
-            })
+            .with_state(&crate::lsm_testing::memory_context(&reader))
             .unwrap();
         in_memory
             .restore(&[&state.bytes], &KeyScope::everything())
