@@ -14,8 +14,16 @@ import sys
 CHECKSUMS = {
     "group_by": ("(auction, bids, max_price)", ["auction", "bids", "max_price"]),
     "group_by_bidder": ("(bidder, bids, total)", ["bidder", "bids", "total"]),
+    "daily_pairs": (
+        "(auction, bidder, window_start, bids, total)",
+        ["auction", "bidder", "bids", "total"],
+    ),
     "q4": ("(category, avg_final)", ["category", "avg_final"]),
+    "q5": ("(auction, num)", ["auction", "num"]),
+    "q8": ("(id, name, starttime)", ["id"]),
     "q9": (None, ["id", "price", "reserve"]),
+    "q11": ("(bidder, bid_count, starttime, endtime)", ["bidder", "bid_count"]),
+    "tumble_count": ("(auction, window_start, window_end, bids)", ["auction", "bids"]),
     "q20": (
         "(auction, bidder, price, channel, url, bid_time, bid_extra, itemName, description,"
         " initialBid, reserve, auction_time, expires, seller, category, auction_extra)",

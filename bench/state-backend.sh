@@ -37,7 +37,11 @@ source="CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT, channel S
 CREATE TABLE auction (id BIGINT, itemName STRING, description STRING, initialBid BIGINT,
   reserve BIGINT, dateTime TIMESTAMP(3), expires TIMESTAMP(3), seller BIGINT, category BIGINT,
   extra STRING, WATERMARK FOR dateTime AS dateTime - INTERVAL '4' SECOND)
-  WITH ('connector' = 'nexmark', 'nexmark.table' = 'auction', 'events.num' = '$events');"
+  WITH ('connector' = 'nexmark', 'nexmark.table' = 'auction', 'events.num' = '$events');
+CREATE TABLE person (id BIGINT, name STRING, emailAddress STRING, creditCard STRING,
+  city STRING, \`state\` STRING, dateTime TIMESTAMP(3), extra STRING,
+  WATERMARK FOR dateTime AS dateTime - INTERVAL '4' SECOND)
+  WITH ('connector' = 'nexmark', 'nexmark.table' = 'person', 'events.num' = '$events');"
 
 echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown); command: bench/state-backend.sh \"$queries\" $events $cap $memory; $(nproc) cores"
 echo

@@ -271,37 +271,34 @@ pub(crate) fn load<S: SlotState>(
     Ok(slot)
 }
 
-/// Reads back the stored keys of `key_group` that start with `prefix` into slots of `op`,
-/// a batch of up to `batch` at a time in key order, handing each batch's slots to `take`
-/// (which frees them, or the store's keys pile up in memory).
-pub(crate) fn load_range<S: SlotState>(
+/// Reads back into slots of `op` up to `batch` stored keys of `key_group` that start
+/// with `prefix` and come after `after`, in key order. Returns their slots, and the last
+/// key read when more may follow (a full batch).
+pub(crate) fn load_batch<S: SlotState>(
     op: &mut S,
     key_group: u16,
     prefix: &[u8],
+    after: Option<&[u8]>,
     batch: usize,
-    mut take: impl FnMut(&mut S, Vec<u32>) -> Result<()>,
-) -> Result<()> {
-    let mut after: Option<Vec<u8>> = None;
-    loop {
-        let Some(cold) = op.cold() else {
-            return Ok(());
-        };
-        let entries = cold.entries_with_prefix(key_group, prefix, after.as_deref(), batch)?;
-        let mut slots = Vec::with_capacity(entries.len());
-        for (key, value) in &entries {
-            if let Some(slot) = op.place(key, key_group, value, None)? {
-                if let Some(cold) = op.cold_mut() {
-                    cold.placed(slot, key_group, true);
-                }
-                slots.push(slot);
+) -> Result<(Vec<u32>, Option<Vec<u8>>)> {
+    let Some(cold) = op.cold() else {
+        return Ok((Vec::new(), None));
+    };
+    let entries = cold.entries_with_prefix(key_group, prefix, after, batch)?;
+    let mut slots = Vec::with_capacity(entries.len());
+    for (key, value) in &entries {
+        if let Some(slot) = op.place(key, key_group, value, None)? {
+            if let Some(cold) = op.cold_mut() {
+                cold.placed(slot, key_group, true);
             }
+            slots.push(slot);
         }
-        take(op, slots)?;
-        if entries.len() < batch {
-            return Ok(());
-        }
-        after = entries.last().map(|(key, _)| key.clone());
     }
+    let last = match entries.len() < batch {
+        true => None,
+        false => entries.last().map(|(key, _)| key.clone()),
+    };
+    Ok((slots, last))
 }
 
 /// Writes `slot`'s value to the store if it changed since it was last written.

@@ -51,6 +51,13 @@ pub trait Operator: Send {
         Ok(())
     }
 
+    /// Whether output that a watermark already passed is still to come: an operator that
+    /// reads back a window larger than memory emits it in parts, and the task passes the
+    /// watermark again (after sending each part) until this is false.
+    fn has_due_output(&self) -> bool {
+        false
+    }
+
     /// How far behind the watermark it has seen the rows the operator emits may be (an
     /// interval join's rows: a late partner joins a row the watermark has passed). The
     /// watermark passed on after it is held back by as much, so that its rows are not late

@@ -45,6 +45,22 @@ pub(crate) fn hand_over(state: &OperatorState, dir: &Path) {
     }
 }
 
+/// Passes `watermark` to `op` as a task does: again while it has output due (a window
+/// read back from a store in parts). Returns the calls it took.
+pub(crate) fn pass_watermark(
+    op: &mut dyn crate::Operator,
+    watermark: eddy_common::event::Timestamp,
+    out: &mut Vec<eddy_common::chunk::Chunk>,
+) -> usize {
+    let mut calls = 1;
+    op.on_watermark(watermark, out).unwrap();
+    while op.has_due_output() {
+        op.on_watermark(watermark, out).unwrap();
+        calls += 1;
+    }
+    calls
+}
+
 /// A xorshift generator from `seed` (not 0).
 pub(crate) fn xorshift(seed: u64) -> impl FnMut() -> u64 {
     let mut x = seed;

@@ -24,10 +24,28 @@ pub(crate) fn unsortable(bytes: &[u8]) -> Option<Timestamp> {
 }
 
 /// Windows, by the prefix of their stored keys, with the key groups of their keys the
-/// store may hold.
-#[derive(Debug, Default, Clone)]
+/// store may hold. A window's stored keys are read back a key group and a batch at a time
+/// ([`SpilledWindows::resume`]), so that one larger than memory fires in parts.
+#[derive(Debug, Clone)]
 pub(crate) struct SpilledWindows {
     windows: BTreeMap<Vec<u8>, BTreeSet<u16>>,
+    /// The last key read back of the first window's first key group, while it fires.
+    resume: Option<Vec<u8>>,
+    /// Keys (or rows) to read back in one call at most: a part of a window.
+    pub(crate) part: usize,
+}
+
+/// Keys (or rows) read back in one call at most, by default.
+const PART: usize = 1 << 17;
+
+impl Default for SpilledWindows {
+    fn default() -> Self {
+        SpilledWindows {
+            windows: BTreeMap::new(),
+            resume: None,
+            part: PART,
+        }
+    }
 }
 
 impl SpilledWindows {
@@ -61,9 +79,27 @@ impl SpilledWindows {
         self.windows.keys().next().map(Vec::as_slice)
     }
 
-    /// Forgets the window of `prefix`, returning the key groups the store holds keys of.
-    pub(crate) fn take(&mut self, prefix: &[u8]) -> Option<BTreeSet<u16>> {
-        self.windows.remove(prefix)
+    /// The first key group whose keys of the window of `prefix` have not all been read
+    /// back, and the last key read back of it so far.
+    pub(crate) fn next_group(&self, prefix: &[u8]) -> Option<(u16, Option<Vec<u8>>)> {
+        let key_group = *self.windows.get(prefix)?.first()?;
+        Some((key_group, self.resume.clone()))
+    }
+
+    /// The keys of the window of `prefix` in `key_group` were read back up to `last`, or
+    /// all of them (`None`): then the key group, and the window once it has none, is
+    /// forgotten.
+    pub(crate) fn read_back(&mut self, prefix: &[u8], key_group: u16, last: Option<Vec<u8>>) {
+        self.resume = last;
+        if self.resume.is_some() {
+            return;
+        }
+        if let Some(groups) = self.windows.get_mut(prefix) {
+            groups.remove(&key_group);
+            if groups.is_empty() {
+                self.windows.remove(prefix);
+            }
+        }
     }
 
     /// Windows recorded.
@@ -147,7 +183,15 @@ mod tests {
             "key group 7 is the other subtask's"
         );
         assert_eq!(half.len(), 1, "no key group of the first window is owned");
-        assert_eq!(half.take(&sortable(20)), Some(BTreeSet::from([1, 3])));
+        // Read back a key group at a time, each up to a key or to its end.
+        let window = sortable(20);
+        assert_eq!(half.next_group(&window), Some((1, None)));
+        half.read_back(&window, 1, Some(b"k".to_vec()));
+        assert_eq!(half.next_group(&window), Some((1, Some(b"k".to_vec()))));
+        half.read_back(&window, 1, None);
+        assert_eq!(half.next_group(&window), Some((3, None)));
+        half.read_back(&window, 3, None);
+        assert_eq!(half.next_group(&window), None);
         assert!(half.is_empty());
     }
 }

@@ -140,6 +140,14 @@ impl OperatorChain {
         Ok((chunks, current))
     }
 
+    /// Whether an operator of the chain has output due for a watermark it saw
+    /// ([`Operator::has_due_output`]).
+    pub fn has_due_output(&self) -> bool {
+        self.operators
+            .iter()
+            .any(|(operator, _)| operator.has_due_output())
+    }
+
     /// The earliest wall-clock time an operator of the chain wants to be woken at.
     pub fn processing_timer(&self) -> Option<Timestamp> {
         self.operators

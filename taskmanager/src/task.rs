@@ -371,12 +371,18 @@ impl Pipeline<'_> {
     }
 
     /// Advances event time: what the watermark completes is sent, then the watermark.
+    /// A window larger than memory comes out in parts, each sent before the next is read
+    /// back: the watermark is passed again while an operator has output due.
     async fn advance(&mut self, watermark: Timestamp) -> Result<()> {
         self.metrics.set_watermark_in(watermark);
-        let (chunks, watermark) = self.chain.on_watermark(watermark)?;
+        let (chunks, passed_on) = self.chain.on_watermark(watermark)?;
         self.send(chunks).await?;
-        self.metrics.set_watermark_out(watermark);
-        self.output.watermark(watermark).await
+        while self.chain.has_due_output() {
+            let (chunks, _) = self.chain.on_watermark(watermark)?;
+            self.send(chunks).await?;
+        }
+        self.metrics.set_watermark_out(passed_on);
+        self.output.watermark(passed_on).await
     }
 
     /// The wall clock reached `now`: what it completes (processing-time windows) is sent.

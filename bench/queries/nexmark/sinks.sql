@@ -7,6 +7,8 @@ CREATE TABLE sink_q2 (auction BIGINT, price BIGINT) WITH ('connector' = 'blackho
 CREATE TABLE sink_group_by (auction BIGINT, bids BIGINT, max_price BIGINT) WITH ('connector' = 'blackhole');
 CREATE TABLE sink_group_by_bidder (bidder BIGINT, bids BIGINT, total BIGINT)
   WITH ('connector' = 'blackhole');
+CREATE TABLE sink_daily_pairs (auction BIGINT, bidder BIGINT, window_start TIMESTAMP(3),
+  bids BIGINT, total BIGINT) WITH ('connector' = 'blackhole');
 CREATE TABLE sink_tumble_count (auction BIGINT, window_start TIMESTAMP(3), window_end TIMESTAMP(3), bids BIGINT)
   WITH ('connector' = 'blackhole');
 CREATE TABLE sink_q5 (auction BIGINT, num BIGINT) WITH ('connector' = 'blackhole');

@@ -326,14 +326,21 @@ impl Operator for WindowJoin {
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
-        if watermark <= self.watermark {
-            return Ok(());
-        }
-        self.watermark = watermark;
-        while let Some(window) = self.next_window().filter(|(end, _)| end - 1 <= watermark) {
-            self.close_window(window, out)?;
+        self.watermark = self.watermark.max(watermark);
+        while let Some(window) = self
+            .next_window()
+            .filter(|(end, _)| end - 1 <= self.watermark)
+        {
+            if !self.close_window(window, out)? {
+                break;
+            }
         }
         Ok(())
+    }
+
+    fn has_due_output(&self) -> bool {
+        self.next_window()
+            .is_some_and(|(end, _)| end - 1 <= self.watermark)
     }
 
     fn snapshot(&mut self, _request: &SnapshotRequest) -> Result<OperatorState> {

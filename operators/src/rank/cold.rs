@@ -34,22 +34,24 @@ impl TopN {
         Ok(self)
     }
 
-    /// Emits the partitions of `key_group` the store holds for the window ending at `end`,
-    /// a batch at a time, deleting them from the store.
+    /// Emits a batch of the partitions of `key_group` the store holds for the window
+    /// ending at `end` after `after`, deleting them from the store; returns how many.
     pub(super) fn fire_stored(
         &mut self,
         end: Timestamp,
-        key_group: u16,
+        (key_group, after): (u16, Option<Vec<u8>>),
         emission: &mut Emission,
         out: &mut Vec<Chunk>,
-    ) -> Result<()> {
-        cold_slots::load_range(self, key_group, &sortable(end), FIRE_BATCH, |op, slots| {
-            // The partitions are fired here, not by their timer.
-            op.timers.remove(&end);
-            op.emit_window(&slots, emission)?;
-            out.extend(op.chunk_of(std::mem::take(emission))?);
-            Ok(())
-        })
+    ) -> Result<usize> {
+        let window = sortable(end);
+        let (slots, last) =
+            cold_slots::load_batch(self, key_group, &window, after.as_deref(), FIRE_BATCH)?;
+        // The partitions are fired here, not by their timer.
+        self.timers.remove(&end);
+        self.emit_window(&slots, emission)?;
+        out.extend(self.chunk_of(std::mem::take(emission))?);
+        self.spilled.read_back(&window, key_group, last);
+        Ok(slots.len())
     }
 
     /// The windows the store holds partitions of once every partition is written: those

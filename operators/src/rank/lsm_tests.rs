@@ -260,13 +260,23 @@ fn windowed_rows(seed: u64, keys: u64, steps: i64) -> Vec<(Vec<Chunk>, Timestamp
         .collect()
 }
 
+/// Window Top-N on the LSM backend, reading a window back in parts of a hundred
+/// partitions or so.
+fn lsm_windowed(dir: &std::path::Path) -> TopN {
+    let mut op = top_n(windowed_spec())
+        .with_state(&lsm_context(dir))
+        .unwrap();
+    op.spilled.part = 100;
+    op
+}
+
 /// What `op` emits for a step's chunks and the watermark after them, sorted.
 fn windowed_step(op: &mut TopN, chunks: &[Chunk], watermark: Timestamp) -> Vec<String> {
     let mut out = Vec::new();
     for chunk in chunks {
         op.process(chunk.clone(), &mut out).unwrap();
     }
-    op.on_watermark(watermark, &mut out).unwrap();
+    crate::lsm_testing::pass_watermark(op, watermark, &mut out);
     let mut emitted = changes(out);
     emitted.sort();
     emitted
@@ -276,9 +286,7 @@ fn windowed_step(op: &mut TopN, chunks: &[Chunk], watermark: Timestamp) -> Vec<S
 fn windowed_partitions_beyond_memory_fire_what_partitions_in_memory_fire() {
     let dir = scratch("top-n", "windowed-equal");
     let mut in_memory = top_n(windowed_spec());
-    let mut lsm = top_n(windowed_spec())
-        .with_state(&lsm_context(&dir))
-        .unwrap();
+    let mut lsm = lsm_windowed(&dir);
     let mut spilled = 0;
     let mut fired = 0;
     for (chunks, watermark) in windowed_rows(3, 20_000, 60) {
@@ -304,9 +312,7 @@ fn windowed_partitions_beyond_memory_fire_what_partitions_in_memory_fire() {
 #[test]
 fn a_windowed_store_restores_at_another_parallelism_and_into_memory() {
     let dir = scratch("top-n", "windowed-restore");
-    let mut lsm = top_n(windowed_spec())
-        .with_state(&lsm_context(&dir))
-        .unwrap();
+    let mut lsm = lsm_windowed(&dir);
     for (chunks, watermark) in windowed_rows(5, 8_000, 25) {
         windowed_step(&mut lsm, &chunks, watermark);
     }
@@ -318,9 +324,7 @@ fn a_windowed_store_restores_at_another_parallelism_and_into_memory() {
     for subtask in 0..3 {
         let sub = scratch("top-n", &format!("windowed-split-{subtask}"));
         hand_over(&state, &sub);
-        let mut part = top_n(windowed_spec())
-            .with_state(&lsm_context(&sub))
-            .unwrap();
+        let mut part = lsm_windowed(&sub);
         let scope = KeyScope {
             subtask,
             parallelism: 3,

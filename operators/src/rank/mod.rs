@@ -371,18 +371,26 @@ impl TopN {
 
     /// Emits the ranked rows of the windows the watermark has passed, in the order they
     /// end, and drops them.
+    /// Past a part's worth of partitions read back from the store
+    /// ([`SpilledWindows::part`]) it stops, for the task to send them: the next call goes
+    /// on ([`Operator::has_due_output`]).
     fn fire(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
         let mut emission = Emission::default();
+        let mut read_back = 0;
         while let Some(end) = self.next_window().filter(|end| end - 1 <= watermark) {
             if let Some(slots) = self.timers.remove(&end) {
                 // These go first: dropping them deletes their stored entries, so that the
                 // store's are the window's other partitions.
                 self.emit_window(&slots, &mut emission)?;
             }
-            if let Some(key_groups) = self.spilled.take(&sortable(end)) {
-                for key_group in key_groups {
-                    self.fire_stored(end, key_group, &mut emission, out)?;
+            while let Some(next) = self.spilled.next_group(&sortable(end)) {
+                if read_back >= self.spilled.part {
+                    break;
                 }
+                read_back += self.fire_stored(end, next, &mut emission, out)?;
+            }
+            if read_back >= self.spilled.part {
+                break;
             }
         }
         out.extend(self.chunk_of(emission)?);
@@ -594,11 +602,18 @@ impl Operator for TopN {
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
-        if self.spec.window_end.is_some() && watermark > self.watermark {
-            self.watermark = watermark;
-            self.fire(watermark, out)?;
+        if self.spec.window_end.is_some() {
+            self.watermark = self.watermark.max(watermark);
+            self.fire(self.watermark, out)?;
         }
         Ok(())
+    }
+
+    fn has_due_output(&self) -> bool {
+        self.spec.window_end.is_some()
+            && self
+                .next_window()
+                .is_some_and(|end| end - 1 <= self.watermark)
     }
 
     fn snapshot(&mut self, _request: &SnapshotRequest) -> Result<OperatorState> {

@@ -103,23 +103,26 @@ impl SlotState for WindowAggregate {
 }
 
 impl WindowAggregate {
-    /// Emits the keys of `key_group` the store holds for the window `[start, end)`, a batch
-    /// at a time, deleting them from the store.
+    /// Emits a batch of the keys of `key_group` the store holds for `window` (start, end)
+    /// after `after`, deleting them from the store; returns how many.
     pub(super) fn fire_stored(
         &mut self,
-        start: Timestamp,
-        end: Timestamp,
+        (start, end): (Timestamp, Timestamp),
         key_group: u16,
+        after: Option<Vec<u8>>,
         out: &mut Vec<Chunk>,
-    ) -> Result<()> {
+    ) -> Result<usize> {
         let mut window = Vec::new();
         aligned_id(&mut window, start, end, &[]);
-        cold_slots::load_range(self, key_group, &window, FIRE_BATCH, |op, slots| {
-            // The slots are fired here, not by their timer.
-            op.timers.remove(&(end, start));
-            let mut fired = slots.into_iter().map(|slot| (start, end, slot)).collect();
-            op.emit(&mut fired, out)
-        })
+        let (slots, last) =
+            cold_slots::load_batch(self, key_group, &window, after.as_deref(), FIRE_BATCH)?;
+        // The slots are fired here, not by their timer.
+        self.timers.remove(&(end, start));
+        let count = slots.len();
+        let mut fired = slots.into_iter().map(|slot| (start, end, slot)).collect();
+        self.emit(&mut fired, out)?;
+        self.spilled.read_back(&window, key_group, last);
+        Ok(count)
     }
 
     /// A snapshot of the store's runs, after the watermark and the windows the store holds

@@ -337,8 +337,12 @@ impl WindowAggregate {
     }
 
     /// Emits the windows that end by `watermark`, in the order they end, and frees them.
+    /// Past a part's worth of keys read back from the store ([`SpilledWindows::part`]) it
+    /// stops, for the task to send them: the next call goes on
+    /// ([`Operator::has_due_output`]).
     fn fire(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
         let mut fired = Vec::new();
+        let mut read_back = 0;
         while let Some((end, start)) = self.next_window() {
             if end - 1 > watermark {
                 break;
@@ -348,12 +352,15 @@ impl WindowAggregate {
             }
             let mut window = Vec::with_capacity(WINDOW_BOUNDS);
             aligned_id(&mut window, start, end, &[]);
-            if let Some(key_groups) = self.spilled.take(&window) {
+            if self.spilled.contains(&window) {
                 // The keys in memory go first: freeing them deletes their stored entries,
                 // so that the store's are the window's other keys.
                 self.emit(&mut fired, out)?;
-                for key_group in key_groups {
-                    self.fire_stored(start, end, key_group, out)?;
+                while let Some((key_group, after)) = self.spilled.next_group(&window) {
+                    if read_back >= self.spilled.part {
+                        return Ok(());
+                    }
+                    read_back += self.fire_stored((start, end), key_group, after, out)?;
                 }
             }
             if fired.len() >= FIRE_BATCH {
@@ -545,11 +552,18 @@ impl Operator for WindowAggregate {
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
         // Processing-time windows ignore event time, also its end: as in Flink, the
         // windows still open when the input ends are not fired.
-        if self.processing_time.is_none() && watermark > self.watermark {
-            self.watermark = watermark;
-            self.fire(watermark, out)?;
+        if self.processing_time.is_none() {
+            self.watermark = self.watermark.max(watermark);
+            self.fire(self.watermark, out)?;
         }
         Ok(())
+    }
+
+    fn has_due_output(&self) -> bool {
+        self.processing_time.is_none()
+            && self
+                .next_window()
+                .is_some_and(|(end, _)| end - 1 <= self.watermark)
     }
 
     fn processing_timer(&self) -> Option<Timestamp> {

@@ -92,6 +92,47 @@ impl ColdRows {
     }
 }
 
+/// Makes a full read of stored rows end where a key ends: the last key's rows wait for
+/// the next read, unless they are all the read holds; then the read goes on to the key's
+/// end.
+fn whole_keys(
+    range: &KeyRange<'_>,
+    store: &Store,
+    entries: &mut Vec<(Vec<u8>, Vec<u8>)>,
+    page: usize,
+) -> Result<()> {
+    let key_of = |entry_key: &[u8]| -> Result<Vec<u8>> {
+        let (_, key, _) = parse_entry(entry_key).ok_or_else(|| corrupt_entry(entry_key))?;
+        Ok(key.to_vec())
+    };
+    let Some((last, _)) = entries.last() else {
+        return Ok(());
+    };
+    let last_key = key_of(last)?;
+    let mut start = entries.len();
+    while start > 0 && key_of(&entries[start - 1].0)? == last_key {
+        start -= 1;
+    }
+    if start > 0 {
+        entries.truncate(start);
+        return Ok(());
+    }
+    loop {
+        let after = entries.last().map(|(key, _)| key.clone());
+        let next = range.entries_after(store, after.as_deref(), page)?;
+        let full = next.len() == page;
+        let mut same = 0;
+        while same < next.len() && key_of(&next[same].0)? == last_key {
+            same += 1;
+        }
+        let ended = same < next.len() || !full;
+        entries.extend(next.into_iter().take(same));
+        if ended {
+            return Ok(());
+        }
+    }
+}
+
 /// A window's bounds as its stored rows' keys start: end, then start, each [`sortable`].
 fn window_prefix((end, start): (Timestamp, Timestamp)) -> [u8; 16] {
     let mut prefix = [0; 16];
@@ -179,11 +220,13 @@ impl WindowJoin {
     }
 
     /// Closes the window, with its rows in memory, or, when it spilled, in the store too.
+    /// Past a part's worth of rows read back ([`SpilledWindows::part`]) it stops and
+    /// returns `false`: the window is still due ([`Operator::has_due_output`]).
     pub(super) fn close_window(
         &mut self,
         window: (Timestamp, Timestamp),
         out: &mut Vec<Chunk>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let rows = self.windows.remove(&window);
         let prefix = window_prefix(window);
         let spilled = self
@@ -195,62 +238,65 @@ impl WindowJoin {
                 self.held_bytes = self.held_bytes.saturating_sub(held_bytes(&rows));
                 out.extend(self.join_window(rows)?.map(Chunk::inserts));
             }
-            return Ok(());
+            return Ok(true);
         }
         if let Some(rows) = rows {
             self.spill(window, rows)?;
         }
-        let key_groups = self
-            .cold
-            .as_mut()
-            .and_then(|cold| cold.spilled.take(&prefix))
-            .unwrap_or_default();
-        for key_group in key_groups {
-            self.join_stored(&prefix, key_group, out)?;
+        let mut read_back = 0;
+        while let Some(cold) = &self.cold
+            && let Some((key_group, after)) = cold.spilled.next_group(&prefix)
+        {
+            if read_back >= cold.spilled.part {
+                return Ok(false);
+            }
+            let (count, last) = self.join_stored(&prefix, key_group, after, out)?;
+            read_back += count;
+            if let Some(cold) = &mut self.cold {
+                cold.spilled.read_back(&prefix, key_group, last);
+            }
         }
-        Ok(())
+        Ok(true)
     }
 
-    /// Joins the store's rows of `key_group` in the window of `prefix`, a batch of whole
-    /// keys at a time, deleting them.
-    fn join_stored(&mut self, prefix: &[u8], key_group: u16, out: &mut Vec<Chunk>) -> Result<()> {
+    /// Joins the next rows of `key_group` the store holds for the window of `prefix`,
+    /// after `after`: about [`ColdRows::fire_rows`] rows of whole keys (a key's rows all
+    /// meet in one join), deleted once joined. Returns how many, and the last one when
+    /// more may follow.
+    fn join_stored(
+        &mut self,
+        prefix: &[u8],
+        key_group: u16,
+        after: Option<Vec<u8>>,
+        out: &mut Vec<Chunk>,
+    ) -> Result<(usize, Option<Vec<u8>>)> {
         let range = KeyRange {
             table: TABLE,
             key_group,
             prefix,
         };
-        let mut batch: [Vec<Vec<u8>>; 2] = Default::default();
-        let mut last_key: Vec<u8> = Vec::new();
-        let mut after: Option<Vec<u8>> = None;
-        loop {
-            let Some(cold) = &mut self.cold else {
-                return Ok(());
-            };
-            let fire_rows = cold.fire_rows;
-            let entries = range.entries_after(&cold.store, after.as_deref(), fire_rows)?;
-            for (entry_key, row) in &entries {
-                let (_, key, side) =
-                    parse_entry(entry_key).ok_or_else(|| corrupt_entry(entry_key))?;
-                let full = batch[0].len() + batch[1].len() >= fire_rows;
-                if full && key != last_key {
-                    self.join_rows(std::mem::take(&mut batch), out)?;
-                }
-                if key != last_key {
-                    last_key = key.to_vec();
-                }
-                batch[side].push(row.clone());
-            }
-            if let Some(cold) = &mut self.cold {
-                for (entry_key, _) in &entries {
-                    cold.delete(key_group, entry_key)?;
-                }
-            }
-            if entries.len() < fire_rows {
-                break;
-            }
-            after = entries.last().map(|(entry_key, _)| entry_key.clone());
+        let Some(cold) = &self.cold else {
+            return Ok((0, None));
+        };
+        let fire_rows = cold.fire_rows;
+        let mut entries = range.entries_after(&cold.store, after.as_deref(), fire_rows)?;
+        let more = entries.len() == fire_rows;
+        if more {
+            whole_keys(&range, &cold.store, &mut entries, fire_rows)?;
         }
-        self.join_rows(batch, out)
+        let mut rows: [Vec<Vec<u8>>; 2] = Default::default();
+        for (entry_key, row) in &entries {
+            let (_, _, side) = parse_entry(entry_key).ok_or_else(|| corrupt_entry(entry_key))?;
+            rows[side].push(row.clone());
+        }
+        self.join_rows(rows, out)?;
+        if let Some(cold) = &mut self.cold {
+            for (entry_key, _) in &entries {
+                cold.delete(key_group, entry_key)?;
+            }
+        }
+        let last = entries.last().filter(|_| more).map(|(key, _)| key.clone());
+        Ok((entries.len(), last))
     }
 
     /// Joins encoded rows of both sides as a window.

@@ -121,7 +121,7 @@ fn feed(join: &mut WindowJoin, input: usize, chunk: Chunk) {
 
 fn advance(join: &mut WindowJoin, watermark: i64) -> Vec<String> {
     let mut out = Vec::new();
-    join.on_watermark(watermark, &mut out).unwrap();
+    crate::lsm_testing::pass_watermark(join, watermark, &mut out);
     lines(&out)
 }
 
@@ -300,7 +300,9 @@ mod lsm {
         let mut join = window_join(kind, filter)
             .with_state(&lsm_context(dir))
             .unwrap();
-        join.cold.as_mut().unwrap().fire_rows = 7;
+        let cold = join.cold.as_mut().unwrap();
+        cold.fire_rows = 7;
+        cold.spilled.part = 20;
         join
     }
 
