@@ -23,6 +23,21 @@ pub(crate) fn unsortable(bytes: &[u8]) -> Option<Timestamp> {
     Some((u64::from_be_bytes(bytes) ^ (1 << 63)) as Timestamp)
 }
 
+/// The bytes a window of bounds (end, start) starts its stored keys with: end, then
+/// start, each [`sortable`].
+pub(crate) fn window_prefix((end, start): (Timestamp, Timestamp)) -> [u8; 16] {
+    let mut prefix = [0; 16];
+    prefix[..8].copy_from_slice(&sortable(end));
+    prefix[8..].copy_from_slice(&sortable(start));
+    prefix
+}
+
+/// The window (end, start) whose [`window_prefix`] `key` starts with; `None` for too few
+/// bytes.
+pub(crate) fn window_of(key: &[u8]) -> Option<(Timestamp, Timestamp)> {
+    Some((unsortable(key)?, unsortable(key.get(8..)?)?))
+}
+
 /// Windows, by the prefix of their stored keys, with the key groups of their keys the
 /// store may hold. A window's stored keys are read back a key group and a batch at a time
 /// ([`SpilledWindows::resume`]), so that one larger than memory fires in parts.

@@ -13,9 +13,10 @@ use eddy_common::state::{OperatorState, StateReader, StateWriter};
 use eddy_common::{EddyError, Result};
 use hashbrown::HashSet;
 
-use super::{FIRE_BATCH, WINDOW_BOUNDS, WindowAggregate, aligned_id, window_of};
+use super::{FIRE_BATCH, WINDOW_BOUNDS, WindowAggregate};
 use crate::aggregate::snapshot_writer;
 use crate::cold_slots::{self, ColdSlots, SlotState};
+use crate::spilled_windows::{window_of, window_prefix};
 use crate::ttl::StateTtl;
 
 impl SlotState for WindowAggregate {
@@ -112,8 +113,7 @@ impl WindowAggregate {
         after: Option<Vec<u8>>,
         out: &mut Vec<Chunk>,
     ) -> Result<usize> {
-        let mut window = Vec::new();
-        aligned_id(&mut window, start, end, &[]);
+        let window = window_prefix((end, start));
         let (slots, last) =
             cold_slots::load_batch(self, key_group, &window, after.as_deref(), FIRE_BATCH)?;
         // The slots are fired here, not by their timer.

@@ -29,7 +29,7 @@ use super::{Accumulators, AggregateCall, Slots, open_snapshot, signs_of, snapsho
 use crate::cold_slots::{self, ColdSlots};
 use crate::group_keys::GroupKeys;
 use crate::partition::{KeyScope, key_groups};
-use crate::spilled_windows::{SpilledWindows, sortable, unsortable};
+use crate::spilled_windows::{SpilledWindows, window_of, window_prefix};
 use crate::state_context::StateContext;
 use crate::stored_runs::{INLINE_LAYOUT, read_layout};
 use crate::window_assign::{WindowKind, windows_of};
@@ -350,8 +350,7 @@ impl WindowAggregate {
             if let Some(slots) = self.timers.remove(&(end, start)) {
                 fired.extend(slots.into_iter().map(|slot| (start, end, slot)));
             }
-            let mut window = Vec::with_capacity(WINDOW_BOUNDS);
-            aligned_id(&mut window, start, end, &[]);
+            let window = window_prefix((end, start));
             if self.spilled.contains(&window) {
                 // The keys in memory go first: freeing them deletes their stored entries,
                 // so that the store's are the window's other keys.
@@ -446,15 +445,8 @@ const FIRE_BATCH: usize = 8192;
 /// together and windows in the order they fire.
 fn aligned_id(buffer: &mut Vec<u8>, start: Timestamp, end: Timestamp, key: &[u8]) {
     buffer.clear();
-    buffer.extend_from_slice(&sortable(end));
-    buffer.extend_from_slice(&sortable(start));
+    buffer.extend_from_slice(&window_prefix((end, start)));
     buffer.extend_from_slice(key);
-}
-
-/// The window (end, start) of an aligned slot's identity or of its window prefix; `None`
-/// for too few bytes.
-fn window_of(id: &[u8]) -> Option<(Timestamp, Timestamp)> {
-    Some((unsortable(id)?, unsortable(id.get(8..)?)?))
 }
 
 fn millis(array: &ArrayRef) -> Result<Int64Array> {

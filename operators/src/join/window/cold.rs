@@ -19,7 +19,7 @@ use eddy_state::{Store, key};
 
 use super::{WindowJoin, WindowRows};
 use crate::partition::{KeyScope, key_groups};
-use crate::spilled_windows::{SpilledWindows, sortable, unsortable};
+use crate::spilled_windows::{SpilledWindows, window_of, window_prefix};
 use crate::state_context::StateContext;
 use crate::stored_runs::{self, KeyRange};
 
@@ -133,17 +133,9 @@ fn whole_keys(
     }
 }
 
-/// A window's bounds as its stored rows' keys start: end, then start, each [`sortable`].
-fn window_prefix((end, start): (Timestamp, Timestamp)) -> [u8; 16] {
-    let mut prefix = [0; 16];
-    prefix[..8].copy_from_slice(&sortable(end));
-    prefix[8..].copy_from_slice(&sortable(start));
-    prefix
-}
-
 /// A stored row's key taken apart: window (end, start), join key, side.
 fn parse_entry(entry_key: &[u8]) -> Option<((Timestamp, Timestamp), &[u8], usize)> {
-    let window = (unsortable(entry_key)?, unsortable(entry_key.get(8..)?)?);
+    let window = window_of(entry_key)?;
     let length = u32::from_be_bytes(entry_key.get(16..20)?.try_into().ok()?) as usize;
     let key = entry_key.get(20..20 + length)?;
     let side = *entry_key.get(20 + length)?;
@@ -440,7 +432,7 @@ impl WindowJoin {
             .cold
             .as_ref()
             .and_then(|cold| cold.spilled.first())
-            .and_then(|prefix| Some((unsortable(prefix)?, unsortable(prefix.get(8..)?)?)));
+            .and_then(window_of);
         in_memory.into_iter().chain(stored).min()
     }
 }
