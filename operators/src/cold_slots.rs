@@ -235,6 +235,12 @@ pub(crate) trait SlotState {
     /// Frees `slot` in memory, leaving what the store holds of it.
     fn free_slot(&mut self, slot: u32);
 
+    /// `slot`'s value was just written to the store (what else the operator stores of it
+    /// goes now).
+    fn written(&mut self, _slot: u32) -> Result<()> {
+        Ok(())
+    }
+
     /// Frees `slots` in memory, leaving what the store holds of them.
     fn free_slots(&mut self, slots: &[u32]) {
         for slot in slots {
@@ -310,7 +316,7 @@ fn write<S: SlotState>(op: &mut S, slot: u32) -> Result<()> {
     if let (key, Some(cold)) = op.slot_key_and_store(slot) {
         cold.write(slot, key, &value, held + 2 * key.len() + 64)?;
     }
-    Ok(())
+    op.written(slot)
 }
 
 /// Moves the least recently used slots of `op` out of memory while more than its budget
@@ -377,13 +383,16 @@ fn copy<S: SlotState>(op: &mut S, from: &Store, key_groups: &Range<usize>) -> Re
         match op.cold_mut() {
             Some(cold) => cold.store.put(&state_key, &value)?,
             None => {
-                let (key_group, _, key) = key::decode(&state_key).ok_or_else(|| {
+                let (key_group, table, key) = key::decode(&state_key).ok_or_else(|| {
                     EddyError::Snapshot(format!(
                         "a state file of {} holds a key too short to be one",
                         S::WHAT
                     ))
                 })?;
-                op.place(key, key_group, &value, now)?;
+                // Other tables index the values (a session's timers): memory needs none.
+                if table == TABLE {
+                    op.place(key, key_group, &value, now)?;
+                }
             }
         }
     }

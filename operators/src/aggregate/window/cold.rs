@@ -13,10 +13,10 @@ use eddy_common::state::{OperatorState, StateReader, StateWriter};
 use eddy_common::{EddyError, Result};
 use hashbrown::HashSet;
 
-use super::{FIRE_BATCH, WINDOW_BOUNDS, WindowAggregate};
+use super::{FIRE_BATCH, SessionStore, WINDOW_BOUNDS, WindowAggregate};
 use crate::aggregate::snapshot_writer;
 use crate::cold_slots::{self, ColdSlots, SlotState};
-use crate::spilled_windows::{window_of, window_prefix};
+use crate::spilled_windows::{SpilledWindows, window_of, window_prefix};
 use crate::ttl::StateTtl;
 
 impl SlotState for WindowAggregate {
@@ -126,8 +126,15 @@ impl WindowAggregate {
     }
 
     /// A snapshot of the store's runs, after the watermark and the windows the store holds
-    /// keys of, once every changed slot is written.
+    /// keys of (none for sessions: their timers are in the store), once every changed slot
+    /// is written.
     pub(super) fn snapshot_runs(&mut self) -> Result<OperatorState> {
+        if self.session_gap.is_some() {
+            let mut out = snapshot_writer(64);
+            out.i64(self.watermark);
+            SpilledWindows::default().write(&mut out);
+            return cold_slots::snapshot(&mut SessionStore(self), out);
+        }
         let mut stored = self.spilled.clone();
         if let Some(cold) = &self.cold {
             for slots in self.timers.values() {

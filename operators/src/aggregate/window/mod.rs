@@ -4,9 +4,11 @@
 //!
 //! With the LSM backend ([`cold`]) the windows of aligned kinds (tumbling, hopping,
 //! cumulating) keep the keys beyond the memory budget in an LSM store, read back when a
-//! row of theirs arrives or when their window fires. Session windows stay in memory.
+//! row of theirs arrives or when their window fires. Session windows keep each key's
+//! sessions there, with a timer per session ([`session`]).
 
 mod cold;
+mod session;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -24,6 +26,7 @@ use eddy_common::metrics::OperatorMetrics;
 use eddy_common::state::{OperatorState, SnapshotRequest, StateReader};
 use eddy_common::{EddyError, Result};
 use hashbrown::HashMap;
+use session::{SessionKeys, SessionStore, StoredTimers};
 
 use super::{Accumulators, AggregateCall, Slots, open_snapshot, signs_of, snapshot_writer};
 use crate::cold_slots::{self, ColdSlots};
@@ -90,11 +93,9 @@ pub struct WindowAggregate {
     accumulators: Accumulators,
     /// Aligned windows: (end, start, key) bytes ([`aligned_id`]) → slot, all in one buffer.
     index: GroupKeys,
-    /// Sessions: key bytes → the key's open session slots.
-    sessions: HashMap<Box<[u8]>, Vec<u32>>,
+    /// Sessions: each key's open session slots.
+    sessions: SessionKeys,
     bounds: Vec<(Timestamp, Timestamp)>,
-    /// Each session slot's key (an aligned slot's key is in `index`).
-    session_keys: Vec<Box<[u8]>>,
     /// The open slots by window, in the order windows fire: (end, start) → slots.
     timers: BTreeMap<(Timestamp, Timestamp), Vec<u32>>,
     slots: Slots,
@@ -107,9 +108,11 @@ pub struct WindowAggregate {
     metrics: Arc<OperatorMetrics>,
     buffer: Vec<u8>,
     max_parallelism: usize,
-    /// With the LSM backend (aligned windows with keys): the store the keys beyond the
-    /// memory budget are in.
+    /// With the LSM backend (windows with keys): the store the keys beyond the memory
+    /// budget are in (for sessions, a slot of it is a key with all its sessions).
     cold: Option<ColdSlots>,
+    /// Sessions: where the store holds timers.
+    stored_timers: StoredTimers,
     /// The windows whose keys the store may hold (by [`aligned_id`]'s window prefix).
     spilled: SpilledWindows,
     /// Where a restore finds the files its snapshots name.
@@ -146,9 +149,8 @@ impl WindowAggregate {
             session_gap,
             accumulators: Accumulators::new(calls)?,
             index: GroupKeys::default(),
-            sessions: HashMap::new(),
+            sessions: SessionKeys::default(),
             bounds: Vec::new(),
-            session_keys: Vec::new(),
             timers: BTreeMap::new(),
             slots: Slots::default(),
             watermark: Timestamp::MIN,
@@ -159,18 +161,22 @@ impl WindowAggregate {
             buffer: Vec::new(),
             max_parallelism,
             cold: None,
+            stored_timers: StoredTimers::default(),
             spilled: SpilledWindows::default(),
             restored_files: PathBuf::new(),
         })
     }
 
-    /// Keeps state where `context` says: with the LSM backend, the keys of aligned windows
-    /// beyond its memory in an LSM store (session windows, and windows without keys, stay
-    /// in memory).
+    /// Keeps state where `context` says: with the LSM backend, the keys beyond its memory
+    /// in an LSM store (windows without keys stay in memory).
     pub fn with_state(mut self, context: &StateContext) -> Result<Self> {
         self.restored_files = context.restored.clone();
-        if context.is_lsm() && self.session_gap.is_none() && self.key_codec.is_some() {
-            self.cold = Some(ColdSlots::new(context, self.slots.len)?);
+        if context.is_lsm() && self.key_codec.is_some() {
+            let slots = match self.session_gap {
+                Some(_) => self.sessions.len(),
+                None => self.slots.len,
+            };
+            self.cold = Some(ColdSlots::new(context, slots)?);
         }
         Ok(self)
     }
@@ -193,7 +199,7 @@ impl WindowAggregate {
     /// The grouping key of an open slot.
     fn slot_key(&self, slot: u32) -> &[u8] {
         match self.session_gap {
-            Some(_) => &self.session_keys[slot as usize],
+            Some(_) => self.sessions.key_of(slot),
             None => &self.index.key(slot)[WINDOW_BOUNDS..],
         }
     }
@@ -205,11 +211,10 @@ impl WindowAggregate {
         if grown {
             self.accumulators.resize(self.slots.len);
             self.bounds.resize(self.slots.len, (0, 0));
-            if let Some(cold) = &mut self.cold {
-                cold.resize(self.slots.len);
-            }
-            if self.session_gap.is_some() {
-                self.session_keys.resize(self.slots.len, Box::default());
+            match (&mut self.cold, self.session_gap) {
+                (_, Some(_)) => self.sessions.grow_sessions(self.slots.len),
+                (Some(cold), None) => cold.resize(self.slots.len),
+                (None, None) => {}
             }
         }
         self.bounds[slot as usize] = (start, end);
@@ -217,13 +222,8 @@ impl WindowAggregate {
         slot
     }
 
-    /// A slot for a new window `[start, end)` of `key`.
+    /// A slot for a new aligned window `[start, end)` of `key`.
     fn new_slot(&mut self, start: Timestamp, end: Timestamp, key: &[u8]) -> u32 {
-        if self.session_gap.is_some() {
-            let slot = self.open_slot(start, end);
-            self.session_keys[slot as usize] = key.into();
-            return slot;
-        }
         aligned_id(&mut self.buffer, start, end, key);
         let hash = self.index.hash(&self.buffer);
         let slot = self.open_slot(start, end);
@@ -231,8 +231,53 @@ impl WindowAggregate {
         slot
     }
 
-    /// Frees a slot whose timer is gone, and deletes what the store holds of it.
+    /// A slot for a new session `[start, end)` of `key` (of `key_group`).
+    fn new_session(&mut self, start: Timestamp, end: Timestamp, key: &[u8], key_group: u16) -> u32 {
+        let session = self.open_slot(start, end);
+        let key_slot = match self.sessions.find(key) {
+            Some(key_slot) => key_slot,
+            None => {
+                let (key_slot, grown) = self.sessions.insert(key);
+                if let Some(cold) = &mut self.cold {
+                    if grown {
+                        cold.resize(self.sessions.len());
+                    }
+                    cold.placed(key_slot, key_group, false);
+                }
+                key_slot
+            }
+        };
+        self.sessions.add(key_slot, session);
+        session
+    }
+
+    /// Moves the least recently used keys out of memory while more than the budget allows
+    /// are in it (with the LSM backend).
+    fn evict(&mut self) -> Result<()> {
+        match self.session_gap {
+            Some(_) => cold_slots::evict(&mut SessionStore(self)),
+            None => cold_slots::evict(self),
+        }
+    }
+
+    /// Frees a slot whose timer is gone, and deletes what the store holds of it (of a
+    /// session: its key's stored sessions, once it was the key's last).
     fn release(&mut self, slot: u32) -> Result<()> {
+        if self.session_gap.is_some() {
+            let (key_slot, last) = self.sessions.remove(slot);
+            if let Some(cold) = &mut self.cold {
+                match last {
+                    true => cold.removed(key_slot, self.sessions.key(key_slot))?,
+                    false => cold.touched(key_slot),
+                }
+            }
+            if last {
+                self.sessions.release(key_slot);
+            }
+            self.accumulators.reset(slot);
+            self.slots.release(slot);
+            return Ok(());
+        }
         if let Some(cold) = &mut self.cold {
             cold.removed(slot, self.index.key(slot))?;
         }
@@ -240,12 +285,10 @@ impl WindowAggregate {
         Ok(())
     }
 
-    /// Frees a slot whose timer is gone, leaving what the store holds of it.
+    /// Frees an aligned window's slot whose timer is gone, leaving what the store holds of
+    /// it.
     fn free_slot(&mut self, slot: u32) {
-        match self.session_gap {
-            Some(_) => self.session_keys[slot as usize] = Box::default(),
-            None => self.index.remove(slot),
-        }
+        self.index.remove(slot);
         self.accumulators.reset(slot);
         self.slots.release(slot);
     }
@@ -289,18 +332,22 @@ impl WindowAggregate {
         Ok(slot)
     }
 
-    /// The session slot for a row's proto-window `[start, end)`, merging every session of
-    /// the key it overlaps. Merged-away slots are recorded in `redirect` and freed only
-    /// after the chunk (rows already pointing at them are redirected).
+    /// The session slot for a row's proto-window `[start, end)` of `key` (of
+    /// `key_group`), merging every session of the key it overlaps. Merged-away slots are
+    /// recorded in `redirect` and freed only after the chunk (rows already pointing at them
+    /// are redirected).
     fn session_slot(
         &mut self,
-        start: Timestamp,
-        end: Timestamp,
-        key: &[u8],
+        (start, end): (Timestamp, Timestamp),
+        (key, key_group): (&[u8], u16),
         redirect: &mut HashMap<u32, u32>,
         freed: &mut Vec<u32>,
-    ) -> u32 {
-        let open = self.sessions.get(key).cloned().unwrap_or_default();
+    ) -> Result<u32> {
+        let key_slot = match self.sessions.find(key) {
+            Some(key_slot) => Some(key_slot),
+            None => self.load_sessions(key, key_group)?,
+        };
+        let open = key_slot.map_or_else(Vec::new, |k| self.sessions.sessions(k).to_vec());
         let overlapping: Vec<u32> = open
             .iter()
             .copied()
@@ -310,9 +357,7 @@ impl WindowAggregate {
             })
             .collect();
         let Some((&target, others)) = overlapping.split_first() else {
-            let slot = self.new_slot(start, end, key);
-            self.sessions.entry(key.into()).or_default().push(slot);
-            return slot;
+            return Ok(self.new_session(start, end, key, key_group));
         };
         let (mut lo, mut hi) = self.bounds[target as usize];
         self.remove_timer(lo, hi, target);
@@ -327,13 +372,12 @@ impl WindowAggregate {
             self.accumulators.reset(*other);
             redirect.insert(*other, target);
             freed.push(*other);
-        }
-        if let Some(list) = self.sessions.get_mut(key) {
-            list.retain(|s| !others.contains(s));
+            // The target stays: the key keeps a session.
+            self.sessions.remove(*other);
         }
         self.bounds[target as usize] = (lo, hi);
         self.timers.entry((hi, lo)).or_default().push(target);
-        target
+        Ok(target)
     }
 
     /// Emits the windows that end by `watermark`, in the order they end, and frees them.
@@ -341,6 +385,9 @@ impl WindowAggregate {
     /// stops, for the task to send them: the next call goes on
     /// ([`Operator::has_due_output`]).
     fn fire(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
+        if self.session_gap.is_some() && self.cold.is_some() {
+            self.load_due_sessions(watermark)?;
+        }
         let mut fired = Vec::new();
         let mut read_back = 0;
         while let Some((end, start)) = self.next_window() {
@@ -419,15 +466,6 @@ impl WindowAggregate {
             columns,
         )?));
         for (_, _, slot) in fired.drain(..) {
-            if self.session_gap.is_some() {
-                let key = &self.session_keys[slot as usize];
-                if let Some(list) = self.sessions.get_mut(key.as_ref()) {
-                    list.retain(|s| *s != slot);
-                    if list.is_empty() {
-                        self.sessions.remove(key.as_ref());
-                    }
-                }
-            }
             self.release(slot)?;
         }
         Ok(())
@@ -505,7 +543,14 @@ impl Operator for WindowAggregate {
             self.watermark = w;
         }
         let restored = self.restored_files.clone();
-        cold_slots::restore(self, &restored, stores, scope)?;
+        match self.session_gap {
+            Some(_) if !stores.is_empty() => {
+                cold_slots::restore(&mut SessionStore(self), &restored, stores, scope)?;
+                self.find_stored_timers(scope)?;
+            }
+            Some(_) => {}
+            None => cold_slots::restore(self, &restored, stores, scope)?,
+        }
         if self.cold.is_none() {
             // The stored windows were read into memory.
             self.spilled.clear();
@@ -538,7 +583,7 @@ impl Operator for WindowAggregate {
             let ends = millis(chunk.rows().column(self.columns.end))?;
             self.accumulate(&chunk, &starts, &ends)?;
         }
-        cold_slots::evict(self)
+        self.evict()
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Vec<Chunk>) -> Result<()> {
@@ -547,15 +592,21 @@ impl Operator for WindowAggregate {
         if self.processing_time.is_none() {
             self.watermark = self.watermark.max(watermark);
             self.fire(self.watermark, out)?;
+            if let (Some(_), Some(cold)) = (self.session_gap, &mut self.cold) {
+                // Keys read back whose sessions did not fire go again.
+                cold.next_chunk();
+                self.evict()?;
+            }
         }
         Ok(())
     }
 
     fn has_due_output(&self) -> bool {
         self.processing_time.is_none()
-            && self
+            && (self
                 .next_window()
                 .is_some_and(|(end, _)| end - 1 <= self.watermark)
+                || self.stored_timers.due(self.watermark).is_some())
     }
 
     fn processing_timer(&self) -> Option<Timestamp> {
@@ -581,18 +632,20 @@ impl WindowAggregate {
             let key_group = input.u64()? as usize;
             let start = input.i64()?;
             let end = input.i64()?;
-            let slot = self.new_slot(start, end, key);
+            let slot = match self.session_gap {
+                Some(_) => self.new_session(start, end, key, key_group as u16),
+                None => {
+                    let slot = self.new_slot(start, end, key);
+                    if let Some(cold) = &mut self.cold {
+                        cold.placed(slot, key_group as u16, false);
+                    }
+                    slot
+                }
+            };
             self.accumulators.load(slot, input)?;
-            if let Some(cold) = &mut self.cold {
-                cold.placed(slot, key_group as u16, false);
-            }
             if self.key_codec.is_some() && !scope.owns(key_group) {
                 // Another subtask owns this key now.
                 not_owned.push(slot);
-                continue;
-            }
-            if self.session_gap.is_some() {
-                self.sessions.entry(key.into()).or_default().push(slot);
             }
         }
         if !not_owned.is_empty() {
@@ -639,12 +692,12 @@ impl WindowAggregate {
                 continue;
             }
             let key = rows.as_ref().map_or(&[][..], |r| r.row(i).data());
+            let key_group = key_groups.get(i).map_or(0, |g| *g as u16);
             let slot = match self.session_gap {
-                Some(_) => self.session_slot(start, end, key, &mut redirect, &mut freed),
-                None => {
-                    let key_group = key_groups.get(i).map_or(0, |g| *g as u16);
-                    self.aligned_slot(start, end, key, key_group)?
+                Some(_) => {
+                    self.session_slot((start, end), (key, key_group), &mut redirect, &mut freed)?
                 }
+                None => self.aligned_slot(start, end, key, key_group)?,
             };
             groups.push(slot);
         }
@@ -663,8 +716,10 @@ impl WindowAggregate {
         }
         if let Some(cold) = &mut self.cold {
             for (slot, sign) in groups.iter().zip(&signs) {
-                if *sign != 0 {
-                    cold.touched(*slot);
+                match (*sign, self.session_gap) {
+                    (0, _) => {}
+                    (_, Some(_)) => cold.touched(self.sessions.owner(*slot)),
+                    (_, None) => cold.touched(*slot),
                 }
             }
         }

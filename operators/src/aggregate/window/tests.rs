@@ -8,8 +8,25 @@ fn counting() -> WindowAggregate {
     counting_on(None)
 }
 
+/// `COUNT(*)` per `k` in session windows of `gap`, each row's (start, end) its proto-window.
+fn counting_sessions(gap: i64) -> WindowAggregate {
+    let mut spec = counting_spec(None);
+    spec.session_gap = Some(gap);
+    WindowAggregate::new(spec, Arc::new(OperatorMetrics::default()), 128).unwrap()
+}
+
 /// [`counting`], on processing time with windows of `kind` if given.
 fn counting_on(processing_time: Option<WindowKind>) -> WindowAggregate {
+    WindowAggregate::new(
+        counting_spec(processing_time),
+        Arc::new(OperatorMetrics::default()),
+        128,
+    )
+    .unwrap()
+}
+
+/// What [`counting_on`] computes.
+fn counting_spec(processing_time: Option<WindowKind>) -> WindowAggregateSpec {
     let schema = Arc::new(Schema::new(vec![
         Field::new("k", DataType::Int64, true),
         Field::new(
@@ -24,7 +41,7 @@ fn counting_on(processing_time: Option<WindowKind>) -> WindowAggregate {
         ),
         Field::new("c", DataType::Int64, true),
     ]));
-    let spec = WindowAggregateSpec {
+    WindowAggregateSpec {
         keys: vec![Arc::new(Column::new("k", 0))],
         key_types: vec![DataType::Int64],
         columns: WindowColumns {
@@ -47,8 +64,7 @@ fn counting_on(processing_time: Option<WindowKind>) -> WindowAggregate {
         }],
         schema,
         processing_time,
-    };
-    WindowAggregate::new(spec, Arc::new(OperatorMetrics::default()), 128).unwrap()
+    }
 }
 
 /// Rows (k, start, end).
@@ -304,11 +320,26 @@ mod lsm {
 
     #[test]
     fn a_restored_store_fires_as_the_original_and_splits_by_key_group() {
-        let dir = scratch("restore");
-        let mut in_memory = counting();
-        let mut lsm = lsm_counting(&dir);
-        let input = hopping(9, 6_000, 60);
-        let (first, rest) = input.split_at(30);
+        restores_as_the_original("restore", counting, &hopping(9, 6_000, 60));
+    }
+
+    /// Runs `input` through an aggregate `make` makes, in memory and on the LSM backend,
+    /// with a snapshot of the latter half-way restored: into a store (going on as the
+    /// original), at parallelism 3, and into memory.
+    fn restores_as_the_original(
+        name: &str,
+        make: impl Fn() -> WindowAggregate,
+        input: &[(Chunk, Timestamp)],
+    ) {
+        let on_lsm = |dir: &Path| {
+            let mut aggregate = make().with_state(&lsm_context(dir)).unwrap();
+            aggregate.spilled.part = 100;
+            aggregate
+        };
+        let scratch = |part: &str| scratch(&format!("{name}-{part}"));
+        let mut in_memory = make();
+        let mut lsm = on_lsm(&scratch("original"));
+        let (first, rest) = input.split_at(input.len() / 2);
         for (chunk, watermark) in first {
             step(&mut in_memory, chunk, *watermark);
             step(&mut lsm, chunk, *watermark);
@@ -320,13 +351,13 @@ mod lsm {
             step(&mut lsm, chunk, *watermark);
         }
         drop(lsm);
-        let again = scratch("restore-again");
+        let again = scratch("again");
         hand_over(&state, &again);
-        let mut restored = lsm_counting(&again);
+        let mut restored = on_lsm(&again);
         restored
             .restore(&[&state.bytes], &KeyScope::everything())
             .unwrap();
-        for (chunk, watermark) in &rest[..20] {
+        for (chunk, watermark) in &rest[..rest.len() * 2 / 3] {
             let expected = step(&mut in_memory, chunk, *watermark);
             assert_eq!(step(&mut restored, chunk, *watermark), expected);
         }
@@ -339,7 +370,7 @@ mod lsm {
         for subtask in 0..3 {
             let sub = scratch(&format!("split-{subtask}"));
             hand_over(&state, &sub);
-            let mut part = lsm_counting(&sub);
+            let mut part = on_lsm(&sub);
             let scope = KeyScope {
                 subtask,
                 parallelism: 3,
@@ -354,7 +385,7 @@ mod lsm {
         assert_eq!(split, expected);
         let reader = scratch("into-memory");
         hand_over(&state, &reader);
-        let mut back = counting()
+        let mut back = make()
             .with_state(&crate::lsm_testing::memory_context(&reader))
             .unwrap();
         back.restore(&[&state.bytes], &KeyScope::everything())
@@ -408,5 +439,93 @@ mod lsm {
             .restore(&[&state.bytes], &KeyScope::everything())
             .unwrap_err();
         assert!(error.to_string().contains(&state.files[0].name), "{error}");
+    }
+
+    /// Rows over a few hot keys (sessions that keep merging) and `keys` others (sessions of
+    /// a row or two), at two time units a chunk, from a seed; each chunk with the
+    /// watermark after it (5 behind).
+    fn sessions_input(seed: u64, keys: u64, chunks: usize) -> Vec<(Chunk, Timestamp)> {
+        let mut next = xorshift(seed);
+        (0..chunks)
+            .map(|c| {
+                let t0 = c as i64 * 2;
+                let input: Vec<_> = (0..400)
+                    .map(|i| {
+                        let k = match i % 2 {
+                            0 => (next() % 50) as i64,
+                            _ => 50 + (next() % keys) as i64,
+                        };
+                        let t = t0 + (next() % 2) as i64;
+                        (k, t, t + SESSION_GAP)
+                    })
+                    .collect();
+                (rows(&input), t0 + 1 - 5)
+            })
+            .collect()
+    }
+
+    const SESSION_GAP: i64 = 7;
+
+    #[test]
+    fn sessions_beyond_memory_fire_what_sessions_in_memory_fire() {
+        let dir = scratch("sessions");
+        let mut in_memory = counting_sessions(SESSION_GAP);
+        let mut lsm = counting_sessions(SESSION_GAP)
+            .with_state(&lsm_context(&dir))
+            .unwrap();
+        lsm.spilled.part = 100;
+        let mut most_calls = 0;
+        for (chunk, watermark) in sessions_input(11, 20_000, 150) {
+            let expected = step(&mut in_memory, &chunk, watermark);
+            lsm.process(chunk, &mut Vec::new()).unwrap();
+            let mut out = Vec::new();
+            let calls = crate::lsm_testing::pass_watermark(&mut lsm, watermark, &mut out);
+            most_calls = most_calls.max(calls);
+            assert_eq!(fired(out), expected, "at {watermark}");
+        }
+        assert!(most_calls > 1, "stored sessions fired in parts");
+        let cold = lsm.cold.as_ref().unwrap();
+        assert!(
+            lsm.sessions.in_use() <= cold.max_hot() + 400,
+            "{} keys in memory",
+            lsm.sessions.in_use()
+        );
+        assert!(!cold.store.runs().is_empty(), "sessions went to disk");
+        let expected = fire_all(&mut in_memory);
+        assert!(
+            expected.iter().any(|(k, _, _, c)| *k < 50 && *c > 20),
+            "long sessions"
+        );
+        assert_eq!(fire_all(&mut lsm), expected);
+        let cold = lsm.cold.as_ref().unwrap();
+        assert!(
+            cold.store.entries_from(b"").unwrap().next().is_none(),
+            "fired sessions leave neither sessions nor timers in the store"
+        );
+    }
+
+    #[test]
+    fn restored_sessions_fire_as_the_original_and_split_by_key_group() {
+        restores_as_the_original(
+            "sessions",
+            || counting_sessions(SESSION_GAP),
+            &sessions_input(13, 6_000, 60),
+        );
+    }
+
+    #[test]
+    fn in_memory_sessions_restore_into_a_store() {
+        let mut in_memory = counting_sessions(SESSION_GAP);
+        for (chunk, watermark) in sessions_input(17, 3_000, 20) {
+            step(&mut in_memory, &chunk, watermark);
+        }
+        let inline = in_memory.snapshot(&SnapshotRequest::full(1)).unwrap().bytes;
+        let expected = fire_all(&mut in_memory);
+        assert!(!expected.is_empty());
+        let mut lsm = counting_sessions(SESSION_GAP)
+            .with_state(&lsm_context(&scratch("sessions-from-inline")))
+            .unwrap();
+        lsm.restore(&[&inline], &KeyScope::everything()).unwrap();
+        assert_eq!(fire_all(&mut lsm), expected);
     }
 }
