@@ -25,7 +25,7 @@ fn group_windows_give_flinks_rows() {
 }
 
 /// The same windows with their keys in LSM stores with the least memory they take
-/// (session windows stay in memory) give the same rows.
+/// (session windows too) give the same rows.
 #[test]
 fn group_windows_on_the_lsm_backend_give_flinks_rows() {
     OracleDir::new("group_windows")
