@@ -129,6 +129,10 @@ impl SessionKeys {
 #[derive(Debug, Default)]
 pub(super) struct StoredTimers {
     earliest: BTreeMap<u16, Timestamp>,
+    /// Per key group: the last timer read and deleted, where the next scan goes on (not
+    /// over the deletions again). A timer written later sorts after it: its session ends
+    /// after the watermark of the time, which read timers end by.
+    read_to: BTreeMap<u16, Vec<u8>>,
     /// Whether the store may hold sessions at all (if not, a key absent from memory has
     /// none).
     pub(super) any: bool,
@@ -283,8 +287,10 @@ impl WindowAggregate {
                 key_group,
                 prefix: &[],
             };
-            let timers = range.entries_after(&cold.store, None, TIMER_BATCH)?;
+            let after = self.stored_timers.read_to.get(&key_group);
+            let timers = range.entries_after(&cold.store, after.map(Vec::as_slice), TIMER_BATCH)?;
             let mut next = None;
+            let mut read = None;
             for (timer, _) in &timers {
                 let end = unsortable(timer).ok_or_else(|| {
                     EddyError::Snapshot(format!(
@@ -300,18 +306,24 @@ impl WindowAggregate {
                     key::encode(key_group, TIMERS, timer, &mut cold.state_key);
                     cold.store.delete(&cold.state_key)?;
                 }
+                read = Some(timer);
                 let key = &timer[8..];
                 if self.sessions.find(key).is_none() {
                     cold_slots::load(&mut SessionStore(self), key, key_group, None)?;
                     loaded += 1;
                 }
             }
+            let stored = &mut self.stored_timers;
+            if let Some(timer) = read {
+                stored.read_to.insert(key_group, timer.clone());
+            }
             match next {
                 Some(end) => {
-                    self.stored_timers.earliest.insert(key_group, end);
+                    stored.earliest.insert(key_group, end);
                 }
                 None if timers.len() < TIMER_BATCH => {
-                    self.stored_timers.earliest.remove(&key_group);
+                    stored.earliest.remove(&key_group);
+                    stored.read_to.remove(&key_group);
                 }
                 None => {}
             }
