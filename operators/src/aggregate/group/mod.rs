@@ -335,6 +335,10 @@ impl GroupAggregate {
                     removed.push(group);
                 }
             })?;
+            // A key removed, added again and removed again since that snapshot is listed
+            // twice: its slot is freed once (freed twice, two later groups would share it).
+            removed.sort_unstable();
+            removed.dedup();
             for group in removed {
                 self.remove_group(group)?;
             }

@@ -205,6 +205,42 @@ fn snapshots_of_changes_restore_on_top_of_the_full_one() {
 }
 
 #[test]
+fn a_key_removed_twice_since_the_extended_snapshot_restores_once() {
+    let scope = KeyScope::everything();
+    let mut aggregate = count_and_max();
+    apply(&mut aggregate, rows(&[(1, 10), (2, 20)], Op::Insert));
+    let full = aggregate.snapshot(&SnapshotRequest::full(1)).unwrap();
+    // After 1, key 1 goes, comes back and goes again: the changes list its removal twice.
+    apply(&mut aggregate, rows(&[(1, 10)], Op::Delete));
+    apply(&mut aggregate, rows(&[(1, 11)], Op::Insert));
+    apply(&mut aggregate, rows(&[(1, 11)], Op::Delete));
+    let request = SnapshotRequest {
+        checkpoint: 2,
+        completed: Some(1),
+        changes: true,
+    };
+    let extension = aggregate.snapshot(&request).unwrap();
+    assert_eq!(extension.kind, StateKind::Changes);
+
+    let mut restored = count_and_max();
+    let chain = [full.bytes.as_ref(), extension.bytes.as_ref()];
+    restored.restore(&chain, &scope).unwrap();
+    assert_eq!(contents(&restored), ["2 1 1 20"]);
+    // New keys each get a group of their own.
+    for key in [3, 4, 5] {
+        assert_eq!(
+            changes(&mut restored, rows(&[(key, key)], Op::Insert)),
+            changes(&mut aggregate, rows(&[(key, key)], Op::Insert)),
+            "key {key}"
+        );
+    }
+    assert_eq!(
+        contents(&restored),
+        ["2 1 1 20", "3 1 1 3", "4 1 1 4", "5 1 1 5"]
+    );
+}
+
+#[test]
 fn a_restored_state_is_extended_by_the_changes_since_the_restore() {
     let scope = KeyScope::everything();
     let mut before = count_and_max();
