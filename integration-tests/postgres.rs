@@ -43,7 +43,10 @@ impl Postgres {
         Postgres::start_with(name, "")
     }
 
-    /// [`Postgres::start`], with more server settings (`-c name=value …`).
+    /// [`Postgres::start`], with more server settings (`-c name=value …`). For debugging,
+    /// `EDDY_TEST_PG_SETTINGS` adds settings to every test's server (say, `-c
+    /// log_statement=all -c log_line_prefix=%m_%p_%x_`), and `EDDY_TEST_PG_LOG_DIR` keeps
+    /// each server's log there when it stops.
     pub fn start_with(name: &str, settings: &str) -> Postgres {
         let bin = binaries();
         let port = free_port();
@@ -79,8 +82,9 @@ impl Postgres {
         let settings = format!(
             "-p {port} -k {} -c listen_addresses=127.0.0.1 -c max_prepared_transactions=64 \
              -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
-             -c wal_level=logical -c max_replication_slots=16 -c max_wal_senders=16 {settings}",
-            postgres.directory.display()
+             -c wal_level=logical -c max_replication_slots=16 -c max_wal_senders=16 {settings} {}",
+            postgres.directory.display(),
+            std::env::var("EDDY_TEST_PG_SETTINGS").unwrap_or_default()
         );
         postgres.run_as_owner(
             "pg_ctl",
@@ -192,6 +196,11 @@ impl Drop for Postgres {
                 .args(["-D", data.to_str().unwrap(), "-m", "immediate", "stop"])
                 .output(),
         };
+        if let Some(keep) = std::env::var_os("EDDY_TEST_PG_LOG_DIR").map(PathBuf::from) {
+            let name = self.directory.file_name().unwrap_or_default();
+            let _ = std::fs::create_dir_all(&keep);
+            let _ = std::fs::copy(self.directory.join("log"), keep.join(name));
+        }
         let _ = std::fs::remove_dir_all(&self.directory);
     }
 }
