@@ -4,6 +4,7 @@ use arrow::datatypes::{DataType, Field, Schema};
 use arrow::util::display::array_value_to_string;
 use datafusion_physical_expr::expressions::Column;
 use eddy_common::state::StateKind;
+use std::collections::BTreeMap;
 
 use crate::aggregate::AggregateKind;
 use crate::lsm_testing::{hand_over, lsm_context, xorshift};
@@ -238,6 +239,86 @@ fn a_key_removed_twice_since_the_extended_snapshot_restores_once() {
         contents(&restored),
         ["2 1 1 20", "3 1 1 3", "4 1 1 4", "5 1 1 5"]
     );
+}
+
+/// Runs of small chunks over a few keys whose rows are inserted and retracted again, so
+/// that groups often end and start again between snapshots; from a seed.
+fn flicker(seed: u64, steps: usize) -> Vec<Vec<Chunk>> {
+    let mut next = xorshift(seed);
+    let mut live: Vec<(i64, i64)> = Vec::new();
+    let mut value = 0;
+    (0..steps)
+        .map(|_| {
+            (0..3)
+                .map(|_| match next() % 2 == 0 || live.is_empty() {
+                    true => {
+                        let inserted: Vec<(i64, i64)> = (0..1 + next() % 4)
+                            .map(|_| {
+                                value += 1;
+                                ((next() % 12) as i64, value)
+                            })
+                            .collect();
+                        live.extend(&inserted);
+                        rows(&inserted, Op::Insert)
+                    }
+                    false => {
+                        let count = (1 + next() % 4).min(live.len() as u64);
+                        let retracted: Vec<(i64, i64)> = (0..count)
+                            .map(|_| live.swap_remove((next() % live.len() as u64) as usize))
+                            .collect();
+                        rows(&retracted, Op::Delete)
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn chains_of_snapshots_restore_and_go_on_as_an_operator_never_restored() {
+    let scope = KeyScope::everything();
+    for seed in 1..=25 {
+        let mut next = xorshift(seed * 7919);
+        // Never snapshotted: what every restored operator must go on doing.
+        let mut reference = count_and_max();
+        let mut aggregate = count_and_max();
+        let mut chains: BTreeMap<u64, Vec<Vec<u8>>> = BTreeMap::new();
+        let mut completed = None;
+        for (step, chunks) in flicker(seed, 60).into_iter().enumerate() {
+            for chunk in chunks {
+                let expected = changes(&mut reference, chunk.clone());
+                assert_eq!(changes(&mut aggregate, chunk), expected, "seed {seed}");
+            }
+            let checkpoint = step as u64 + 1;
+            let request = SnapshotRequest {
+                checkpoint,
+                completed,
+                changes: true,
+            };
+            let state = aggregate.snapshot(&request).unwrap();
+            let mut chain = match state.kind {
+                StateKind::Changes => chains[&completed.unwrap()].clone(),
+                StateKind::Full => Vec::new(),
+            };
+            chain.push(state.bytes.to_vec());
+            chains.insert(checkpoint, chain.clone());
+            match next() % 3 {
+                // Restored from this checkpoint: the restored operator goes on.
+                0 => {
+                    let mut restored = count_and_max();
+                    let pieces: Vec<&[u8]> = chain.iter().map(Vec::as_slice).collect();
+                    restored.restore(&pieces, &scope).unwrap();
+                    restored.restored_from(checkpoint);
+                    assert_eq!(contents(&restored), contents(&reference), "seed {seed}");
+                    aggregate = restored;
+                    completed = Some(checkpoint);
+                }
+                1 => completed = Some(checkpoint),
+                // Not (yet) completed: the next snapshot extends an older one.
+                _ => {}
+            }
+        }
+    }
 }
 
 #[test]
