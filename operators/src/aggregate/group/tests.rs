@@ -250,7 +250,7 @@ fn flicker(seed: u64, steps: usize) -> Vec<Vec<Chunk>> {
     (0..steps)
         .map(|_| {
             (0..3)
-                .map(|_| match next() % 2 == 0 || live.is_empty() {
+                .map(|_| match next().is_multiple_of(2) || live.is_empty() {
                     true => {
                         let inserted: Vec<(i64, i64)> = (0..1 + next() % 4)
                             .map(|_| {
