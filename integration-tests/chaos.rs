@@ -267,18 +267,24 @@ fn run_with_chaos(
             _ => {}
         }
         if kills < 6 && Instant::now() >= next_kill {
-            // A TaskManager running some of the job's tasks, if any does.
+            // A TaskManager running some of the job's tasks. While none does (a restart
+            // or an adoption under way), the kill waits: killing an idle TaskManager
+            // restarts nothing.
             let busy = running_on(&status);
-            let alive: Vec<usize> = (0..cluster.taskmanagers.len())
-                .filter(|i| !replaced[*i])
+            let targets: Vec<usize> = (0..cluster.taskmanagers.len())
+                .filter(|i| !replaced[*i] && busy.contains(i))
                 .collect();
-            let targets: Vec<usize> = match alive.iter().any(|i| busy.contains(i)) {
-                true => alive.into_iter().filter(|i| busy.contains(i)).collect(),
-                false => alive,
-            };
+            if targets.is_empty() {
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
             let victim = targets[(next(&mut rng) as usize) % targets.len()];
             kills += 1;
-            eprintln!("kill {kills}: SIGKILL TaskManager {}", victim + 1);
+            eprintln!(
+                "kill {kills}: SIGKILL TaskManager {} (of those running tasks: {:?})",
+                victim + 1,
+                targets.iter().map(|i| i + 1).collect::<Vec<_>>()
+            );
             cluster.taskmanagers[victim].child.kill().unwrap();
             let _ = cluster.taskmanagers[victim].child.wait();
             replaced[victim] = true;
