@@ -833,3 +833,106 @@ fn rows_restored_from_memory_reach_the_store_when_evicted() {
         .unwrap();
     assert_eq!(held(&again), held(&in_memory));
 }
+
+/// Runs of small chunks of bids and auctions over a few keys, with equal rows, inserted and
+/// retracted again, so that keys and rows come and go between snapshots; from a seed.
+fn flicker(seed: u64, steps: usize) -> Vec<Vec<(usize, Chunk)>> {
+    let mut next = crate::lsm_testing::xorshift(seed);
+    let (mut held_bids, mut held_auctions) = (Vec::new(), Vec::new());
+    (0..steps)
+        .map(|_| {
+            (0..4)
+                .map(|_| {
+                    let input = (next() % 2) as usize;
+                    let insert = next().is_multiple_of(2);
+                    let n = 1 + next() % 3;
+                    match (input, insert) {
+                        (0, true) => {
+                            let new: Vec<(Option<i64>, i64)> = (0..n)
+                                .map(|_| (Some((next() % 6) as i64), (next() % 3) as i64))
+                                .collect();
+                            held_bids.extend(new.iter().copied());
+                            (0, bids(&new, &vec![Insert; new.len()]))
+                        }
+                        (0, false) => {
+                            let n = n.min(held_bids.len() as u64);
+                            let gone: Vec<(Option<i64>, i64)> = (0..n)
+                                .map(|_| {
+                                    let i = (next() % held_bids.len() as u64) as usize;
+                                    held_bids.swap_remove(i)
+                                })
+                                .collect();
+                            (0, bids(&gone, &vec![Delete; gone.len()]))
+                        }
+                        (_, true) => {
+                            let new: Vec<i64> = (0..n).map(|_| (next() % 6) as i64).collect();
+                            held_auctions.extend(new.iter().copied());
+                            let named: Vec<(i64, &str)> = new.iter().map(|id| (*id, "a")).collect();
+                            (1, auctions(&named, &vec![Insert; named.len()]))
+                        }
+                        (_, false) => {
+                            let n = n.min(held_auctions.len() as u64);
+                            let gone: Vec<(i64, &str)> = (0..n)
+                                .map(|_| {
+                                    let i = (next() % held_auctions.len() as u64) as usize;
+                                    (held_auctions.swap_remove(i), "a")
+                                })
+                                .collect();
+                            (1, auctions(&gone, &vec![Delete; gone.len()]))
+                        }
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn chains_of_snapshots_restore_and_go_on_as_a_join_never_restored() {
+    let everything = KeyScope::everything();
+    for seed in 1..=25 {
+        let mut next = crate::lsm_testing::xorshift(seed * 7919);
+        // Never snapshotted: what every restored join must go on doing.
+        let mut reference = join(false, false);
+        let mut j = join(false, false);
+        let mut chains: std::collections::BTreeMap<u64, Vec<Vec<u8>>> = Default::default();
+        let mut completed = None;
+        for (step, chunks) in flicker(seed, 60).into_iter().enumerate() {
+            for (input, chunk) in chunks {
+                let mut expected = run(&mut reference, input, chunk.clone());
+                let mut got = run(&mut j, input, chunk);
+                expected.sort();
+                got.sort();
+                assert_eq!(got, expected, "seed {seed}, step {step}");
+            }
+            let checkpoint = step as u64 + 1;
+            let request = SnapshotRequest {
+                checkpoint,
+                completed,
+                changes: true,
+            };
+            let state = j.snapshot(&request).unwrap();
+            let mut chain = match state.kind {
+                StateKind::Changes => chains[&completed.unwrap()].clone(),
+                StateKind::Full => Vec::new(),
+            };
+            chain.push(state.bytes.to_vec());
+            chains.insert(checkpoint, chain.clone());
+            match next() % 3 {
+                // Restored from this checkpoint: the restored join goes on.
+                0 => {
+                    let mut restored = join(false, false);
+                    let pieces: Vec<&[u8]> = chain.iter().map(Vec::as_slice).collect();
+                    restored.restore(&pieces, &everything).unwrap();
+                    restored.restored_from(checkpoint);
+                    assert_eq!(held(&restored), held(&reference), "seed {seed}");
+                    j = restored;
+                    completed = Some(checkpoint);
+                }
+                1 => completed = Some(checkpoint),
+                // Not (yet) completed: the next snapshot extends an older one.
+                _ => {}
+            }
+        }
+    }
+}
