@@ -4,10 +4,9 @@ use arrow::datatypes::{DataType, Field, Schema};
 use arrow::util::display::array_value_to_string;
 use datafusion_physical_expr::expressions::Column;
 use eddy_common::state::StateKind;
-use std::collections::BTreeMap;
 
 use crate::aggregate::AggregateKind;
-use crate::lsm_testing::{hand_over, lsm_context, xorshift};
+use crate::lsm_testing::{hand_over, lsm_context, restores_go_on_as_never_restored, xorshift};
 
 /// A fresh directory for an LSM store's test.
 fn scratch(name: &str) -> std::path::PathBuf {
@@ -276,48 +275,12 @@ fn flicker(seed: u64, steps: usize) -> Vec<Vec<Chunk>> {
 
 #[test]
 fn chains_of_snapshots_restore_and_go_on_as_an_operator_never_restored() {
-    let scope = KeyScope::everything();
     for seed in 1..=25 {
-        let mut next = xorshift(seed * 7919);
-        // Never snapshotted: what every restored operator must go on doing.
-        let mut reference = count_and_max();
-        let mut aggregate = count_and_max();
-        let mut chains: BTreeMap<u64, Vec<Vec<u8>>> = BTreeMap::new();
-        let mut completed = None;
-        for (step, chunks) in flicker(seed, 60).into_iter().enumerate() {
-            for chunk in chunks {
-                let expected = changes(&mut reference, chunk.clone());
-                assert_eq!(changes(&mut aggregate, chunk), expected, "seed {seed}");
-            }
-            let checkpoint = step as u64 + 1;
-            let request = SnapshotRequest {
-                checkpoint,
-                completed,
-                changes: true,
-            };
-            let state = aggregate.snapshot(&request).unwrap();
-            let mut chain = match state.kind {
-                StateKind::Changes => chains[&completed.unwrap()].clone(),
-                StateKind::Full => Vec::new(),
-            };
-            chain.push(state.bytes.to_vec());
-            chains.insert(checkpoint, chain.clone());
-            match next() % 3 {
-                // Restored from this checkpoint: the restored operator goes on.
-                0 => {
-                    let mut restored = count_and_max();
-                    let pieces: Vec<&[u8]> = chain.iter().map(Vec::as_slice).collect();
-                    restored.restore(&pieces, &scope).unwrap();
-                    restored.restored_from(checkpoint);
-                    assert_eq!(contents(&restored), contents(&reference), "seed {seed}");
-                    aggregate = restored;
-                    completed = Some(checkpoint);
-                }
-                1 => completed = Some(checkpoint),
-                // Not (yet) completed: the next snapshot extends an older one.
-                _ => {}
-            }
-        }
+        let steps = flicker(seed, 60)
+            .into_iter()
+            .map(|chunks| chunks.into_iter().map(|c| (0, c)).collect())
+            .collect();
+        restores_go_on_as_never_restored(seed, steps, count_and_max, contents);
     }
 }
 

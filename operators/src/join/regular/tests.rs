@@ -889,50 +889,8 @@ fn flicker(seed: u64, steps: usize) -> Vec<Vec<(usize, Chunk)>> {
 
 #[test]
 fn chains_of_snapshots_restore_and_go_on_as_a_join_never_restored() {
-    let everything = KeyScope::everything();
     for seed in 1..=25 {
-        let mut next = crate::lsm_testing::xorshift(seed * 7919);
-        // Never snapshotted: what every restored join must go on doing.
-        let mut reference = join(false, false);
-        let mut j = join(false, false);
-        let mut chains: std::collections::BTreeMap<u64, Vec<Vec<u8>>> = Default::default();
-        let mut completed = None;
-        for (step, chunks) in flicker(seed, 60).into_iter().enumerate() {
-            for (input, chunk) in chunks {
-                let mut expected = run(&mut reference, input, chunk.clone());
-                let mut got = run(&mut j, input, chunk);
-                expected.sort();
-                got.sort();
-                assert_eq!(got, expected, "seed {seed}, step {step}");
-            }
-            let checkpoint = step as u64 + 1;
-            let request = SnapshotRequest {
-                checkpoint,
-                completed,
-                changes: true,
-            };
-            let state = j.snapshot(&request).unwrap();
-            let mut chain = match state.kind {
-                StateKind::Changes => chains[&completed.unwrap()].clone(),
-                StateKind::Full => Vec::new(),
-            };
-            chain.push(state.bytes.to_vec());
-            chains.insert(checkpoint, chain.clone());
-            match next() % 3 {
-                // Restored from this checkpoint: the restored join goes on.
-                0 => {
-                    let mut restored = join(false, false);
-                    let pieces: Vec<&[u8]> = chain.iter().map(Vec::as_slice).collect();
-                    restored.restore(&pieces, &everything).unwrap();
-                    restored.restored_from(checkpoint);
-                    assert_eq!(held(&restored), held(&reference), "seed {seed}");
-                    j = restored;
-                    completed = Some(checkpoint);
-                }
-                1 => completed = Some(checkpoint),
-                // Not (yet) completed: the next snapshot extends an older one.
-                _ => {}
-            }
-        }
+        let make = || join(false, false);
+        crate::lsm_testing::restores_go_on_as_never_restored(seed, flicker(seed, 60), make, held);
     }
 }
