@@ -89,6 +89,13 @@ impl GroupKeys {
         }
     }
 
+    /// Whether `slot` holds a group.
+    pub(crate) fn holds(&self, slot: u32) -> bool {
+        self.spans
+            .get(slot as usize)
+            .is_some_and(|span| span.len != FREE)
+    }
+
     /// The key of `slot`'s group (empty for a free slot).
     pub(crate) fn key(&self, slot: u32) -> &[u8] {
         match self.spans.get(slot as usize) {

@@ -156,7 +156,12 @@ impl GroupAggregate {
     }
 
     /// Removes `group` for good: frees its slot and deletes what the store holds of it.
+    /// Removing it again does nothing: a slot freed twice would be handed to two later
+    /// groups (a restore may list one key's removal more than once).
     fn remove_group(&mut self, group: u32) -> Result<()> {
+        if !self.group_keys.holds(group) {
+            return Ok(());
+        }
         if let Some(cold) = &mut self.cold {
             cold.removed(group, self.group_keys.key(group))?;
         }
@@ -335,10 +340,6 @@ impl GroupAggregate {
                     removed.push(group);
                 }
             })?;
-            // A key removed, added again and removed again since that snapshot is listed
-            // twice: its slot is freed once (freed twice, two later groups would share it).
-            removed.sort_unstable();
-            removed.dedup();
             for group in removed {
                 self.remove_group(group)?;
             }
