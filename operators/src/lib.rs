@@ -14,6 +14,7 @@ pub mod rank;
 mod spilled_windows;
 pub mod state_context;
 mod stored_runs;
+mod stored_timers;
 pub mod ttl;
 pub mod watermark;
 pub mod window_assign;

@@ -26,7 +26,7 @@ use eddy_common::metrics::OperatorMetrics;
 use eddy_common::state::{OperatorState, SnapshotRequest, StateReader};
 use eddy_common::{EddyError, Result};
 use hashbrown::HashMap;
-use session::{SessionKeys, SessionStore, StoredTimers};
+use session::{SessionKeys, SessionStore};
 
 use super::{Accumulators, AggregateCall, Slots, open_snapshot, signs_of, snapshot_writer};
 use crate::cold_slots::{self, ColdSlots};
@@ -35,6 +35,7 @@ use crate::partition::{KeyScope, key_groups};
 use crate::spilled_windows::{SpilledWindows, window_of, window_prefix};
 use crate::state_context::StateContext;
 use crate::stored_runs::{INLINE_LAYOUT, read_layout};
+use crate::stored_timers::StoredTimers;
 use crate::window_assign::{WindowKind, windows_of};
 use crate::{Operator, evaluate};
 
@@ -161,7 +162,7 @@ impl WindowAggregate {
             buffer: Vec::new(),
             max_parallelism,
             cold: None,
-            stored_timers: StoredTimers::default(),
+            stored_timers: StoredTimers::new(session::TIMERS, "a session window aggregate"),
             spilled: SpilledWindows::default(),
             restored_files: PathBuf::new(),
         })
@@ -606,7 +607,10 @@ impl Operator for WindowAggregate {
             && (self
                 .next_window()
                 .is_some_and(|(end, _)| end - 1 <= self.watermark)
-                || self.stored_timers.due(self.watermark).is_some())
+                || self
+                    .stored_timers
+                    .due(self.watermark.saturating_add(1))
+                    .is_some())
     }
 
     fn processing_timer(&self) -> Option<Timestamp> {

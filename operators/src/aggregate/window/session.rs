@@ -3,34 +3,27 @@
 //!
 //! A session's bounds move as rows bridge gaps, so a session cannot be a store key as an
 //! aligned window is. The store holds a key's open sessions as one value under the key
-//! (table 0, through [`ColdSlots`]), and a timer per stored session under its end and the
-//! key (table [`TIMERS`], no value), written whenever the key's value is. When the
+//! (table 0, through [`ColdSlots`]), and a timer per stored session at its end
+//! ([`StoredTimers`], table [`TIMERS`]), written whenever the key's value is. When the
 //! watermark passes a stored timer, the key is read back into memory, where its due
 //! sessions fire as any other. A timer left behind by a key that changed since it was
 //! written only reads the key back: its sessions fire by their own timers.
 
-use std::collections::BTreeMap;
-
+use eddy_common::Result;
 use eddy_common::event::Timestamp;
 use eddy_common::state::{StateReader, StateWriter};
-use eddy_common::{EddyError, Result};
-use eddy_state::key;
 
 use super::WindowAggregate;
 use crate::aggregate::Slots;
 use crate::cold_slots::{self, ColdSlots, SlotState};
 use crate::group_keys::GroupKeys;
 use crate::partition::KeyScope;
-use crate::spilled_windows::{sortable, unsortable};
-use crate::stored_runs::KeyRange;
+#[cfg(doc)]
+use crate::stored_timers::StoredTimers;
 use crate::ttl::StateTtl;
 
-/// The table of the store that holds a timer per stored session: its end ([`sortable`])
-/// and key, with an empty value.
-const TIMERS: u8 = 1;
-
-/// Stored timers read in one store scan.
-const TIMER_BATCH: usize = 1024;
+/// The table of the store that holds a timer per stored session, under its end and key.
+pub(super) const TIMERS: u8 = 1;
 
 /// Each key's open sessions: a slot per key (the unit the LSM backend moves in and out of
 /// memory), with the slots of its sessions.
@@ -125,36 +118,6 @@ impl SessionKeys {
     }
 }
 
-/// Where the store holds session timers: per key group, the earliest end it may hold.
-#[derive(Debug, Default)]
-pub(super) struct StoredTimers {
-    earliest: BTreeMap<u16, Timestamp>,
-    /// Per key group: the last timer read and deleted, where the next scan goes on (not
-    /// over the deletions again). A timer written later sorts after it: its session ends
-    /// after the watermark of the time, which read timers end by.
-    read_to: BTreeMap<u16, Vec<u8>>,
-    /// Whether the store may hold sessions at all (if not, a key absent from memory has
-    /// none).
-    pub(super) any: bool,
-}
-
-impl StoredTimers {
-    /// A timer of a session ending at `end` of `key_group` was written.
-    fn written(&mut self, key_group: u16, end: Timestamp) {
-        self.any = true;
-        let earliest = self.earliest.entry(key_group).or_insert(end);
-        *earliest = (*earliest).min(end);
-    }
-
-    /// A key group with a stored timer of a session the watermark `watermark` closed.
-    pub(super) fn due(&self, watermark: Timestamp) -> Option<u16> {
-        self.earliest
-            .iter()
-            .find(|(_, end)| **end - 1 <= watermark)
-            .map(|(key_group, _)| *key_group)
-    }
-}
-
 /// A window aggregate of session windows, as the LSM backend's generic steps see it: a
 /// slot is a key with all its open sessions.
 pub(super) struct SessionStore<'a>(pub(super) &'a mut WindowAggregate);
@@ -235,7 +198,7 @@ impl SlotState for SessionStore<'_> {
         op.sessions.release(slot);
     }
 
-    /// Writes a timer for each of the key's sessions.
+    /// Writes a timer for each of the key's sessions, at its end.
     fn written(&mut self, slot: u32) -> Result<()> {
         let op = &mut *self.0;
         let Some(cold) = op.cold.as_mut() else {
@@ -245,12 +208,8 @@ impl SlotState for SessionStore<'_> {
         let key = op.sessions.key(slot);
         for session in op.sessions.sessions(slot) {
             let end = op.bounds[*session as usize].1;
-            op.buffer.clear();
-            op.buffer.extend_from_slice(&sortable(end));
-            op.buffer.extend_from_slice(key);
-            key::encode(key_group, TIMERS, &op.buffer, &mut cold.state_key);
-            cold.store.put(&cold.state_key, &[])?;
-            op.stored_timers.written(key_group, end);
+            op.stored_timers
+                .write(&mut cold.store, key_group, end, key)?;
         }
         Ok(())
     }
@@ -271,61 +230,18 @@ impl WindowAggregate {
     }
 
     /// Reads back into memory the keys with a stored session that `watermark` closes (a
-    /// part's worth at most: [`Operator::has_due_output`](crate::Operator) says when more
-    /// are due), where their timers fire them.
+    /// part's worth of timers at most: [`Operator::has_due_output`](crate::Operator) says
+    /// when more are due), where their timers fire them.
     pub(super) fn load_due_sessions(&mut self, watermark: Timestamp) -> Result<()> {
-        let mut loaded = 0;
-        while let Some(key_group) = self.stored_timers.due(watermark) {
-            if loaded >= self.spilled.part {
-                break;
-            }
-            let Some(cold) = &self.cold else {
-                return Ok(());
-            };
-            let range = KeyRange {
-                table: TIMERS,
-                key_group,
-                prefix: &[],
-            };
-            let after = self.stored_timers.read_to.get(&key_group);
-            let timers = range.entries_after(&cold.store, after.map(Vec::as_slice), TIMER_BATCH)?;
-            let mut next = None;
-            let mut read = None;
-            for (timer, _) in &timers {
-                let end = unsortable(timer).ok_or_else(|| {
-                    EddyError::Snapshot(format!(
-                        "a state file of a session window aggregate holds a timer of {} bytes",
-                        timer.len()
-                    ))
-                })?;
-                if end - 1 > watermark {
-                    next = Some(end);
-                    break;
-                }
-                if let Some(cold) = &mut self.cold {
-                    key::encode(key_group, TIMERS, timer, &mut cold.state_key);
-                    cold.store.delete(&cold.state_key)?;
-                }
-                read = Some(timer);
-                let key = &timer[8..];
-                if self.sessions.find(key).is_none() {
-                    cold_slots::load(&mut SessionStore(self), key, key_group, None)?;
-                    loaded += 1;
-                }
-            }
-            let stored = &mut self.stored_timers;
-            if let Some(timer) = read {
-                stored.read_to.insert(key_group, timer.clone());
-            }
-            match next {
-                Some(end) => {
-                    stored.earliest.insert(key_group, end);
-                }
-                None if timers.len() < TIMER_BATCH => {
-                    stored.earliest.remove(&key_group);
-                    stored.read_to.remove(&key_group);
-                }
-                None => {}
+        let Some(cold) = &mut self.cold else {
+            return Ok(());
+        };
+        // A session ending at `end` closes once the watermark reaches `end - 1`.
+        let bound = watermark.saturating_add(1);
+        let part = self.spilled.part;
+        for (key_group, key) in self.stored_timers.take_due(&mut cold.store, bound, part)? {
+            if self.sessions.find(&key).is_none() {
+                cold_slots::load(&mut SessionStore(self), &key, key_group, None)?;
             }
         }
         Ok(())
@@ -333,27 +249,9 @@ impl WindowAggregate {
 
     /// After a restore into a store: where its timers are, in the key groups of `scope`.
     pub(super) fn find_stored_timers(&mut self, scope: &KeyScope) -> Result<()> {
-        let Some(cold) = &self.cold else {
-            return Ok(());
-        };
-        let mut found = StoredTimers {
-            any: true,
-            ..StoredTimers::default()
-        };
-        for key_group in scope.key_groups() {
-            let key_group = key_group as u16;
-            let range = KeyRange {
-                table: TIMERS,
-                key_group,
-                prefix: &[],
-            };
-            if let Some((timer, _)) = range.entries_after(&cold.store, None, 1)?.first()
-                && let Some(end) = unsortable(timer)
-            {
-                found.written(key_group, end);
-            }
+        match &self.cold {
+            Some(cold) => self.stored_timers.find(&cold.store, scope),
+            None => Ok(()),
         }
-        self.stored_timers = found;
-        Ok(())
     }
 }
