@@ -18,3 +18,18 @@ fn interval_joins_give_flinks_rows() {
         "windows_after_left_interval_join",
     ]);
 }
+
+/// The same joins with their rows in LSM stores with the least memory they take (nearly
+/// every key read back from the store, and expired through its stored timers) give the
+/// same rows.
+#[test]
+fn interval_joins_on_the_lsm_backend_give_flinks_rows() {
+    OracleDir::with_queries("nexmark", "integration-tests/interval_joins")
+        .on_the_lsm_backend()
+        .check_all(&[
+            "bids_in_auctions_first_seconds",
+            "auctions_and_their_first_bids",
+            "people_and_auctions_near_in_time",
+            "windows_after_left_interval_join",
+        ]);
+}

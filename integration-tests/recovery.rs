@@ -364,6 +364,16 @@ fn interval_joins_survive_taskmanager_kills() {
     join_with_kills("interval-join-kills", "", JoinShape::Interval);
 }
 
+/// The same on the LSM backend with the least memory it takes: most keys' rows are in the
+/// store and expire through their stored timers, also after a restore from a checkpoint's
+/// runs.
+#[test]
+fn interval_joins_on_the_lsm_backend_survive_taskmanager_kills() {
+    let settings = "SET 'state.backend.type' = 'rocksdb';
+        SET 'state.backend.rocksdb.memory.fixed-per-slot' = '1kb';";
+    join_with_kills("interval-join-lsm-kills", settings, JoinShape::Interval);
+}
+
 /// An interval join followed by a lookup join (of a file read whole): the lookup keeps no
 /// state, the interval join's comes back, and each bid is counted once under its
 /// category's code.

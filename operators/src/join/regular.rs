@@ -22,7 +22,7 @@ use eddy_common::chunk::Chunk;
 use eddy_common::state::{Epochs, OperatorState, SnapshotRequest, StateWriter};
 use eddy_common::{EddyError, Result};
 
-use super::side::{JoinSide, RowExtras, Unmatched};
+use super::side::{ExpiredKeys, JoinSide, RowExtras, Unmatched};
 use super::{IntervalBounds, JoinKind, JoinSpec, Retention};
 use crate::partition::{KeyScope, key_groups};
 use crate::state_context::StateContext;
@@ -105,12 +105,11 @@ impl StreamingJoin {
         })
     }
 
-    /// Keeps rows where `context` says: with the LSM backend, a regular join's keys beyond
-    /// its memory in an LSM store (an interval join's rows leave with the watermark and
-    /// stay in memory).
+    /// Keeps rows where `context` says: with the LSM backend, the keys beyond its memory
+    /// in an LSM store.
     pub fn with_state(mut self, context: &StateContext) -> Result<Self> {
         self.restored_files = context.restored.clone();
-        if context.is_lsm() && self.retention.interval().is_none() {
+        if context.is_lsm() {
             self.cold = Some(ColdKeys::new(context)?);
         }
         Ok(self)
@@ -134,7 +133,7 @@ impl StreamingJoin {
         }
         // Keys on disk come back first: the TTL then treats them as rows in memory.
         let keys = self.fetch_keys(input, &chunk)?;
-        let now = self.expire_idle_rows(input);
+        let now = self.expire_idle_rows(input)?;
         let probe = self.probe(input, &chunk, now.other_expired)?;
         if self.kind.is_inner()
             && let Some(pairs) = probe.kept_pairs()?
@@ -147,16 +146,16 @@ impl StreamingJoin {
     }
 
     /// Drops rows that outlived their state TTL; what the TTL says for a chunk now.
-    fn expire_idle_rows(&mut self, input: usize) -> TtlNow {
+    fn expire_idle_rows(&mut self, input: usize) -> Result<TtlNow> {
         let ttl = self.retention.state_ttl();
         let now = ttl.iter().any(Option::is_some).then(|| (self.clock)());
         let expired = expired_before(ttl, now);
-        self.expire_through(expired);
-        TtlNow {
+        self.expire_through(expired)?;
+        Ok(TtlNow {
             this: now.filter(|_| ttl[input].is_some()),
             other: now.filter(|_| ttl[1 - input].is_some()),
             other_expired: expired[1 - input],
-        }
+        })
     }
 
     /// The key groups of `keys`.
@@ -171,30 +170,53 @@ impl StreamingJoin {
     }
 
     /// Drops, per side, the rows written at its bound or before.
-    fn expire_through(&mut self, bounds: [Option<i64>; 2]) {
+    fn expire_through(&mut self, bounds: [Option<i64>; 2]) -> Result<()> {
         let epoch = self.epochs.current();
-        for (side, bound) in self.sides.iter_mut().zip(bounds) {
+        for (side, bound) in bounds.into_iter().enumerate() {
             if let Some(bound) = bound {
+                let mut expired = self.cold.is_some().then(ExpiredKeys::default);
                 // Rows that outlive a TTL leave without a padded row, as in Flink.
-                side.expire_through(bound, epoch, None);
+                self.sides[side].expire_through(bound, epoch, None, expired.as_mut());
+                self.settle_expired(side, expired)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops the rows the watermark has put out of the other side's reach (with the LSM
+    /// backend, reading back first the stored keys whose rows it reaches); an outer join's
+    /// rows that joined nothing are emitted padded then (as Flink's interval join does:
+    /// once, append-only).
+    fn expire(&mut self, interval: IntervalBounds, out: &mut Vec<Chunk>) -> Result<()> {
+        loop {
+            let more = self.load_expiring_keys()?;
+            for input in 0..2 {
+                self.expire_side(interval, input, out)?;
+            }
+            self.evict_keys()?;
+            if !more {
+                return Ok(());
             }
         }
     }
 
-    /// Drops the rows the watermark has put out of the other side's reach; an outer
-    /// join's rows that joined nothing are emitted padded then (as Flink's interval join
-    /// does: once, append-only).
-    fn expire(&mut self, interval: IntervalBounds, out: &mut Vec<Chunk>) -> Result<()> {
+    /// Drops the rows of input `input` the watermark has put out of the other side's reach.
+    fn expire_side(
+        &mut self,
+        interval: IntervalBounds,
+        input: usize,
+        out: &mut Vec<Chunk>,
+    ) -> Result<()> {
         let epoch = self.epochs.current();
-        for input in 0..2 {
-            // A row of time t is held while t + reach > watermark.
-            let bound = self.watermark.saturating_sub(interval.reach(input));
-            let mut unmatched = Unmatched::default();
-            let collect = self.kind.counts_matches(input).then_some(&mut unmatched);
-            self.sides[input].expire_through(bound, epoch, collect);
-            if !unmatched.is_empty() {
-                out.push(self.padded_rows(input, &unmatched)?);
-            }
+        // A row of time t is held while t + reach > watermark.
+        let bound = self.watermark.saturating_sub(interval.reach(input));
+        let mut unmatched = Unmatched::default();
+        let collect = self.kind.counts_matches(input).then_some(&mut unmatched);
+        let mut expired = self.cold.is_some().then(ExpiredKeys::default);
+        self.sides[input].expire_through(bound, epoch, collect, expired.as_mut());
+        self.settle_expired(input, expired)?;
+        if !unmatched.is_empty() {
+            out.push(self.padded_rows(input, &unmatched)?);
         }
         Ok(())
     }
@@ -309,7 +331,7 @@ impl Operator for StreamingJoin {
         let ttl = self.retention.state_ttl();
         let timed = ttl.map(|ttl| ttl.is_some());
         let now = timed.contains(&true).then(|| (self.clock)());
-        self.expire_through(expired_before(ttl, now));
+        self.expire_through(expired_before(ttl, now))?;
         if self.cold.is_some() {
             return self.snapshot_runs();
         }

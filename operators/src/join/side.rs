@@ -136,42 +136,69 @@ impl JoinSide {
     }
 
     /// Removes every row of event time `bound` or earlier (remembering the removals, in
-    /// epoch `epoch`); the rows that joined nothing go into `unmatched` when given.
+    /// epoch `epoch`); the rows that joined nothing go into `unmatched`, and the keys that
+    /// lost rows into `expired`, when given.
     pub(super) fn expire_through(
         &mut self,
         bound: i64,
         epoch: u32,
         mut unmatched: Option<&mut Unmatched>,
+        mut expired: Option<&mut ExpiredKeys>,
     ) {
         while let Some(entry) = self.expiry.first_entry() {
-            // A bucket goes once all of its second is out of reach.
-            if (*entry.key() + 1).saturating_mul(EXPIRY_BUCKET) - 1 > bound {
+            if bucket_end(*entry.key()) > bound {
                 break;
             }
             for slot in entry.remove() {
-                self.remove_expired(slot, bound, epoch, unmatched.as_deref_mut());
+                // An index entry may be stale (its slot freed, or reused): only a slot
+                // that lost rows is freed, never one already free.
+                if !self.remove_expired(slot, bound, epoch, unmatched.as_deref_mut()) {
+                    continue;
+                }
+                if let Some(expired) = expired.as_deref_mut() {
+                    match self.chains[slot as usize].head {
+                        NONE => expired.emptied.push(self.index.key(slot).to_vec()),
+                        _ => expired.changed.push(slot),
+                    }
+                }
+                self.tidy(slot);
             }
         }
     }
 
-    /// Removes the rows of `slot` of event time `bound` or earlier.
+    /// The time by which every row of `slot` has expired at a bound of that time or
+    /// later: the end of its earliest row's expiry bucket (`None` for an empty slot).
+    pub(super) fn earliest_expiry(&self, slot: u32) -> Option<i64> {
+        let mut next = self.chains[slot as usize].head;
+        let mut earliest = None;
+        while next != NONE {
+            let time = self.time_of(next);
+            earliest = Some(earliest.map_or(time, |e: i64| e.min(time)));
+            next = self.entries[next as usize].next;
+        }
+        earliest.map(|time| bucket_end(time.div_euclid(EXPIRY_BUCKET)))
+    }
+
+    /// Removes the rows of `slot` of event time `bound` or earlier, leaving the slot for
+    /// the caller to tidy; whether it removed any.
     fn remove_expired(
         &mut self,
         slot: u32,
         bound: i64,
         epoch: u32,
         mut unmatched: Option<&mut Unmatched>,
-    ) {
+    ) -> bool {
         let Some(chain) = self.chains.get(slot as usize).copied() else {
-            return;
+            return false;
         };
-        if chain.head == NONE {
-            return;
-        }
+        let mut removed = false;
         let (mut previous, mut current) = (NONE, chain.head);
         while current != NONE {
             let entry = self.entries[current as usize];
-            if self.entry_times[current as usize] > bound {
+            // By its bucket, not its time: a row leaves at the same watermark whichever
+            // index entry (its own, or a stale one of its slot) finds it.
+            let time = self.entry_times[current as usize];
+            if bucket_end(time.div_euclid(EXPIRY_BUCKET)) > bound {
                 previous = current;
                 current = entry.next;
                 continue;
@@ -185,9 +212,10 @@ impl JoinSide {
             }
             self.removals.push(epoch, born, self.index.key(slot), row);
             self.unlink(slot, previous, current);
+            removed = true;
             current = entry.next;
         }
-        self.tidy(slot);
+        removed
     }
 
     /// Every held row with its key slot and entry, to give restored rows their times.
@@ -534,6 +562,21 @@ impl Unmatched {
     pub(super) fn is_empty(&self) -> bool {
         self.ends.is_empty()
     }
+}
+
+/// The keys a side's expiry took rows from.
+#[derive(Debug, Default)]
+pub(super) struct ExpiredKeys {
+    /// The slots of keys that still hold rows.
+    pub(super) changed: Vec<u32>,
+    /// The keys left without rows (their slots freed).
+    pub(super) emptied: Vec<Vec<u8>>,
+}
+
+/// The last millisecond of expiry bucket `bucket`: a bucket's rows go once all of its
+/// span is out of reach.
+fn bucket_end(bucket: i64) -> i64 {
+    (bucket + 1).saturating_mul(EXPIRY_BUCKET) - 1
 }
 
 /// What a snapshot holds beside each row of a join side.

@@ -4,8 +4,14 @@
 //! keys in memory, a cache of the store. Before a chunk, the keys its rows touch are read
 //! back on both sides; after it, the keys it changed are marked, and past the memory budget
 //! the least recently used keys are written out (if they changed) and dropped from memory.
-//! A snapshot writes every changed key and is the store's runs. Interval joins, whose rows
-//! leave with the watermark, keep their state in memory.
+//! A snapshot writes every changed key and is the store's runs.
+//!
+//! An interval join's rows leave with the watermark, also those of keys in the store: a
+//! key written to the store gets a timer ([`StoredTimers`]) at the watermark that puts its
+//! earliest row out of reach. When the watermark passes it, the key is read back and its
+//! rows expire in memory as any other (an emptied key is deleted from the store, a changed
+//! one written again, with a new timer, when it leaves memory). A timer left behind by a
+//! key that changed since only reads the key back.
 
 use arrow::buffer::NullBuffer;
 use eddy_common::chunk::Chunk;
@@ -14,10 +20,18 @@ use eddy_common::{EddyError, Result};
 use eddy_state::{Store, key};
 
 use super::StreamingJoin;
-use crate::join::side::RowExtras;
+use crate::join::side::{ExpiredKeys, RowExtras};
 use crate::partition::{KeyScope, key_groups};
 use crate::state_context::StateContext;
 use crate::stored_runs;
+use crate::stored_timers::StoredTimers;
+
+/// The table of the store that holds an interval join's timers: each fires the side (one
+/// byte) and the key after it. (Tables 0 and 1 hold the left and right rows.)
+const TIMERS: u8 = 2;
+
+/// Stored keys an interval join reads back at once when the watermark reaches their rows.
+const EXPIRING_BATCH: usize = 1024;
 
 /// Per side, what the cache knows of each key slot.
 #[derive(Debug, Default)]
@@ -36,6 +50,12 @@ impl SlotMarks {
             self.dirty.resize(slot + 1, true);
             self.last_used.resize(slot + 1, 0);
         }
+    }
+
+    /// `slot` changed, without being used (its rows expired).
+    fn changed(&mut self, slot: u32) {
+        self.grow_to(slot as usize);
+        self.dirty[slot as usize] = true;
     }
 
     fn mark(&mut self, slot: u32, chunk: u64, dirty: bool) {
@@ -70,6 +90,8 @@ pub(super) struct ColdKeys {
     marks: [SlotMarks; 2],
     chunks: u64,
     state_key: Vec<u8>,
+    /// When the rows of an interval join's stored keys expire.
+    timers: StoredTimers,
 }
 
 /// A chunk's join keys, as the cache reads and marks them.
@@ -96,6 +118,7 @@ impl ColdKeys {
             marks: Default::default(),
             chunks: 0,
             state_key: Vec::new(),
+            timers: StoredTimers::new(TIMERS, "an interval join"),
         })
     }
 }
@@ -117,27 +140,117 @@ impl StreamingJoin {
             return Ok(None);
         };
         cold.chunks += 1;
-        let epoch = self.epochs.current();
-        let now = (self.clock)();
-        let ttl = self.retention.state_ttl();
         for (key, key_group) in keys.rows() {
             for side in [input, 1 - input] {
-                if self.sides[side].slot_of(key).is_some() {
-                    continue;
-                }
-                key::encode(key_group, side as u8, key, &mut cold.state_key);
-                let Some(value) = cold.store.get(&cold.state_key)? else {
-                    continue;
-                };
-                let (mut reader, with) = open_value(&value)?;
-                let timed = ttl[side].map(|_| now);
-                self.sides[side].load(&mut reader, epoch, with, timed, |_| true)?;
-                if let Some(slot) = self.sides[side].slot_of(key) {
-                    cold.marks[side].placed(slot, cold.chunks);
+                if self.sides[side].slot_of(key).is_none() {
+                    self.load_key(side, key, key_group)?;
                 }
             }
         }
         Ok(Some(keys))
+    }
+
+    /// Reads `key`'s rows of side `side` back from the store into memory, if it holds them;
+    /// returns their slot.
+    fn load_key(&mut self, side: usize, key: &[u8], key_group: u16) -> Result<Option<u32>> {
+        let timed = self.load_times(side);
+        let epoch = self.epochs.current();
+        let Some(cold) = &mut self.cold else {
+            return Ok(None);
+        };
+        key::encode(key_group, side as u8, key, &mut cold.state_key);
+        let Some(value) = cold.store.get(&cold.state_key)? else {
+            return Ok(None);
+        };
+        let (mut reader, with) = open_value(&value)?;
+        self.sides[side].load(&mut reader, epoch, with, timed, |_| true)?;
+        let slot = self.sides[side].slot_of(key);
+        if let Some(slot) = slot {
+            cold.marks[side].placed(slot, cold.chunks);
+        }
+        Ok(slot)
+    }
+
+    /// What [`JoinSide::load`](crate::join::side::JoinSide::load) is told of the times of
+    /// stored rows of side `side`: an interval join's carry their event times; with a state
+    /// TTL, rows written without one are written now.
+    fn load_times(&self, side: usize) -> Option<i64> {
+        match self.retention.interval() {
+            Some(_) => Some(i64::MIN),
+            None => self.retention.state_ttl()[side].map(|_| (self.clock)()),
+        }
+    }
+
+    /// What a stored row of side `side` carries.
+    fn stored_extras(&self, side: usize) -> RowExtras {
+        RowExtras {
+            counts: self.kind.counts_matches(side),
+            times: self.retention.state_ttl()[side].is_some()
+                || self.retention.interval().is_some(),
+        }
+    }
+
+    /// With the LSM backend: reads back (a batch at most) the stored keys of an interval
+    /// join whose rows the watermark put out of reach, for them to expire in memory;
+    /// whether more may be due.
+    pub(super) fn load_expiring_keys(&mut self) -> Result<bool> {
+        let Some(cold) = &mut self.cold else {
+            return Ok(false);
+        };
+        cold.chunks += 1;
+        let due = cold
+            .timers
+            .take_due(&mut cold.store, self.watermark, EXPIRING_BATCH)?;
+        let more = due.len() == EXPIRING_BATCH;
+        for (key_group, fires) in due {
+            let side = match fires.first() {
+                Some(side @ (0 | 1)) => *side as usize,
+                _ => {
+                    return Err(EddyError::Snapshot(
+                        "a state file of an interval join holds a timer of neither side".into(),
+                    ));
+                }
+            };
+            let key = &fires[1..];
+            let slot = match self.sides[side].slot_of(key) {
+                Some(slot) => Some(slot),
+                None => self.load_key(side, key, key_group)?,
+            };
+            // Written again (with a new timer) when it leaves memory, even if none of its
+            // rows expire now.
+            if let (Some(slot), Some(cold)) = (slot, &mut self.cold) {
+                cold.marks[side].changed(slot);
+            }
+        }
+        Ok(more)
+    }
+
+    /// With the LSM backend, after rows of side `side` expired: the keys left with rows
+    /// are marked changed, those left without are deleted from the store.
+    pub(super) fn settle_expired(
+        &mut self,
+        side: usize,
+        expired: Option<ExpiredKeys>,
+    ) -> Result<()> {
+        let Some(expired) = expired else {
+            return Ok(());
+        };
+        let emptied: Vec<(u32, &[u8])> =
+            expired.emptied.iter().map(|k| (0, k.as_slice())).collect();
+        let groups = self.key_groups_of(&emptied)?;
+        let Some(cold) = &mut self.cold else {
+            return Ok(());
+        };
+        for slot in expired.changed {
+            cold.marks[side].changed(slot);
+        }
+        for ((_, key), key_group) in emptied.iter().zip(groups) {
+            key::encode(key_group as u16, side as u8, key, &mut cold.state_key);
+            cold.store.delete(&cold.state_key)?;
+        }
+        // Removals feed snapshots of changes, which a store's snapshots never are.
+        self.sides[side].forget_removals_through(u32::MAX);
+        Ok(())
     }
 
     /// After a chunk from input `input`: its keys are marked used (changed on its side, and
@@ -169,7 +282,7 @@ impl StreamingJoin {
 
     /// Writes out and drops the least recently used keys while the sides hold more than
     /// the budget, down to three quarters of it (never a key the last chunk touched).
-    fn evict_keys(&mut self) -> Result<()> {
+    pub(super) fn evict_keys(&mut self) -> Result<()> {
         let Some(cold) = &self.cold else {
             return Ok(());
         };
@@ -217,11 +330,10 @@ impl StreamingJoin {
             .map(|slot| (*slot, self.sides[side].key_of(*slot)))
             .collect();
         let groups = self.key_groups_of(&dirty)?;
-        let with = RowExtras {
-            counts: self.kind.counts_matches(side),
-            times: self.retention.state_ttl()[side].is_some(),
-        };
+        let with = self.stored_extras(side);
         let flags = with.counts as u64 | (with.times as u64) << 1;
+        // An interval join's key expires (in part) once the watermark reaches this.
+        let reach = self.retention.interval().map(|i| i.reach(side));
         let mut writes = Vec::with_capacity(dirty.len());
         for ((slot, key), key_group) in dirty.iter().zip(groups) {
             let mut value = StateWriter::with_capacity(64);
@@ -230,13 +342,24 @@ impl StreamingJoin {
             self.sides[side].save(*slot, key_group, None, with, &mut value);
             let mut state_key = Vec::new();
             key::encode(key_group as u16, side as u8, key, &mut state_key);
-            writes.push((*slot, state_key, value.finish()));
+            let expires = reach.and_then(|reach| {
+                let earliest = self.sides[side].earliest_expiry(*slot)?;
+                let mut fires = Vec::with_capacity(1 + key.len());
+                fires.push(side as u8);
+                fires.extend_from_slice(key);
+                Some((earliest.saturating_add(reach), fires))
+            });
+            writes.push((*slot, key_group as u16, state_key, value.finish(), expires));
         }
         let Some(cold) = &mut self.cold else {
             return Ok(());
         };
-        for (slot, state_key, value) in writes {
+        for (slot, key_group, state_key, value, expires) in writes {
             cold.store.put(&state_key, &value)?;
+            if let Some((time, fires)) = expires {
+                cold.timers
+                    .write(&mut cold.store, key_group, time, &fires)?;
+            }
             cold.marks[side].placed(slot, cold.marks[side].last_used(slot));
         }
         Ok(())
@@ -273,14 +396,18 @@ impl StreamingJoin {
         for source in &sources {
             self.copy_keys(source, &key_groups)?;
         }
-        Ok(())
+        match &mut self.cold {
+            Some(cold) if self.retention.interval().is_some() => {
+                cold.timers.find(&cold.store, scope)
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Copies the keys of `key_groups` from `from` into this join's store, or into memory
     /// when it has none.
     fn copy_keys(&mut self, from: &Store, key_groups: &std::ops::Range<usize>) -> Result<()> {
-        let now = (self.clock)();
-        let ttl = self.retention.state_ttl();
+        let timed = [self.load_times(0), self.load_times(1)];
         for entry in from.entries_of_key_groups(key_groups)? {
             let (state_key, value) = entry?;
             let Some(value) = value else { continue };
@@ -290,6 +417,8 @@ impl StreamingJoin {
             }
             let side = match key::decode(&state_key) {
                 Some((_, side @ (0 | 1), _)) => side as usize,
+                // Rows in memory expire by the index of their times.
+                Some((_, TIMERS, _)) => continue,
                 _ => {
                     return Err(EddyError::Snapshot(
                         "a join's state file holds a key of neither side".into(),
@@ -297,10 +426,34 @@ impl StreamingJoin {
                 }
             };
             let (mut reader, with) = open_value(&value)?;
-            let timed = ttl[side].map(|_| now);
-            self.sides[side].load(&mut reader, 0, with, timed, |_| true)?;
+            self.sides[side].load(&mut reader, 0, with, timed[side], |_| true)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+impl StreamingJoin {
+    /// Rows the store holds, on both sides.
+    pub(super) fn stored_rows(&self) -> usize {
+        let Some(cold) = &self.cold else {
+            return 0;
+        };
+        let mut rows = 0;
+        for entry in cold
+            .store
+            .entries_of_key_groups(&(0..self.max_parallelism))
+            .unwrap()
+        {
+            let (state_key, value) = entry.unwrap();
+            if let (Some(value), Some((_, 0 | 1, _))) = (value, key::decode(&state_key)) {
+                let (mut reader, _) = open_value(&value).unwrap();
+                reader.bytes().unwrap();
+                reader.u64().unwrap();
+                rows += reader.u64().unwrap() as usize;
+            }
+        }
+        rows
     }
 }
 
