@@ -15,3 +15,16 @@ fn temporal_joins_give_flinks_rows() {
         "high_bids_on_the_sellers_latest_auction",
     ]);
 }
+
+/// The same joins with the versioned tables' keys in LSM stores with the least memory they
+/// take give the same rows.
+#[test]
+fn temporal_joins_on_the_lsm_backend_give_flinks_rows() {
+    OracleDir::with_queries("nexmark", "integration-tests/temporal_joins")
+        .on_the_lsm_backend()
+        .check_all(&[
+            "bids_with_their_bidder",
+            "bids_and_the_bidders_latest_sale",
+            "high_bids_on_the_sellers_latest_auction",
+        ]);
+}

@@ -153,24 +153,6 @@ pub(crate) fn versioned_snapshot(version: u64) -> StateWriter {
     out
 }
 
-/// Reads the header of a snapshot of `what` written by [`versioned_snapshot`]; a snapshot
-/// of another format version is refused.
-pub(crate) fn open_versioned_snapshot<'a>(
-    bytes: &'a [u8],
-    what: &'a str,
-    version: u64,
-) -> Result<StateReader<'a>> {
-    let mut input = StateReader::new(bytes, what);
-    let found = input.u64()?;
-    if found != version {
-        return Err(EddyError::Snapshot(format!(
-            "snapshot of {what} has format version {found}; this Eddy reads version {version}"
-        )));
-    }
-    input.compact();
-    Ok(input)
-}
-
 /// Reads the header of a snapshot of `what` written by [`versioned_snapshot`] in any
 /// format version from 1 to `newest`; returns the version and the reader after it. A
 /// snapshot of another version is refused.

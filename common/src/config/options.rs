@@ -106,7 +106,7 @@ pub const JOB_OPTIONS: &[JobOption] = &[
         key: "state.backend.type",
         aliases: &[],
         default: Some("hashmap"),
-        doc: "`hashmap`: keyed state in memory; `rocksdb`: keyed state in Eddy's LSM store on local disk (memory a cache of it), checkpointed by its immutable files, each stored once: unbounded GROUP BYs, regular joins, Top-N, deduplication, changelog normalization, window aggregates (session windows too), window Top-N, window joins and OVER aggregates (interval and temporal joins keep their state in memory)",
+        doc: "`hashmap`: keyed state in memory; `rocksdb`: keyed state in Eddy's LSM store on local disk (memory a cache of it), checkpointed by its immutable files, each stored once: unbounded GROUP BYs, regular joins, Top-N, deduplication, changelog normalization, window aggregates (session windows too), window Top-N, window joins, interval and temporal joins, and OVER aggregates (every keyed operator)",
         apply: |c, k, v| set(&mut c.state_backend.kind, parse_backend(k, v)),
     },
     JobOption {

@@ -351,7 +351,7 @@ impl OperatorSpec {
                 Box::new(lookup::BlockingLookup::open(table, metrics)?),
             )?),
             OperatorKind::TemporalJoin(spec) => {
-                Box::new(TemporalJoin::new(spec.clone(), max_parallelism)?)
+                Box::new(TemporalJoin::new(spec.clone(), max_parallelism)?.with_state(state)?)
             }
             OperatorKind::WindowJoin(spec) => Box::new(
                 WindowJoin::new(spec.clone(), metrics, max_parallelism)?.with_state(state)?,
