@@ -22,6 +22,8 @@ CHECKSUMS = {
     "q5": ("(auction, num)", ["auction", "num"]),
     "q8": ("(id, name, starttime)", ["id"]),
     "q9": (None, ["id", "price", "reserve"]),
+    "interval_join": ("(id, seller, bidder, price)", ["id", "seller", "bidder", "price"]),
+    "temporal_join": ("(auction, bidder, price, name, city)", ["auction", "bidder", "price"]),
     "q11": ("(bidder, bid_count, starttime, endtime)", ["bidder", "bid_count"]),
     "tumble_count": ("(auction, window_start, window_end, bids)", ["auction", "bids"]),
     "q20": (

@@ -41,6 +41,10 @@ CREATE TABLE auction (id BIGINT, itemName STRING, description STRING, initialBid
 CREATE TABLE person (id BIGINT, name STRING, emailAddress STRING, creditCard STRING,
   city STRING, \`state\` STRING, dateTime TIMESTAMP(3), extra STRING,
   WATERMARK FOR dateTime AS dateTime - INTERVAL '4' SECOND)
+  WITH ('connector' = 'nexmark', 'nexmark.table' = 'person', 'events.num' = '$events');
+CREATE TABLE person_versions (id BIGINT, name STRING, emailAddress STRING, creditCard STRING,
+  city STRING, \`state\` STRING, dateTime TIMESTAMP(3), extra STRING, PRIMARY KEY (id) NOT ENFORCED,
+  WATERMARK FOR dateTime AS dateTime - INTERVAL '4' SECOND)
   WITH ('connector' = 'nexmark', 'nexmark.table' = 'person', 'events.num' = '$events');"
 
 echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown); command: bench/state-backend.sh \"$queries\" $events $cap $memory; $(nproc) cores"

@@ -26,6 +26,10 @@ CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT, channel STRING, u
   dateTime TIMESTAMP(3), extra STRING, p_time AS PROCTIME(),
   WATERMARK FOR dateTime AS dateTime - INTERVAL '4' SECOND)
   WITH ('connector' = 'nexmark', 'nexmark.table' = 'bid', 'events.num' = '1000');
+CREATE TABLE person_versions (id BIGINT, name STRING, emailAddress STRING, creditCard STRING,
+  city STRING, `state` STRING, dateTime TIMESTAMP(3), extra STRING, PRIMARY KEY (id) NOT ENFORCED,
+  WATERMARK FOR dateTime AS dateTime - INTERVAL '4' SECOND)
+  WITH ('connector' = 'nexmark', 'nexmark.table' = 'person', 'events.num' = '1000');
 CREATE TABLE side_input (key BIGINT, `value` STRING)
   WITH ('connector' = 'filesystem', 'path' = '/nonexistent/side_input', 'format' = 'csv');
 ";

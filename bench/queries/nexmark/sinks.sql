@@ -80,3 +80,7 @@ CREATE TABLE sink_q22 (auction BIGINT, bidder BIGINT, price BIGINT, channel STRI
   WITH ('connector' = 'blackhole');
 CREATE TABLE sink_q13 (auction BIGINT, bidder BIGINT, price BIGINT, `dateTime` TIMESTAMP(3), `value` STRING)
   WITH ('connector' = 'blackhole');
+CREATE TABLE sink_interval_join (id BIGINT, seller BIGINT, bidder BIGINT, price BIGINT)
+  WITH ('connector' = 'blackhole');
+CREATE TABLE sink_temporal_join (auction BIGINT, bidder BIGINT, price BIGINT, name STRING,
+  city STRING) WITH ('connector' = 'blackhole');
