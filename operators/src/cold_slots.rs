@@ -252,6 +252,17 @@ pub(crate) trait SlotState {
     fn ttl(&self) -> Option<&StateTtl>;
 }
 
+/// A slot's value as `write` writes it (compact), and what it takes in memory when that is
+/// about twice its stored bytes: what [`SlotState::encode_slot`] returns.
+pub(crate) fn encode_twice_held(write: impl FnOnce(&mut StateWriter)) -> (Vec<u8>, usize) {
+    let mut out = StateWriter::with_capacity(64);
+    out.compact();
+    write(&mut out);
+    let value = out.finish();
+    let held = 2 * value.len();
+    (value, held)
+}
+
 /// The value of `key` (in `key_group`) read back from `op`'s store into a slot, if the
 /// store holds it and its TTL has not passed by `now`.
 pub(crate) fn load<S: SlotState>(

@@ -173,6 +173,33 @@ pub(crate) fn open_snapshot_versions<'a>(
     Ok((version, input))
 }
 
+/// Reads `count` rows written as (key group, row encoded by `codec`) pairs, keeping those
+/// `scope` owns, as columns of `schema`; `None` when it owns none.
+pub(crate) fn read_owned_rows(
+    input: &mut eddy_common::state::StateReader<'_>,
+    codec: &arrow::row::RowConverter,
+    schema: &arrow::datatypes::SchemaRef,
+    scope: &KeyScope,
+) -> Result<Option<arrow::record_batch::RecordBatch>> {
+    let parser = codec.parser();
+    let mut rows = Vec::new();
+    for _ in 0..input.count(2)? {
+        let group = input.u64()? as usize;
+        let row = input.bytes()?;
+        if scope.owns(group) {
+            rows.push(parser.parse(row));
+        }
+    }
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let columns = codec.convert_rows(rows)?;
+    Ok(Some(arrow::record_batch::RecordBatch::try_new(
+        schema.clone(),
+        columns,
+    )?))
+}
+
 /// A predicate's result as a filter mask: true where it is true, false where it is false
 /// or NULL (as SQL filters).
 pub(crate) fn true_only(mask: &ArrayRef) -> Result<arrow::array::BooleanArray> {

@@ -580,20 +580,11 @@ impl TemporalJoin {
     /// Reads the left rows [`TemporalJoin::write_pending`] wrote, keeping those `scope` owns.
     fn read_pending(&mut self, input: &mut StateReader<'_>, scope: &KeyScope) -> Result<()> {
         let left_codec = row_codec(&self.spec.schemas[0])?;
-        let parser = left_codec.parser();
-        let mut rows = Vec::new();
-        for _ in 0..input.count(2)? {
-            let group = input.u64()? as usize;
-            let row = input.bytes()?;
-            if scope.owns(group) {
-                rows.push(parser.parse(row));
-            }
+        let schema = &self.spec.schemas[0];
+        match crate::read_owned_rows(input, &left_codec, schema, scope)? {
+            Some(rows) => self.wait(rows),
+            None => Ok(()),
         }
-        if !rows.is_empty() {
-            let columns = left_codec.convert_rows(rows)?;
-            self.wait(RecordBatch::try_new(self.spec.schemas[0].clone(), columns)?)?;
-        }
-        Ok(())
     }
 
     /// Reads every key's versions written inline, keeping the keys `scope` owns.

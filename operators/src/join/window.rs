@@ -410,21 +410,10 @@ impl WindowJoin {
         for _ in 0..input.count(18)? {
             let window = (input.i64()?, input.i64()?);
             for side in 0..2 {
-                let codec = &self.row_codecs[side];
-                let parser = codec.parser();
-                let mut rows = Vec::new();
-                for _ in 0..input.count(2)? {
-                    let group = input.u64()? as usize;
-                    let row = input.bytes()?;
-                    if scope.owns(group) {
-                        rows.push(parser.parse(row));
-                    }
-                }
-                if rows.is_empty() {
+                let (codec, schema) = (&self.row_codecs[side], &self.spec.schemas[side]);
+                let Some(batch) = crate::read_owned_rows(input, codec, schema, scope)? else {
                     continue;
-                }
-                let columns = codec.convert_rows(rows)?;
-                let batch = RecordBatch::try_new(self.spec.schemas[side].clone(), columns)?;
+                };
                 self.held_bytes += batch.get_array_memory_size();
                 self.windows.entry(window).or_default()[side].push(batch);
             }

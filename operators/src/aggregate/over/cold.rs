@@ -110,12 +110,7 @@ impl SlotState for OverAggregate {
     }
 
     fn encode_slot(&self, slot: u32) -> (Vec<u8>, usize) {
-        let mut out = StateWriter::with_capacity(64);
-        out.compact();
-        self.write_partition(slot, &mut out);
-        let value = out.finish();
-        let held = 2 * value.len();
-        (value, held)
+        cold_slots::encode_twice_held(|out| self.write_partition(slot, out))
     }
 
     fn place(

@@ -9,7 +9,7 @@
 
 use eddy_common::chunk::Chunk;
 use eddy_common::event::Timestamp;
-use eddy_common::state::{OperatorState, StateReader, StateWriter};
+use eddy_common::state::{OperatorState, StateReader};
 use eddy_common::{EddyError, Result};
 use hashbrown::HashSet;
 
@@ -46,12 +46,7 @@ impl SlotState for WindowAggregate {
     /// The accumulators; in memory (slot, index entry, timer, accumulators) a slot takes
     /// about twice that.
     fn encode_slot(&self, slot: u32) -> (Vec<u8>, usize) {
-        let mut out = StateWriter::with_capacity(32);
-        out.compact();
-        self.accumulators.save(slot, &mut out);
-        let value = out.finish();
-        let held = 2 * value.len();
-        (value, held)
+        cold_slots::encode_twice_held(|out| self.accumulators.save(slot, out))
     }
 
     /// `id` is the slot's identity: window and key ([`aligned_id`]).

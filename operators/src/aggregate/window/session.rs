@@ -11,7 +11,7 @@
 
 use eddy_common::Result;
 use eddy_common::event::Timestamp;
-use eddy_common::state::{StateReader, StateWriter};
+use eddy_common::state::StateReader;
 
 use super::WindowAggregate;
 use crate::aggregate::Slots;
@@ -150,17 +150,14 @@ impl SlotState for SessionStore<'_> {
     fn encode_slot(&self, slot: u32) -> (Vec<u8>, usize) {
         let op = &self.0;
         let sessions = op.sessions.sessions(slot);
-        let mut out = StateWriter::with_capacity(8 + 40 * sessions.len());
-        out.compact();
-        out.u64(sessions.len() as u64);
-        for session in sessions {
-            let (start, end) = op.bounds[*session as usize];
-            out.i64(start).i64(end);
-            op.accumulators.save(*session, &mut out);
-        }
-        let value = out.finish();
-        let held = 2 * value.len();
-        (value, held)
+        cold_slots::encode_twice_held(|out| {
+            out.u64(sessions.len() as u64);
+            for session in sessions {
+                let (start, end) = op.bounds[*session as usize];
+                out.i64(start).i64(end);
+                op.accumulators.save(*session, out);
+            }
+        })
     }
 
     fn place(

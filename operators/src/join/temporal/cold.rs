@@ -9,10 +9,10 @@
 //! and is the store's runs, after the left rows waiting, which stay in memory.
 
 use eddy_common::Result;
-use eddy_common::state::{StateReader, StateWriter};
+use eddy_common::state::StateReader;
 
 use super::TemporalJoin;
-use crate::cold_slots::{ColdSlots, SlotState};
+use crate::cold_slots::{self, ColdSlots, SlotState};
 use crate::ttl::StateTtl;
 
 impl SlotState for TemporalJoin {
@@ -40,12 +40,7 @@ impl SlotState for TemporalJoin {
 
     /// The key's versions; in memory a key takes about twice that.
     fn encode_slot(&self, slot: u32) -> (Vec<u8>, usize) {
-        let mut out = StateWriter::with_capacity(64);
-        out.compact();
-        self.write_versions(slot, &mut out);
-        let value = out.finish();
-        let held = 2 * value.len();
-        (value, held)
+        cold_slots::encode_twice_held(|out| self.write_versions(slot, out))
     }
 
     fn place(
