@@ -17,9 +17,6 @@ use crate::partition::KeyScope;
 use crate::spilled_windows::{sortable, unsortable};
 use crate::stored_runs::KeyRange;
 
-/// Stored timers read in one store scan.
-const TIMER_BATCH: usize = 1024;
-
 /// Where an operator's store holds timers: per key group, the earliest time it may hold.
 #[derive(Debug)]
 pub(crate) struct StoredTimers {
@@ -91,48 +88,97 @@ impl StoredTimers {
         while fired.len() < limit
             && let Some(key_group) = self.due(bound)
         {
-            let range = KeyRange {
-                table: self.table,
-                key_group,
-                prefix: &[],
-            };
-            let batch = (limit - fired.len()).min(TIMER_BATCH);
-            let after = self.read_to.get(&key_group).map(Vec::as_slice);
-            let timers = range.entries_after(store, after, batch)?;
-            let mut next = None;
-            let mut read = None;
-            for (timer, _) in &timers {
-                let time = unsortable(timer).ok_or_else(|| {
-                    EddyError::Snapshot(format!(
-                        "a state file of {} holds a timer of {} bytes",
-                        self.what,
-                        timer.len()
-                    ))
-                })?;
-                if time > bound {
-                    next = Some(time);
-                    break;
-                }
+            let batch = limit - fired.len();
+            let timers = self.due_timers(store, key_group, bound, batch)?;
+            for timer in &timers {
                 key::encode(key_group, self.table, timer, &mut self.state_key);
                 store.delete(&self.state_key)?;
-                read = Some(timer);
                 fired.push((key_group, timer[8..].to_vec()));
             }
-            if let Some(timer) = read {
+            if let Some(timer) = timers.last() {
                 self.read_to.insert(key_group, timer.clone());
             }
-            match next {
-                Some(time) => {
-                    self.earliest.insert(key_group, time);
-                }
-                None if timers.len() < batch => {
-                    self.earliest.remove(&key_group);
-                    self.read_to.remove(&key_group);
-                }
-                None => {}
+            if timers.len() < batch {
+                // Where the scan stopped stays: the next one, after timers are written
+                // again, starts there, not over the deleted timers before it.
+                match self.first_after(store, key_group, bound)? {
+                    Some(time) => self.earliest.insert(key_group, time),
+                    None => self.earliest.remove(&key_group),
+                };
             }
         }
         Ok(fired)
+    }
+
+    /// Up to `limit` timers of `key_group` at `bound` or before, after the last one read.
+    fn due_timers(
+        &self,
+        store: &Store,
+        key_group: u16,
+        bound: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<Vec<u8>>> {
+        let mut from = Vec::new();
+        match self.read_to.get(&key_group) {
+            Some(last) => {
+                key::encode(key_group, self.table, last, &mut from);
+                from.push(0);
+            }
+            None => key::encode(key_group, self.table, &[], &mut from),
+        }
+        let until = self.time_key(key_group, bound.checked_add(1));
+        let mut timers = Vec::new();
+        for entry in store.entries_between(&from, Some(&until))? {
+            let (state_key, value) = entry?;
+            if value.is_some() {
+                let timer = state_key[key::PREFIX_LEN..].to_vec();
+                if timer.len() < 8 {
+                    return Err(EddyError::Snapshot(format!(
+                        "a state file of {} holds a timer of {} bytes",
+                        self.what,
+                        timer.len()
+                    )));
+                }
+                timers.push(timer);
+                if timers.len() == limit {
+                    break;
+                }
+            }
+        }
+        Ok(timers)
+    }
+
+    /// The time of the first timer of `key_group` after `bound`, if any.
+    fn first_after(
+        &self,
+        store: &Store,
+        key_group: u16,
+        bound: Timestamp,
+    ) -> Result<Option<Timestamp>> {
+        let Some(after) = bound.checked_add(1) else {
+            return Ok(None);
+        };
+        let from = self.time_key(key_group, Some(after));
+        let until = self.time_key(key_group, None);
+        for entry in store.entries_between(&from, Some(&until))? {
+            let (state_key, value) = entry?;
+            if value.is_some() {
+                return Ok(unsortable(&state_key[key::PREFIX_LEN..]));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The store key where the timers of `key_group` at `time` start (`None`: the end of
+    /// the key group's timers).
+    fn time_key(&self, key_group: u16, time: Option<Timestamp>) -> Vec<u8> {
+        let mut out = Vec::new();
+        match time {
+            Some(time) => key::encode(key_group, self.table, &sortable(time), &mut out),
+            // The next table's first key: the table is never the last (255).
+            None => key::encode(key_group, self.table + 1, &[], &mut out),
+        }
+        out
     }
 
     /// After a restore into `store`: where its timers are, in the key groups of `scope`.
@@ -189,6 +235,12 @@ mod tests {
         timers.write(&mut store, 3, 70, b"e").unwrap();
         let fired = timers.take_due(&mut store, 100, 10).unwrap();
         assert_eq!(fired, [(3, b"e".to_vec()), (3, b"d".to_vec())]);
+        assert_eq!(timers.due(i64::MAX), None, "every timer fired");
+        // A key group whose timers all fired takes new ones, later than those.
+        timers.write(&mut store, 3, 120, b"f").unwrap();
+        assert_eq!(timers.due(119), None);
+        let fired = timers.take_due(&mut store, i64::MAX, 10).unwrap();
+        assert_eq!(fired, [(3, b"f".to_vec())]);
     }
 
     #[test]
