@@ -28,21 +28,39 @@ impl KeyRange<'_> {
         after: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let mut from = Vec::new();
-        key::encode(
-            self.key_group,
-            self.table,
-            after.unwrap_or(self.prefix),
-            &mut from,
-        );
-        if after.is_some() {
-            from.push(0);
-        }
-        let mut to = Vec::new();
-        key::encode(self.key_group, self.table, self.prefix, &mut to);
-        let to = prefix_end(to);
+        let from = match after {
+            // The first key after `after`.
+            Some(after) => [after, &[0]].concat(),
+            None => self.prefix.to_vec(),
+        };
+        self.entries_between(store, &from, None, limit)
+    }
+
+    /// Up to `limit` entries of the range in `store` from the operator key `from` on and
+    /// before `until` (the range's end when `None`), as operator key and value, in key order.
+    pub(crate) fn entries_between(
+        &self,
+        store: &Store,
+        from: &[u8],
+        until: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut start = Vec::new();
+        key::encode(self.key_group, self.table, from, &mut start);
+        let end = match until {
+            Some(until) => {
+                let mut end = Vec::new();
+                key::encode(self.key_group, self.table, until, &mut end);
+                Some(end)
+            }
+            None => {
+                let mut prefix = Vec::new();
+                key::encode(self.key_group, self.table, self.prefix, &mut prefix);
+                prefix_end(prefix)
+            }
+        };
         let mut entries = Vec::new();
-        for entry in store.entries_between(&from, to.as_deref())? {
+        for entry in store.entries_between(&start, end.as_deref())? {
             let (state_key, value) = entry?;
             if let Some(value) = value {
                 entries.push((state_key[key::PREFIX_LEN..].to_vec(), value));

@@ -101,7 +101,11 @@ impl StoredTimers {
             if timers.len() < batch {
                 // Where the scan stopped stays: the next one, after timers are written
                 // again, starts there, not over the deleted timers before it.
-                match self.first_after(store, key_group, bound)? {
+                let next = match bound.checked_add(1) {
+                    Some(after) => self.first_from(store, key_group, after)?,
+                    None => None,
+                };
+                match next {
                     Some(time) => self.earliest.insert(key_group, time),
                     None => self.earliest.remove(&key_group),
                 };
@@ -118,67 +122,48 @@ impl StoredTimers {
         bound: Timestamp,
         limit: usize,
     ) -> Result<Vec<Vec<u8>>> {
-        let mut from = Vec::new();
-        match self.read_to.get(&key_group) {
-            Some(last) => {
-                key::encode(key_group, self.table, last, &mut from);
-                from.push(0);
+        let range = self.range(key_group);
+        let last = self.read_to.get(&key_group).map(Vec::as_slice);
+        let timers = match bound.checked_add(1) {
+            Some(until) => {
+                // The first key after the last one read (or the first of the range).
+                let from = last.map_or(Vec::new(), |last| [last, &[0]].concat());
+                range.entries_between(store, &from, Some(&sortable(until)), limit)?
             }
-            None => key::encode(key_group, self.table, &[], &mut from),
-        }
-        let until = self.time_key(key_group, bound.checked_add(1));
-        let mut timers = Vec::new();
-        for entry in store.entries_between(&from, Some(&until))? {
-            let (state_key, value) = entry?;
-            if value.is_some() {
-                let timer = state_key[key::PREFIX_LEN..].to_vec();
-                if timer.len() < 8 {
-                    return Err(EddyError::Snapshot(format!(
-                        "a state file of {} holds a timer of {} bytes",
-                        self.what,
-                        timer.len()
-                    )));
-                }
-                timers.push(timer);
-                if timers.len() == limit {
-                    break;
-                }
-            }
-        }
-        Ok(timers)
+            None => range.entries_after(store, last, limit)?,
+        };
+        timers
+            .into_iter()
+            .map(|(timer, _)| match timer.len() {
+                8.. => Ok(timer),
+                len => Err(EddyError::Snapshot(format!(
+                    "a state file of {} holds a timer of {len} bytes",
+                    self.what
+                ))),
+            })
+            .collect()
     }
 
-    /// The time of the first timer of `key_group` after `bound`, if any.
-    fn first_after(
+    /// The time of the first timer of `key_group` at `from` or after, if any.
+    fn first_from(
         &self,
         store: &Store,
         key_group: u16,
-        bound: Timestamp,
+        from: Timestamp,
     ) -> Result<Option<Timestamp>> {
-        let Some(after) = bound.checked_add(1) else {
-            return Ok(None);
-        };
-        let from = self.time_key(key_group, Some(after));
-        let until = self.time_key(key_group, None);
-        for entry in store.entries_between(&from, Some(&until))? {
-            let (state_key, value) = entry?;
-            if value.is_some() {
-                return Ok(unsortable(&state_key[key::PREFIX_LEN..]));
-            }
-        }
-        Ok(None)
+        let first = self
+            .range(key_group)
+            .entries_between(store, &sortable(from), None, 1)?;
+        Ok(first.first().and_then(|(timer, _)| unsortable(timer)))
     }
 
-    /// The store key where the timers of `key_group` at `time` start (`None`: the end of
-    /// the key group's timers).
-    fn time_key(&self, key_group: u16, time: Option<Timestamp>) -> Vec<u8> {
-        let mut out = Vec::new();
-        match time {
-            Some(time) => key::encode(key_group, self.table, &sortable(time), &mut out),
-            // The next table's first key: the table is never the last (255).
-            None => key::encode(key_group, self.table + 1, &[], &mut out),
+    /// The timers of `key_group` in the store.
+    fn range(&self, key_group: u16) -> KeyRange<'static> {
+        KeyRange {
+            table: self.table,
+            key_group,
+            prefix: &[],
         }
-        out
     }
 
     /// After a restore into `store`: where its timers are, in the key groups of `scope`.
@@ -188,15 +173,9 @@ impl StoredTimers {
             ..StoredTimers::new(self.table, self.what)
         };
         for key_group in scope.key_groups() {
-            let range = KeyRange {
-                table: self.table,
-                key_group: key_group as u16,
-                prefix: &[],
-            };
-            if let Some((timer, _)) = range.entries_after(store, None, 1)?.first()
-                && let Some(time) = unsortable(timer)
-            {
-                found.earliest.insert(key_group as u16, time);
+            let key_group = key_group as u16;
+            if let Some(time) = self.first_from(store, key_group, Timestamp::MIN)? {
+                found.earliest.insert(key_group, time);
             }
         }
         *self = found;

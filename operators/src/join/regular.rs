@@ -174,10 +174,8 @@ impl StreamingJoin {
         let epoch = self.epochs.current();
         for (side, bound) in bounds.into_iter().enumerate() {
             if let Some(bound) = bound {
-                let mut expired = self.cold.is_some().then(ExpiredKeys::default);
                 // Rows that outlive a TTL leave without a padded row, as in Flink.
-                self.sides[side].expire_through(bound, epoch, None, expired.as_mut());
-                self.settle_expired(side, expired)?;
+                self.expire_rows(side, bound, epoch, None)?;
             }
         }
         Ok(())
@@ -212,13 +210,25 @@ impl StreamingJoin {
         let bound = self.watermark.saturating_sub(interval.reach(input));
         let mut unmatched = Unmatched::default();
         let collect = self.kind.counts_matches(input).then_some(&mut unmatched);
-        let mut expired = self.cold.is_some().then(ExpiredKeys::default);
-        self.sides[input].expire_through(bound, epoch, collect, expired.as_mut());
-        self.settle_expired(input, expired)?;
+        self.expire_rows(input, bound, epoch, collect)?;
         if !unmatched.is_empty() {
             out.push(self.padded_rows(input, &unmatched)?);
         }
         Ok(())
+    }
+
+    /// Drops the rows of side `side` that expire by `bound` (those that joined nothing into
+    /// `unmatched` when given), and settles the keys they leave with the LSM backend.
+    fn expire_rows(
+        &mut self,
+        side: usize,
+        bound: i64,
+        epoch: u32,
+        unmatched: Option<&mut Unmatched>,
+    ) -> Result<()> {
+        let mut expired = self.cold.is_some().then(ExpiredKeys::default);
+        self.sides[side].expire_through(bound, epoch, unmatched, expired.as_mut());
+        self.settle_expired(side, expired)
     }
 
     /// Gives restored rows their event times, so that they expire.

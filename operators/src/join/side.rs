@@ -176,7 +176,7 @@ impl JoinSide {
             earliest = Some(earliest.map_or(time, |e: i64| e.min(time)));
             next = self.entries[next as usize].next;
         }
-        earliest.map(|time| bucket_end(time.div_euclid(EXPIRY_BUCKET)))
+        earliest.map(expires_by)
     }
 
     /// Removes the rows of `slot` of event time `bound` or earlier, leaving the slot for
@@ -197,8 +197,7 @@ impl JoinSide {
             let entry = self.entries[current as usize];
             // By its bucket, not its time: a row leaves at the same watermark whichever
             // index entry (its own, or a stale one of its slot) finds it.
-            let time = self.entry_times[current as usize];
-            if bucket_end(time.div_euclid(EXPIRY_BUCKET)) > bound {
+            if expires_by(self.entry_times[current as usize]) > bound {
                 previous = current;
                 current = entry.next;
                 continue;
@@ -577,6 +576,11 @@ pub(super) struct ExpiredKeys {
 /// span is out of reach.
 fn bucket_end(bucket: i64) -> i64 {
     (bucket + 1).saturating_mul(EXPIRY_BUCKET) - 1
+}
+
+/// The bound at which a row of time `time` expires: the end of its bucket.
+fn expires_by(time: i64) -> i64 {
+    bucket_end(time.div_euclid(EXPIRY_BUCKET))
 }
 
 /// What a snapshot holds beside each row of a join side.

@@ -227,14 +227,11 @@ impl TemporalJoin {
         self.keys.release(slot);
     }
 
-    /// With the LSM backend: reads back the keys of `left`'s rows that are not in memory.
-    fn load_keys_of(&mut self, left: &RecordBatch) -> Result<()> {
-        if self.cold.is_none() {
-            return Ok(());
-        }
-        let (keys, groups) = self.key_rows(0, left)?;
+    /// With the LSM backend: reads back the keys of left rows (`keys`, of `groups`) that
+    /// are not in memory.
+    fn load_keys_of(&mut self, keys: &arrow::row::Rows, groups: &[usize]) -> Result<()> {
         for (key, key_group) in keys.iter().zip(groups) {
-            self.find_or_load(key.data(), key_group as u16)?;
+            self.find_or_load(key.data(), *key_group as u16)?;
         }
         Ok(())
     }
@@ -281,19 +278,26 @@ impl TemporalJoin {
         }
         self.pending = still_pending;
         let ready = concat_batches(&self.spec.schemas[0], &ready)?;
-        self.load_keys_of(&ready)?;
-        if ready.num_rows() > 0
-            && let Some(joined) = self.join_rows(&ready)?
-        {
+        if ready.num_rows() == 0 {
+            return Ok(());
+        }
+        // Key groups come only with a store: its keys are read back first.
+        let (keys, groups) = self.key_rows(0, &ready)?;
+        self.load_keys_of(&keys, &groups)?;
+        if let Some(joined) = self.join_rows(&ready, &keys)? {
             out.push(Chunk::inserts(joined));
         }
         Ok(())
     }
 
-    /// Each of `left` joined with the version of its key valid at its time.
-    fn join_rows(&self, left: &RecordBatch) -> Result<Option<RecordBatch>> {
+    /// Each of `left` (its keys `keys`) joined with the version of its key valid at its
+    /// time.
+    fn join_rows(
+        &self,
+        left: &RecordBatch,
+        keys: &arrow::row::Rows,
+    ) -> Result<Option<RecordBatch>> {
         let times = self.times(0, left)?;
-        let (keys, _) = self.key_rows(0, left)?;
         let (mut matched, mut right_rows) = (Vec::new(), Vec::new());
         let parser = self.right_codec.parser();
         for i in 0..left.num_rows() {

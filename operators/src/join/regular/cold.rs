@@ -140,20 +140,26 @@ impl StreamingJoin {
             return Ok(None);
         };
         cold.chunks += 1;
+        let timed = self.load_times();
         for (key, key_group) in keys.rows() {
             for side in [input, 1 - input] {
                 if self.sides[side].slot_of(key).is_none() {
-                    self.load_key(side, key, key_group)?;
+                    self.load_key(side, key, key_group, timed[side])?;
                 }
             }
         }
         Ok(Some(keys))
     }
 
-    /// Reads `key`'s rows of side `side` back from the store into memory, if it holds them;
-    /// returns their slot.
-    fn load_key(&mut self, side: usize, key: &[u8], key_group: u16) -> Result<Option<u32>> {
-        let timed = self.load_times(side);
+    /// Reads `key`'s rows of side `side` back from the store into memory (their times as
+    /// [`StreamingJoin::load_times`] says), if it holds them; returns their slot.
+    fn load_key(
+        &mut self,
+        side: usize,
+        key: &[u8],
+        key_group: u16,
+        timed: Option<i64>,
+    ) -> Result<Option<u32>> {
         let epoch = self.epochs.current();
         let Some(cold) = &mut self.cold else {
             return Ok(None);
@@ -171,14 +177,16 @@ impl StreamingJoin {
         Ok(slot)
     }
 
-    /// What [`JoinSide::load`](crate::join::side::JoinSide::load) is told of the times of
-    /// stored rows of side `side`: an interval join's carry their event times; with a state
+    /// What [`JoinSide::load`](crate::join::side::JoinSide::load) is told, per side, of
+    /// the times of stored rows: an interval join's carry their event times; with a state
     /// TTL, rows written without one are written now.
-    fn load_times(&self, side: usize) -> Option<i64> {
-        match self.retention.interval() {
-            Some(_) => Some(i64::MIN),
-            None => self.retention.state_ttl()[side].map(|_| (self.clock)()),
+    fn load_times(&self) -> [Option<i64>; 2] {
+        if self.retention.interval().is_some() {
+            return [Some(i64::MIN); 2];
         }
+        let ttl = self.retention.state_ttl();
+        let now = ttl.iter().any(Option::is_some).then(|| (self.clock)());
+        ttl.map(|ttl| ttl.and(now))
     }
 
     /// What a stored row of side `side` carries.
@@ -202,6 +210,7 @@ impl StreamingJoin {
             .timers
             .take_due(&mut cold.store, self.watermark, EXPIRING_BATCH)?;
         let more = due.len() == EXPIRING_BATCH;
+        let timed = self.load_times();
         for (key_group, fires) in due {
             let side = match fires.first() {
                 Some(side @ (0 | 1)) => *side as usize,
@@ -214,7 +223,7 @@ impl StreamingJoin {
             let key = &fires[1..];
             let slot = match self.sides[side].slot_of(key) {
                 Some(slot) => Some(slot),
-                None => self.load_key(side, key, key_group)?,
+                None => self.load_key(side, key, key_group, timed[side])?,
             };
             // Written again (with a new timer) when it leaves memory, even if none of its
             // rows expire now.
@@ -407,7 +416,7 @@ impl StreamingJoin {
     /// Copies the keys of `key_groups` from `from` into this join's store, or into memory
     /// when it has none.
     fn copy_keys(&mut self, from: &Store, key_groups: &std::ops::Range<usize>) -> Result<()> {
-        let timed = [self.load_times(0), self.load_times(1)];
+        let timed = self.load_times();
         for entry in from.entries_of_key_groups(key_groups)? {
             let (state_key, value) = entry?;
             let Some(value) = value else { continue };
