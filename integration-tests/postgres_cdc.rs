@@ -3,8 +3,9 @@
 //! TOASTed values left unchanged by updates, keys changed), mirrored and aggregated into
 //! PostgreSQL exactly once while TaskManagers, the JobManager and PostgreSQL itself are
 //! killed or restarted, during the snapshot and during streaming; the slot's confirmed
-//! position advancing on an idle table; the slot and publication gone after a cancel; and
-//! each defined refusal (replica identity, DDL, TRUNCATE, a dropped publication, arrays).
+//! position advancing on an idle table; the slot and publication kept by a stop with a
+//! savepoint and gone after a cancel; and each defined refusal (replica identity, DDL,
+//! TRUNCATE, a dropped publication, arrays).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -357,6 +358,62 @@ fn a_changing_table_is_mirrored_and_aggregated_exactly_through_kills() {
     assert_confirmed_flush_advances_while_idle(&pg, "eddy_cdc_m");
     assert_confirmed_flush_advances_while_idle(&pg, "eddy_cdc_t");
     cancel_and_assert_released(&cluster, &job_id, &pg, &["eddy_cdc_m", "eddy_cdc_t"]);
+}
+
+/// A stop with a savepoint keeps the slots and publications (only a cancel frees them):
+/// the job resumed from the savepoint reads every change made while it was stopped,
+/// exactly once, into the same sinks.
+#[test]
+fn a_job_stopped_with_a_savepoint_keeps_its_slots_and_resumes_exactly() {
+    let pg = Postgres::start("cdc-stop");
+    let initial = 3_000;
+    prepare(&pg, initial, "FULL");
+    let mut rng = seeded();
+    let cluster = Cluster::start("postgres-cdc-stop", 1, 4);
+    let script = job(&pg, "eddy_stop", "all", "");
+    let job_id = cluster.submit(&script, 2);
+    cluster.wait_for(&job_id, "RUNNING", TWO_MINUTES);
+    let writer = Writer::start(&pg, next(&mut rng), initial, true);
+    std::thread::sleep(Duration::from_millis(2000 + next(&mut rng) % 2000));
+    let stopped = cluster.client(&["stop", "--savepoint", &job_id]);
+    assert!(
+        stopped.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stopped.stderr)
+    );
+    let savepoint = String::from_utf8_lossy(&stopped.stdout).trim().to_string();
+    cluster.wait_for(&job_id, "CANCELLED", TWO_MINUTES);
+    // Longer than a cancel's release takes; the writer goes on meanwhile.
+    std::thread::sleep(Duration::from_secs(4));
+    let slots = ["eddy_stop_m", "eddy_stop_t"];
+    for slot in slots {
+        assert_eq!(slot_row(&pg, slot).len(), 1, "slot {slot} kept at the stop");
+        let publication = pg.query(&format!(
+            "SELECT pubname FROM pg_publication WHERE pubname = '{slot}'"
+        ));
+        assert_eq!(publication.len(), 1, "publication {slot} kept at the stop");
+    }
+    let file = cluster.scratch.write("resume.sql", &script);
+    let submitted = cluster.client(&[
+        "submit",
+        "--from-savepoint",
+        &savepoint,
+        &file.display().to_string(),
+    ]);
+    assert!(
+        submitted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&submitted.stderr)
+    );
+    let resumed = String::from_utf8_lossy(&submitted.stdout)
+        .trim()
+        .to_string();
+    cluster.wait_for(&resumed, "RUNNING", TWO_MINUTES);
+    std::thread::sleep(Duration::from_secs(2));
+    let changes = writer.stop();
+    assert!(changes > 20, "the writer made changes: {changes}");
+    assert_converges(&pg, Duration::from_secs(120));
+    cancel_and_assert_released(&cluster, &resumed, &pg, &slots);
 }
 
 /// A job that makes its publication, on a slot that exists, under `synchronous_commit =

@@ -172,7 +172,8 @@ async fn follow(
     }
 }
 
-/// Stops the job on the first Ctrl-C (see [`run`]); exits on the second.
+/// Stops the job on the first Ctrl-C (see [`run`]); exits on the second, also while the
+/// stop waits for its savepoint.
 async fn stop_on_interrupt(
     mut interrupts: tokio::signal::unix::Signal,
     jobmanager: Arc<JobManager>,
@@ -182,29 +183,57 @@ async fn stop_on_interrupt(
     if interrupts.recv().await.is_none() {
         return;
     }
-    let stopped = if checkpoints {
-        eprintln!("stopping: taking a savepoint, then stopping the job (Ctrl-C again to abort)");
-        match jobmanager.savepoint(&job_id, true).await {
+    let stop = async {
+        let stopped = if checkpoints {
+            stop_with_savepoint(&jobmanager, &job_id).await
+        } else {
+            eprintln!("stopping: sources end now, sinks flush (Ctrl-C again to abort)");
+            jobmanager.drain(&job_id)
+        };
+        if let Err(error @ JobManagerError::WrongState { .. }) = stopped {
+            tracing::info!(%error, "nothing to stop");
+        }
+        std::future::pending::<()>().await
+    };
+    tokio::select! {
+        () = stop => {}
+        Some(()) = interrupts.recv() => std::process::exit(130),
+    }
+}
+
+/// Takes a savepoint and stops the job; a job that is restarting gets its savepoint once
+/// it runs again. Only when no savepoint can be taken is the job cancelled.
+async fn stop_with_savepoint(
+    jobmanager: &Arc<JobManager>,
+    job_id: &str,
+) -> Result<(), JobManagerError> {
+    eprintln!("stopping: taking a savepoint, then stopping the job (Ctrl-C again to abort)");
+    let mut state = jobmanager.watch(job_id)?;
+    loop {
+        match jobmanager.savepoint(job_id, true).await {
             Ok(path) => {
                 eprintln!(
                     "savepoint: {path} (a cluster resumes from it: eddy submit --from-savepoint)"
                 );
-                Ok(())
+                return Ok(());
+            }
+            Err(JobManagerError::WrongState {
+                state: JobState::Created | JobState::Restarting,
+                ..
+            }) => {
+                eprintln!("the job is restarting: the savepoint waits until it runs");
+                let running = state
+                    .wait_for(|state| *state == JobState::Running || state.is_final())
+                    .await;
+                if running.is_err() {
+                    return jobmanager.cancel(job_id);
+                }
             }
             Err(error) => {
                 eprintln!("no savepoint ({error}); cancelling");
-                jobmanager.cancel(&job_id)
+                return jobmanager.cancel(job_id);
             }
         }
-    } else {
-        eprintln!("stopping: sources end now, sinks flush (Ctrl-C again to abort)");
-        jobmanager.drain(&job_id)
-    };
-    if let Err(error @ JobManagerError::WrongState { .. }) = stopped {
-        tracing::info!(%error, "nothing to stop");
-    }
-    if interrupts.recv().await.is_some() {
-        std::process::exit(130);
     }
 }
 

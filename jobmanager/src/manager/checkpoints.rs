@@ -14,9 +14,9 @@ use eddy_common::ids::{ExecutionId, TaskKey};
 use eddy_proto::v1 as pb;
 use tokio::sync::oneshot;
 
-use super::JobManager;
 use super::actions::Action;
 use super::tasks::reported_task;
+use super::{Ending, JobManager};
 use crate::coordinator::{AckOutcome, Acknowledgement};
 use crate::error::JobManagerError;
 use crate::job::{JobRecord, Savepoint, SavepointRequest};
@@ -312,7 +312,7 @@ impl JobManager {
             }
         }
         if request.stop && ok {
-            let _ = self.cancel(&job_id);
+            let _ = self.end_on_request(&job_id, Ending::StoppedWithSavepoint);
         }
         for reply in request.replies {
             let answer = match &result {

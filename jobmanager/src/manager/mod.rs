@@ -345,8 +345,17 @@ impl JobManager {
     }
 
     /// Cancels a job: its tasks are cancelled, and their sinks roll back what no completed
-    /// checkpoint covers.
+    /// checkpoint covers. What its sources keep outside Eddy (a replication slot) is freed.
     pub fn cancel(self: &Arc<Self>, job_id: &str) -> Result<(), JobManagerError> {
+        self.end_on_request(job_id, Ending::Cancelled)
+    }
+
+    /// Ends a job on request; see [`Ending`].
+    pub(super) fn end_on_request(
+        self: &Arc<Self>,
+        job_id: &str,
+        ending: Ending,
+    ) -> Result<(), JobManagerError> {
         let actions = {
             let mut guard = self.lock();
             let State {
@@ -366,12 +375,14 @@ impl JobManager {
             let adoption = job.take_adoption();
             actions.extend(adoptions::abandon_adoption(adoption, &execution, resources));
             job.transition(job_id, Transition::CancelRequested);
-            job.reason = "cancelled on request".into();
+            job.reason = ending.reason().into();
             actions.extend(self.persisted(job_id, job));
-            release_sources(job_id, &job.graph);
+            if ending == Ending::Cancelled {
+                release_sources(job_id, &job.graph);
+            }
             actions
         };
-        tracing::info!(job = %job_id, "job cancelled");
+        tracing::info!(job = %job_id, reason = ending.reason(), "job ended on request");
         self.send(actions);
         self.schedule();
         Ok(())
@@ -444,6 +455,26 @@ impl JobManager {
                 last_expiry = Instant::now();
                 self.expire_silent();
             }
+        }
+    }
+}
+
+/// How a job ended on request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ending {
+    /// Cancelled: it will not resume, so its sources release what they keep outside Eddy.
+    Cancelled,
+    /// Stopped after a savepoint: it resumes from the savepoint, so its sources keep what
+    /// they hold outside Eddy (a replication slot keeps the changes since the savepoint).
+    StoppedWithSavepoint,
+}
+
+impl Ending {
+    /// The job's reason, as its status shows it.
+    fn reason(self) -> &'static str {
+        match self {
+            Ending::Cancelled => "cancelled on request",
+            Ending::StoppedWithSavepoint => "stopped with a savepoint",
         }
     }
 }
