@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::postgres::Postgres;
-use crate::processes::Cluster;
-use crate::recovery::{next, seeded};
+use crate::processes::{Cluster, submit_at};
+use crate::recovery::{next, seeded, stop_with_savepoint};
 
 const TWO_MINUTES: Duration = Duration::from_secs(120);
 
@@ -375,14 +375,7 @@ fn a_job_stopped_with_a_savepoint_keeps_its_slots_and_resumes_exactly() {
     cluster.wait_for(&job_id, "RUNNING", TWO_MINUTES);
     let writer = Writer::start(&pg, next(&mut rng), initial, true);
     std::thread::sleep(Duration::from_millis(2000 + next(&mut rng) % 2000));
-    let stopped = cluster.client(&["stop", "--savepoint", &job_id]);
-    assert!(
-        stopped.status.success(),
-        "{}",
-        String::from_utf8_lossy(&stopped.stderr)
-    );
-    let savepoint = String::from_utf8_lossy(&stopped.stdout).trim().to_string();
-    cluster.wait_for(&job_id, "CANCELLED", TWO_MINUTES);
+    let savepoint = stop_with_savepoint(&cluster, &job_id, 1);
     // Longer than a cancel's release takes; the writer goes on meanwhile.
     std::thread::sleep(Duration::from_secs(4));
     let slots = ["eddy_stop_m", "eddy_stop_t"];
@@ -393,21 +386,13 @@ fn a_job_stopped_with_a_savepoint_keeps_its_slots_and_resumes_exactly() {
         ));
         assert_eq!(publication.len(), 1, "publication {slot} kept at the stop");
     }
-    let file = cluster.scratch.write("resume.sql", &script);
-    let submitted = cluster.client(&[
-        "submit",
-        "--from-savepoint",
-        &savepoint,
-        &file.display().to_string(),
-    ]);
-    assert!(
-        submitted.status.success(),
-        "{}",
-        String::from_utf8_lossy(&submitted.stderr)
-    );
-    let resumed = String::from_utf8_lossy(&submitted.stdout)
-        .trim()
-        .to_string();
+    let resumed = submit_at(
+        &cluster.address,
+        &cluster.scratch,
+        &script,
+        &["--from-savepoint", &savepoint],
+    )
+    .unwrap_or_else(|e| panic!("resuming from {savepoint} failed: {e}"));
     cluster.wait_for(&resumed, "RUNNING", TWO_MINUTES);
     std::thread::sleep(Duration::from_secs(2));
     let changes = writer.stop();

@@ -772,7 +772,7 @@ fn a_stop_with_savepoint_commits_what_it_covers_and_resumes_exactly() {
 
 /// Stops `job_id` with a savepoint after `checkpoints` checkpoints (a savepoint then
 /// extends earlier files, which it copies); returns its path once the job is cancelled.
-fn stop_with_savepoint(cluster: &Cluster, job_id: &str, checkpoints: usize) -> String {
+pub fn stop_with_savepoint(cluster: &Cluster, job_id: &str, checkpoints: usize) -> String {
     wait_for_checkpoints(cluster, job_id, checkpoints);
     let output = cluster.client(&["stop", "--savepoint", job_id]);
     assert!(
