@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The state store alone (`state/`, no operator): random writes with overwrites through the
-# memtable into runs, then random point reads of existing and missing keys. Prints writes/s,
-# runs, bytes on disk, write amplification (bytes of runs written / bytes put) and reads/s.
+# memtable into runs, then random point reads of existing and missing keys, then narrow
+# scans beside a full memtable. Prints writes/s, runs, bytes on disk, write amplification
+# (bytes of runs written / bytes put), reads/s and scans/s.
 # Usage: bench/state-store.sh [WRITES] [KEYS] [MEMTABLE_MIB]   (defaults 10 M, 4 M, 64)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,5 +1,5 @@
 //! Measures a store: random writes (with overwrites) through a memtable into runs, then
-//! random point reads. `bench/state-store.sh` runs it; figures go to `bench/RESULTS.md`.
+//! random point reads, then narrow scans beside a full memtable. `bench/state-store.sh` runs it; figures go to `bench/RESULTS.md`.
 //!
 //! Usage: `store_bench DIR WRITES KEYS [MEMTABLE_MIB]`
 
@@ -78,6 +78,35 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         reads as f64 / read_secs / 1e6,
         found as f64 * 100.0 / reads as f64,
         store.block_cache_bytes() as f64 / 1048576.0
+    );
+    scans(&mut store, &mut random, keys)
+}
+
+/// Narrow scans (the first 16 keys of a key group from a random key on, as a timer scan
+/// reads) beside a memtable holding half a million writes.
+fn scans(
+    store: &mut Store,
+    random: &mut SplitMix,
+    keys: u64,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let value = [0x24u8; 32];
+    for _ in 0..500_000 {
+        store.put(&key(random.next() % keys), &value)?;
+    }
+    let scans = 20_000;
+    let started = Instant::now();
+    let mut read = 0;
+    for _ in 0..scans {
+        let start = key(random.next() % keys);
+        let end = [start[0], start[1] + 1];
+        read += store.entries_between(&start, Some(&end))?.take(16).count();
+    }
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "scans: {scans} of up to 16 keys beside {:.1} MiB of memtable, {:.0} scans/s, {:.1} keys a scan",
+        store.memtable_bytes() as f64 / 1048576.0,
+        scans as f64 / secs,
+        read as f64 / scans as f64
     );
     Ok(())
 }

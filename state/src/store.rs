@@ -5,10 +5,10 @@
 //! a fragment at a time, so neither the pause it causes nor what the next checkpoint
 //! uploads grows with the state.
 
+mod memtable;
 mod merging;
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,6 +19,7 @@ use crate::error::{Result, StateError};
 use crate::merge::{Merged, Source};
 use crate::run::{Entry, Lookup, Run, RunWriter};
 use crate::sorted_run::{SortedRun, group_fragments};
+use memtable::Memtable;
 use merging::Merging;
 
 /// How a store uses memory and merges runs.
@@ -52,18 +53,14 @@ impl Default for StoreOptions {
     }
 }
 
-/// Per-entry bookkeeping a memtable entry costs beside its bytes (table slot, two vectors).
-const ENTRY_OVERHEAD: usize = 64;
-
 /// One subtask's keyed state: a memtable over immutable runs in a directory it owns.
 #[derive(Debug)]
 pub struct Store {
     dir: PathBuf,
     options: StoreOptions,
-    /// Unordered: a single writer reads and writes it by key, and sorts it only to write
-    /// a run or to scan (rare), which makes a write a hash-table insert.
-    memtable: HashMap<Vec<u8>, Option<Vec<u8>>>,
-    memtable_bytes: usize,
+    /// Hash tables by key prefix: a write is a hash-table insert, a scan sorts the
+    /// prefixes it spans.
+    memtable: Memtable,
     /// Newest first.
     runs: Vec<SortedRun>,
     /// The merge under way, if one is.
@@ -109,8 +106,7 @@ impl Store {
         Ok(Store {
             dir,
             options,
-            memtable: HashMap::new(),
-            memtable_bytes: 0,
+            memtable: Memtable::default(),
             runs: Vec::new(),
             merging: None,
             merges_owed: false,
@@ -147,9 +143,7 @@ impl Store {
     pub fn delete(&mut self, key: &[u8]) -> Result<()> {
         if self.runs.is_empty() {
             // No run can hold it: nothing needs hiding.
-            if let Some(old) = self.memtable.remove(key) {
-                self.memtable_bytes -= entry_bytes(key, old.as_deref());
-            }
+            self.memtable.remove(key);
             return Ok(());
         }
         self.write(key, None)
@@ -159,14 +153,8 @@ impl Store {
         if std::mem::take(&mut self.merges_owed) {
             self.compact()?;
         }
-        self.memtable_bytes += entry_bytes(key, value);
-        if let Some(old) = self
-            .memtable
-            .insert(key.to_vec(), value.map(<[u8]>::to_vec))
-        {
-            self.memtable_bytes -= entry_bytes(key, old.as_deref());
-        }
-        if self.memtable_bytes >= self.options.memtable_bytes {
+        self.memtable.insert(key, value);
+        if self.memtable.bytes() >= self.options.memtable_bytes {
             self.flush()?;
         }
         Ok(())
@@ -196,22 +184,15 @@ impl Store {
     }
 
     /// Every key from `start` up to `end` (excluded; `None`: to the last) with its value,
-    /// in key order. Only the memtable's keys in the range are copied, so that a narrow
+    /// in key order. Only the memtable's keys in the range are copied, and only the
+    /// prefixes (key groups and tables) the range spans are looked at, so that a narrow
     /// scan stays cheap beside a full memtable.
     pub fn entries_between<'a>(
         &'a self,
         start: &[u8],
         end: Option<&[u8]>,
     ) -> Result<impl Iterator<Item = Result<Entry>> + use<'a>> {
-        let in_range = |key: &[u8]| key >= start && end.is_none_or(|end| key < end);
-        let mut memtable: Vec<Entry> = self
-            .memtable
-            .iter()
-            .filter(|(k, _)| in_range(k))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        memtable.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let memtable = memtable.into_iter().map(Ok);
+        let memtable = self.memtable.range(start, end).into_iter().map(Ok);
         let mut sources: Vec<Source<'a>> = vec![Box::new(memtable)];
         for run in &self.runs {
             sources.push(Box::new(run.entries_from(start)));
@@ -251,17 +232,14 @@ impl Store {
             return Ok(false);
         }
         let mut writer = RunWriter::create(self.new_run_path())?;
-        let mut entries: Vec<_> = self.memtable.iter().collect();
-        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        for (key, value) in entries {
-            writer.add(key, value.as_deref())?;
+        for (key, value) in self.memtable.sorted() {
+            writer.add(key, value)?;
         }
         let meta = writer.finish()?;
         self.stats.flushed_bytes += meta.bytes;
         self.runs
             .insert(0, SortedRun::single(Arc::new(Run::open(meta.path)?)));
         self.memtable.clear();
-        self.memtable_bytes = 0;
         Ok(true)
     }
 
@@ -302,7 +280,7 @@ impl Store {
 
     /// Bytes the memtable holds (its budget bounds them).
     pub fn memtable_bytes(&self) -> usize {
-        self.memtable_bytes
+        self.memtable.bytes()
     }
 
     /// Bytes of data blocks its block cache holds.
@@ -461,10 +439,6 @@ fn unique_prefix() -> String {
     seed.extend_from_slice(&std::process::id().to_le_bytes());
     seed.extend_from_slice(&STORES.fetch_add(1, Ordering::Relaxed).to_le_bytes());
     format!("{:016x}", twox_hash::XxHash3_64::oneshot(&seed))
-}
-
-fn entry_bytes(key: &[u8], value: Option<&[u8]>) -> usize {
-    key.len() + value.map_or(0, <[u8]>::len) + ENTRY_OVERHEAD
 }
 
 #[cfg(test)]
