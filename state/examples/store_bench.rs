@@ -1,5 +1,6 @@
 //! Measures a store: random writes (with overwrites) through a memtable into runs, then
-//! random point reads, then narrow scans beside a full memtable. `bench/state-store.sh` runs it; figures go to `bench/RESULTS.md`.
+//! random point reads, then narrow scans beside a full memtable. `bench/state-store.sh`
+//! runs it; figures go to `bench/RESULTS.md`.
 //!
 //! Usage: `store_bench DIR WRITES KEYS [MEMTABLE_MIB]`
 

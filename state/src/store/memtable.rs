@@ -16,6 +16,9 @@ const PARTITION_OVERHEAD: usize = 256;
 /// Bytes of a key that name its partition: [`crate::key::PREFIX_LEN`].
 const PARTITION_BYTES: usize = crate::key::PREFIX_LEN;
 
+// A partition is a `u32`: its prefix bytes, then their count.
+const _: () = assert!(PARTITION_BYTES < 4);
+
 /// Writes by key, a deletion as `None`.
 type Writes = HashMap<Vec<u8>, Option<Vec<u8>>>;
 
