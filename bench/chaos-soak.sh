@@ -18,9 +18,11 @@
 # them the mirror must equal the table and the totals the same query on it, and a cancel
 # must leave no slot or publication.
 # A third job part joins every bid with its auction (a regular join: all bids kept) and totals
-# them per category into PostgreSQL. EDDY_SOAK_STATE_BACKEND=rocksdb runs the soaked job (not
-# the failure-free one) on the LSM state backend with EDDY_SOAK_STATE_MEMORY (default 2mb) a
-# subtask, so most of its GROUP BY and join state lives on disk and in shared runs.
+# them per category into PostgreSQL; a fourth totals a LEFT interval join (auctions with the
+# bids of their first 5 s) per category and an event-time temporal join (bids with their
+# bidder as of the bid) per state, into PostgreSQL. EDDY_SOAK_STATE_BACKEND=rocksdb runs the
+# soaked job (not the failure-free one) on the LSM state backend with EDDY_SOAK_STATE_MEMORY
+# (default 2mb) a subtask, so most of its keyed state lives on disk and in shared runs.
 # EDDY_SOAK_HA=1 runs two JobManagers electing a leader: a JobManager failure is then the
 # leader SIGKILLed (a new standby takes its ports) or paused past its lease and woken.
 # The job runs with every option at its default but for a shorter restart backoff (100 ms

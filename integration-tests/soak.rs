@@ -21,8 +21,10 @@
 //! lease and woken (it must stop, fenced, and is replaced too).
 //!
 //! With `EDDY_SOAK_STATE_BACKEND=rocksdb` the soaked job (not the failure-free one) keeps
-//! its GROUP BY and join state in LSM stores, with `EDDY_SOAK_STATE_MEMORY` (default
-//! `2mb`) a subtask: most of it on disk, checkpointed as shared runs.
+//! its keyed state (aggregates, Top-N, deduplication, windows, regular, interval and
+//! temporal joins) in LSM stores, with `EDDY_SOAK_STATE_MEMORY` (default `2mb`) a subtask:
+//! most of it on disk, checkpointed as shared runs, the expiring joins' rows read back by
+//! stored timers.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -55,9 +57,10 @@ fn setting(name: &str, default: u64) -> u64 {
 }
 
 /// The soak's job: the chaos test's job with 1-second checkpoints and a 100 ms restart
-/// backoff, the windows of the issue that found the hole of a replaced JobManager, and a
+/// backoff, the windows of the issue that found the hole of a replaced JobManager, a
 /// regular join of every bid with its auction, totalled per category into PostgreSQL
-/// (its state grows with the events: the one the LSM backend spills). `settings` go first.
+/// (its state grows with the events: the one the LSM backend spills), and an interval and
+/// a temporal join, whose state the watermark drops. `settings` go first.
 fn soak_job(
     name: &str,
     events: u64,
@@ -72,41 +75,96 @@ fn soak_job(
          SET 'restart-strategy.exponential-delay.initial-backoff' = '100ms';
          SET 'restart-strategy.exponential-delay.max-backoff' = '1s';
          {}
+         {}
          {}",
         job(name, events, rate, "exactly-once", systems),
         windows_into_files("time_", windows, events, rate),
-        join_per_category(name, events, rate, systems)
+        join_per_category(name, events, rate, systems),
+        event_time_joins(name, events, rate, systems)
+    )
+}
+
+/// The options of a Nexmark table of the soak's events.
+fn nexmark(table: &str, events: u64, rate: u64) -> String {
+    format!(
+        "'connector' = 'nexmark', 'nexmark.table' = '{table}', 'events.num' = '{events}', \
+         'events.rate' = '{rate}'"
+    )
+}
+
+/// The options of a PostgreSQL sink into `table`, exactly once.
+fn postgres_sink(systems: &Systems, table: &str) -> String {
+    format!(
+        "'connector' = 'postgres', 'url' = '{}', 'table' = '{table}', \
+         'sink.delivery-guarantee' = 'exactly-once'",
+        systems.pg.url()
     )
 }
 
 /// Every bid joined with its auction (a regular join: both sides kept), counted and
 /// summed per category into `{name}_per_category`, exactly once.
 fn join_per_category(name: &str, events: u64, rate: u64, systems: &Systems) -> String {
-    let nexmark = |table: &str| {
-        format!(
-            "'connector' = 'nexmark', 'nexmark.table' = '{table}', 'events.num' = '{events}', \
-             'events.rate' = '{rate}'"
-        )
-    };
+    let nexmark = |table: &str| nexmark(table, events, rate);
     format!(
         "CREATE TABLE join_bid (auction BIGINT, price BIGINT) WITH ({});
          CREATE TABLE join_auction (id BIGINT, category BIGINT) WITH ({});
          CREATE TABLE per_category (category BIGINT, bids BIGINT, total BIGINT,
-           PRIMARY KEY (category) NOT ENFORCED) WITH ('connector' = 'postgres', 'url' = '{}',
-           'table' = '{name}_per_category', 'sink.delivery-guarantee' = 'exactly-once');
+           PRIMARY KEY (category) NOT ENFORCED) WITH ({});
          INSERT INTO per_category SELECT A.category, COUNT(*), SUM(B.price)
            FROM join_bid AS B JOIN join_auction AS A ON B.auction = A.id GROUP BY A.category;",
         nexmark("bid"),
         nexmark("auction"),
-        systems.pg.url()
+        postgres_sink(systems, &format!("{name}_per_category"))
     )
 }
+
+/// The joins whose state the watermark drops, each totalled into PostgreSQL exactly once:
+/// every auction with the bids of its first 5 seconds (a LEFT interval join: an auction
+/// with none comes out padded when it expires) per category into
+/// `{name}_interval_per_category`, and every bid with its bidder as of the bid's time (an
+/// event-time temporal join on the persons as a versioned table) per state into
+/// `{name}_temporal_per_state`.
+fn event_time_joins(name: &str, events: u64, rate: u64, systems: &Systems) -> String {
+    let nexmark = |table: &str| nexmark(table, events, rate);
+    let time = "dateTime TIMESTAMP(3), WATERMARK FOR dateTime AS dateTime - INTERVAL '1' SECOND";
+    format!(
+        "CREATE TABLE ej_bid (auction BIGINT, bidder BIGINT, price BIGINT, {time}) WITH ({});
+         CREATE TABLE ej_auction (id BIGINT, category BIGINT, {time}) WITH ({});
+         CREATE TABLE ej_person (id BIGINT, state VARCHAR, {time},
+           PRIMARY KEY (id) NOT ENFORCED) WITH ({});
+         CREATE TABLE interval_per_category (category BIGINT, auctions BIGINT, bids BIGINT,
+           total BIGINT, PRIMARY KEY (category) NOT ENFORCED) WITH ({});
+         CREATE TABLE temporal_per_state (state VARCHAR, bids BIGINT, total BIGINT,
+           PRIMARY KEY (state) NOT ENFORCED) WITH ({});
+         INSERT INTO interval_per_category
+           SELECT A.category, COUNT(DISTINCT A.id), COUNT(B.price), SUM(B.price)
+           FROM ej_auction AS A LEFT JOIN ej_bid AS B ON A.id = B.auction
+             AND B.dateTime BETWEEN A.dateTime AND A.dateTime + INTERVAL '5' SECOND
+           GROUP BY A.category;
+         INSERT INTO temporal_per_state SELECT P.state, COUNT(*), SUM(B.price)
+           FROM ej_bid AS B JOIN ej_person FOR SYSTEM_TIME AS OF B.dateTime AS P
+             ON B.bidder = P.id
+           GROUP BY P.state;",
+        nexmark("bid"),
+        nexmark("auction"),
+        nexmark("person"),
+        postgres_sink(systems, &format!("{name}_interval_per_category")),
+        postgres_sink(systems, &format!("{name}_temporal_per_state")),
+    )
+}
+
+/// The PostgreSQL tables the soak's own job parts write, beside the chaos test's.
+const SOAK_TABLES: [&str; 3] = ["per_category", "interval_per_category", "temporal_per_state"];
 
 /// Creates the tables of [`soak_job`] beyond the chaos test's.
 fn create_soak_tables(systems: &Systems, name: &str) {
     create_tables(systems, name);
     systems.pg.execute(&format!(
         "CREATE TABLE {name}_per_category (category BIGINT PRIMARY KEY, bids BIGINT, \
+         total BIGINT);
+         CREATE TABLE {name}_interval_per_category (category BIGINT PRIMARY KEY, \
+         auctions BIGINT, bids BIGINT, total BIGINT);
+         CREATE TABLE {name}_temporal_per_state (state TEXT PRIMARY KEY, bids BIGINT, \
          total BIGINT);"
     ));
 }
@@ -528,9 +586,12 @@ fn output(systems: &Systems, name: &str, windows: &Scratch) -> Output {
         .filter(|n| n.starts_with('.'))
         .collect();
     let mut seen = seen(systems, name);
-    let per_category = format!("SELECT * FROM {name}_per_category ORDER BY 1");
-    seen.tables
-        .insert("per_category", systems.pg.query(&per_category));
+    for table in SOAK_TABLES {
+        let rows = systems
+            .pg
+            .query(&format!("SELECT * FROM {name}_{table} ORDER BY 1"));
+        seen.tables.insert(table, rows);
+    }
     Output {
         seen,
         windows: lines,
