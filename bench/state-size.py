@@ -32,20 +32,34 @@ GB = 1e9
 
 
 class Cluster(recovery.Cluster):
-    """The benchmark's cluster, the JobManager logging JSON into `jobmanager.log`: its
-    "checkpoint complete" lines give each checkpoint's bytes written and held (shared runs
-    included, which the status API of builds before bec2675 left out)."""
+    """The benchmark's cluster, every process logging JSON into a file of the work
+    directory. The JobManager's "checkpoint complete" lines give each checkpoint's bytes
+    written and held (shared runs included, which the status API of builds before bec2675
+    left out); the TaskManagers' "state restored" lines how long a restore fetched files
+    and read them."""
 
     def spawn(self, args):
-        if args[0] != "jobmanager":
-            return super().spawn(args)
-        self.log = os.path.join(self.workdir, "jobmanager.log")
-        self.log_read = 0
+        log = os.path.join(self.workdir, f"{args[0]}-{len(self.procs)}.log")
+        if args[0] == "jobmanager":
+            self.log, self.log_read = log, 0
         env = dict(os.environ, EDDY_LOG="info", EDDY_LOG_FORMAT="json")
         proc = subprocess.Popen([recovery.EDDY] + args, stdout=subprocess.DEVNULL,
-                                stderr=open(self.log, "w"), env=env)
+                                stderr=open(log, "w"), env=env)
         self.procs.append(proc)
         return proc
+
+    def restores(self):
+        """Each task's restore the TaskManagers logged: files, bytes, and milliseconds
+        fetching them and restoring the operators from them."""
+        found = []
+        for name in sorted(os.listdir(self.workdir)):
+            if not (name.startswith("taskmanager-") and name.endswith(".log")):
+                continue
+            with open(os.path.join(self.workdir, name), errors="replace") as log:
+                for line in log:
+                    if '"state restored"' in line:
+                        found.append(json.loads(line).get("fields", {}))
+        return found
 
     def new_checkpoints(self):
         """The checkpoints completed since the last call: id, duration, bytes written and
@@ -152,6 +166,15 @@ def report(checkpoints, recovery):
               f"{1000 * recovery['noticed']:.0f} ms, running again after "
               f"{1000 * recovery['restarted']:.0f} ms, first output after "
               f"{1000 * recovery['written']:.0f} ms.")
+        restores = [r for r in recovery["restores"] if r.get("bytes")]
+        if restores:
+            print("\nThe restores of the tasks with state (fetching the files a checkpoint "
+                  "refers to, then restoring the operators from them):\n")
+            print("| task files | bytes | fetch | restore |")
+            print("|---|---|---|---|")
+            for r in restores:
+                print(f"| {r['files']} | {r['bytes'] / 1e6:.0f} MB | {r['fetch_ms']} ms "
+                      f"| {r['restore_ms']} ms |")
 
 
 def main():
@@ -160,6 +183,9 @@ def main():
         try:
             job_id = cluster.submit(job(RATE), PARALLELISM)
             checkpoints, recovery = follow(cluster, job_id)
+            if recovery:
+                # Read at the end: a task may still be restoring at the first output.
+                recovery["restores"] = cluster.restores()
         finally:
             cluster.close()
     with open(OUT, "w", newline="") as f:

@@ -194,6 +194,39 @@ fn the_lsm_backend_survives_taskmanager_kills() {
     );
 }
 
+/// The same with the checkpoints on S3: the runs are stored as objects, and each restore
+/// reads them back in ranges, checking their sizes and CRC-32s.
+#[test]
+fn the_lsm_backend_restores_its_runs_from_s3() {
+    let s3 = S3Server::start("eddy");
+    let env = s3.env();
+    let cluster = Cluster::start_with(
+        "lsm-kills-s3",
+        2,
+        2,
+        &["--checkpoint-dir", "s3://eddy/checkpoints"],
+        &env,
+    );
+    let script = format!(
+        "{LSM_BACKEND}{}",
+        job(200_000, 25_000, "EXACTLY_ONCE", "200ms")
+    );
+    let (cluster, status) = kill_while_running(cluster, &script);
+    let expected = failure_free(&cluster.scratch, 200_000);
+    let restarts = assert_exact_after_restarts(&status, &expected, &cluster.printed());
+    let runs: Vec<String> = s3
+        .keys("eddy", "checkpoints/")
+        .into_iter()
+        .filter(|key| key.contains("/shared/") && key.ends_with(".run"))
+        .collect();
+    assert!(!runs.is_empty(), "checkpoints refer to runs on S3");
+    eprintln!(
+        "lsm backend on S3: {restarts} restarts, restored from checkpoint {}, {} runs stored",
+        status["restored_from"],
+        runs.len()
+    );
+}
+
 /// The LSM runs stored with checkpoint `id` of `job_id` (in its own `shared/`): the files
 /// that only it and later checkpoints refer to.
 fn runs_stored_with(cluster: &Cluster, job_id: &str, id: u64) -> Vec<std::path::PathBuf> {

@@ -89,6 +89,16 @@ impl S3Server {
         serde_json::from_slice(&printed).unwrap()
     }
 
+    /// The keys of every object of `bucket` under `prefix`, sorted (bodies not read: they
+    /// may be binary).
+    pub fn keys(&self, bucket: &str, prefix: &str) -> Vec<String> {
+        let printed = self.boto3(&format!(
+            "print(json.dumps(sorted(o['Key'] for p in s3.get_paginator('list_objects_v2')\
+             .paginate(Bucket='{bucket}', Prefix='{prefix}') for o in p.get('Contents', []))))"
+        ));
+        serde_json::from_slice(&printed).unwrap()
+    }
+
     fn request(&self, text: &str) -> String {
         let address = self.endpoint.trim_start_matches("http://");
         let mut stream = TcpStream::connect(address).unwrap();

@@ -154,7 +154,11 @@ fn event_time_joins(name: &str, events: u64, rate: u64, systems: &Systems) -> St
 }
 
 /// The PostgreSQL tables the soak's own job parts write, beside the chaos test's.
-const SOAK_TABLES: [&str; 3] = ["per_category", "interval_per_category", "temporal_per_state"];
+const SOAK_TABLES: [&str; 3] = [
+    "per_category",
+    "interval_per_category",
+    "temporal_per_state",
+];
 
 /// Creates the tables of [`soak_job`] beyond the chaos test's.
 fn create_soak_tables(systems: &Systems, name: &str) {

@@ -170,8 +170,18 @@ async fn run_subtask(mut deployment: TaskDeployment, mut stop: StopSignal) -> Re
         &state_dir,
     )?;
     if let Some(restore) = &deployment.restore {
+        let started = std::time::Instant::now();
         restore.fetch_shared(&state_dir.restored()).await?;
+        let fetched = started.elapsed();
         chain.restore(&restore.operators, &scope)?;
+        tracing::info!(
+            checkpoint = restore.checkpoint,
+            files = restore.shared.len(),
+            bytes = restore.shared.iter().map(|f| f.size).sum::<u64>(),
+            fetch_ms = fetched.as_millis() as u64,
+            restore_ms = (started.elapsed() - fetched).as_millis() as u64,
+            "state restored"
+        );
         if let Some(checkpointing) = &mut deployment.checkpointing
             && !restore.chain.is_empty()
         {
