@@ -177,14 +177,7 @@ fn stored_runs(scratch: &Scratch) -> Vec<String> {
 /// key's count and sum exact, restored from runs stored once with the checkpoints.
 #[test]
 fn the_lsm_backend_survives_taskmanager_kills() {
-    let cluster = Cluster::start("lsm-kills", 2, 2);
-    let script = format!(
-        "{LSM_BACKEND}{}",
-        job(200_000, 25_000, "EXACTLY_ONCE", "200ms")
-    );
-    let (cluster, status) = kill_while_running(cluster, &script);
-    let expected = failure_free(&cluster.scratch, 200_000);
-    let restarts = assert_exact_after_restarts(&status, &expected, &cluster.printed());
+    let (cluster, status, restarts) = lsm_job_with_kills(Cluster::start("lsm-kills", 2, 2));
     let runs = stored_runs(&cluster.scratch);
     assert!(!runs.is_empty(), "checkpoints refer to stored runs");
     eprintln!(
@@ -192,6 +185,19 @@ fn the_lsm_backend_survives_taskmanager_kills() {
         status["restored_from"],
         runs.len()
     );
+}
+
+/// The GROUP BY on the LSM backend on `cluster`, whose TaskManagers are killed: asserts
+/// every key's count and sum exact; returns the cluster, the job's status and its restarts.
+fn lsm_job_with_kills(cluster: Cluster) -> (Cluster, serde_json::Value, u64) {
+    let script = format!(
+        "{LSM_BACKEND}{}",
+        job(200_000, 25_000, "EXACTLY_ONCE", "200ms")
+    );
+    let (cluster, status) = kill_while_running(cluster, &script);
+    let expected = failure_free(&cluster.scratch, 200_000);
+    let restarts = assert_exact_after_restarts(&status, &expected, &cluster.printed());
+    (cluster, status, restarts)
 }
 
 /// The same with the checkpoints on S3: the runs are stored as objects, and each restore
@@ -207,13 +213,7 @@ fn the_lsm_backend_restores_its_runs_from_s3() {
         &["--checkpoint-dir", "s3://eddy/checkpoints"],
         &env,
     );
-    let script = format!(
-        "{LSM_BACKEND}{}",
-        job(200_000, 25_000, "EXACTLY_ONCE", "200ms")
-    );
-    let (cluster, status) = kill_while_running(cluster, &script);
-    let expected = failure_free(&cluster.scratch, 200_000);
-    let restarts = assert_exact_after_restarts(&status, &expected, &cluster.printed());
+    let (_cluster, status, restarts) = lsm_job_with_kills(cluster);
     let runs: Vec<String> = s3
         .keys("eddy", "checkpoints/")
         .into_iter()
