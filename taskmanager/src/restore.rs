@@ -8,6 +8,11 @@ use bytes::Bytes;
 use eddy_common::checkpoint::{CheckpointDir, CheckpointMetadata, StateFile, TaskSnapshot};
 use eddy_common::state::StateKind;
 use eddy_common::{EddyError, Result};
+use futures::StreamExt;
+
+/// The files a restore fetches at once: each holds up to two 8 MiB parts in memory, and a
+/// few keep the disk (or the connection to the object store) busy.
+const FILES_FETCHED_AT_ONCE: usize = 4;
 
 /// The state a task restores: its vertex's snapshots from every subtask of the previous
 /// run (several when the parallelism changed).
@@ -46,11 +51,21 @@ impl TaskRestore {
             return Ok(());
         }
         std::fs::create_dir_all(dir)?;
-        let fetches = self.shared.iter().map(|file| {
-            let to = dir.join(crate::snapshot_chain::shared_name(file));
-            async move { directory.download_shared(file, &to).await }
-        });
-        futures::future::try_join_all(fetches).await?;
+        // Each fetch owns what it reads, so that the stream of them is `Send` for any
+        // lifetime the spawned task asks of it.
+        let fetches: Vec<_> = self
+            .shared
+            .iter()
+            .map(|file| {
+                let to = dir.join(crate::snapshot_chain::shared_name(file));
+                let (directory, file) = (directory.clone(), file.clone());
+                async move { directory.download_shared(&file, &to).await }
+            })
+            .collect();
+        let mut fetches = futures::stream::iter(fetches).buffer_unordered(FILES_FETCHED_AT_ONCE);
+        while let Some(fetched) = fetches.next().await {
+            fetched?;
+        }
         Ok(())
     }
 }
