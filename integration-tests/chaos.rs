@@ -57,13 +57,10 @@ impl Systems {
 /// PostgreSQL, into files on S3 and into a Kafka topic, all named after `name`. (One event
 /// per millisecond: no bidder bids twice at one time, so the last bid is one bid.)
 pub fn job(name: &str, events: u64, rate: u64, guarantee: &str, systems: &Systems) -> String {
-    let pg = &systems.pg;
-    let url = pg.url();
     let with_pg = |table: &str| {
-        format!(
-            "'connector' = 'postgres', 'url' = '{url}', 'table' = '{name}_{table}', \
-             'sink.delivery-guarantee' = '{guarantee}'"
-        )
+        systems
+            .pg
+            .sink_options(&format!("{name}_{table}"), guarantee)
     };
     format!(
         "SET 'execution.checkpointing.interval' = '300ms';

@@ -172,6 +172,16 @@ impl Postgres {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
 
+    /// The options of a sink into `table` of this server with delivery guarantee
+    /// `guarantee`, for a table's `WITH (...)`.
+    pub fn sink_options(&self, table: &str, guarantee: &str) -> String {
+        format!(
+            "'connector' = 'postgres', 'url' = '{}', 'table' = '{table}', \
+             'sink.delivery-guarantee' = '{guarantee}'",
+            self.url()
+        )
+    }
+
     /// Runs SQL; returns the rows of its last result, fields split on commas.
     pub fn query(&self, sql: &str) -> Vec<Vec<String>> {
         query_at(self.port, sql)

@@ -904,13 +904,7 @@ fn a_top_n_and_a_deduplication_resume_from_a_savepoint_at_another_parallelism() 
         ));
     }
     let script = |name: &str, rate: &str| {
-        let with = |table: &str| {
-            format!(
-                "'connector' = 'postgres', 'url' = '{}', 'table' = '{name}_{table}',
-                 'sink.delivery-guarantee' = 'exactly-once'",
-                pg.url()
-            )
-        };
+        let with = |table: &str| pg.sink_options(&format!("{name}_{table}"), "exactly-once");
         format!(
             "SET 'execution.checkpointing.interval' = '500ms';
              CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT, dateTime TIMESTAMP(3),

@@ -92,15 +92,6 @@ fn nexmark(table: &str, events: u64, rate: u64) -> String {
     )
 }
 
-/// The options of a PostgreSQL sink into `table`, exactly once.
-fn postgres_sink(systems: &Systems, table: &str) -> String {
-    format!(
-        "'connector' = 'postgres', 'url' = '{}', 'table' = '{table}', \
-         'sink.delivery-guarantee' = 'exactly-once'",
-        systems.pg.url()
-    )
-}
-
 /// Every bid joined with its auction (a regular join: both sides kept), counted and
 /// summed per category into `{name}_per_category`, exactly once.
 fn join_per_category(name: &str, events: u64, rate: u64, systems: &Systems) -> String {
@@ -114,7 +105,9 @@ fn join_per_category(name: &str, events: u64, rate: u64, systems: &Systems) -> S
            FROM join_bid AS B JOIN join_auction AS A ON B.auction = A.id GROUP BY A.category;",
         nexmark("bid"),
         nexmark("auction"),
-        postgres_sink(systems, &format!("{name}_per_category"))
+        systems
+            .pg
+            .sink_options(&format!("{name}_per_category"), "exactly-once")
     )
 }
 
@@ -148,8 +141,12 @@ fn event_time_joins(name: &str, events: u64, rate: u64, systems: &Systems) -> St
         nexmark("bid"),
         nexmark("auction"),
         nexmark("person"),
-        postgres_sink(systems, &format!("{name}_interval_per_category")),
-        postgres_sink(systems, &format!("{name}_temporal_per_state")),
+        systems
+            .pg
+            .sink_options(&format!("{name}_interval_per_category"), "exactly-once"),
+        systems
+            .pg
+            .sink_options(&format!("{name}_temporal_per_state"), "exactly-once"),
     )
 }
 
