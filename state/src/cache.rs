@@ -2,7 +2,7 @@
 //! found without a read, a checksum and a copy. Evicts by CLOCK (second chance): a block read
 //! since the hand last passed it is kept one more round.
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::sync::Arc;
 
 /// A block's identity: its run (process-unique id) and its index in the run.
