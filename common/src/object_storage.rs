@@ -19,6 +19,9 @@ pub struct StorageLocation {
     pub path: Path,
     /// The location as the user wrote it, for messages.
     pub display: String,
+    /// The directory the store's paths start from, when the store is the local
+    /// filesystem (`/` for locations [`resolve`] makes).
+    pub filesystem_root: Option<std::path::PathBuf>,
 }
 
 impl StorageLocation {
@@ -31,6 +34,88 @@ impl StorageLocation {
             }
             None => format!("/{path}"),
         }
+    }
+
+    /// Deletes what uploads left unfinished under `directory` (and its subdirectories
+    /// when `recursive`), where the unfinished file's name passes `abandoned`; returns
+    /// the names deleted.
+    ///
+    /// The local filesystem store writes a file as a staging file `{name}#{n}` and renames
+    /// it when the upload completes, so a process killed mid-upload leaves the staging
+    /// file, which the store neither lists nor deletes. `abandoned` is asked about
+    /// `{name}`, and must say yes only of files no live writer still uploads. On S3 there
+    /// is nothing to delete: an unfinished upload is never an object (the bucket's
+    /// lifecycle rule for incomplete multipart uploads reclaims its parts).
+    pub async fn delete_unfinished_uploads(
+        &self,
+        directory: &Path,
+        recursive: bool,
+        abandoned: impl Fn(&str) -> bool,
+    ) -> Result<Vec<String>> {
+        let Some(root) = &self.filesystem_root else {
+            return Ok(Vec::new());
+        };
+        let start = directory
+            .parts()
+            .fold(root.clone(), |dir, part| dir.join(part.as_ref()));
+        let staged = tokio::task::spawn_blocking(move || staging_files(&start, recursive))
+            .await
+            .map_err(|e| EddyError::Internal(format!("listing unfinished uploads: {e}")))??;
+        let mut deleted = Vec::new();
+        for (file, name) in staged {
+            if !abandoned(&name) {
+                continue;
+            }
+            match tokio::fs::remove_file(&file).await {
+                Ok(()) => deleted.push(file.display().to_string()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(filesystem_error("deleting", &file, e)),
+            }
+        }
+        Ok(deleted)
+    }
+}
+
+/// The staging files (`{name}#{digits}`) in `directory` (and below it when `recursive`),
+/// each with the `{name}` it stages; none when the directory does not exist.
+fn staging_files(
+    directory: &std::path::Path,
+    recursive: bool,
+) -> Result<Vec<(std::path::PathBuf, String)>> {
+    let entries = match std::fs::read_dir(directory) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(filesystem_error("listing", directory, e)),
+    };
+    let mut staged = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| filesystem_error("listing", directory, e))?;
+        let path = entry.path();
+        let file_type = entry
+            .file_type()
+            .map_err(|e| filesystem_error("reading", &path, e))?;
+        if file_type.is_dir() {
+            if recursive {
+                staged.extend(staging_files(&path, true)?);
+            }
+            continue;
+        }
+        let file_name = entry.file_name();
+        let Some((name, suffix)) = file_name.to_str().and_then(|n| n.rsplit_once('#')) else {
+            continue;
+        };
+        if !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()) {
+            staged.push((path.clone(), name.to_string()));
+        }
+    }
+    Ok(staged)
+}
+
+/// A local filesystem request that failed, naming the path.
+fn filesystem_error(doing: &str, path: &std::path::Path, error: std::io::Error) -> EddyError {
+    EddyError::External {
+        system: "local filesystem",
+        message: format!("{doing} '{}': {error}", path.display()),
     }
 }
 
@@ -79,6 +164,7 @@ pub fn resolve(location: &str, s3_options: &[(&str, &str)]) -> Result<StorageLoc
             store: Arc::new(store),
             path: Path::from(prefix.trim_end_matches('/')),
             display: location.to_string(),
+            filesystem_root: None,
         });
     }
     if location.contains("://") && !location.starts_with("file://") {
@@ -94,5 +180,6 @@ pub fn resolve(location: &str, s3_options: &[(&str, &str)]) -> Result<StorageLoc
         store: Arc::new(LocalFileSystem::new()),
         path,
         display: location.to_string(),
+        filesystem_root: Some(std::path::PathBuf::from("/")),
     })
 }

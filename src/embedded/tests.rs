@@ -105,6 +105,7 @@ async fn a_job_cancelled_while_its_running_record_is_written_stays_cancelled() {
         store: Arc::new(store),
         path: Path::from("jobs"),
         display: dir.display().to_string(),
+        filesystem_root: Some(dir.clone()),
     };
     let jobs = JobStore::new(location);
     let jobmanager = JobManager::new(JobManagerConfig::default(), Some(jobs.clone()));

@@ -87,8 +87,7 @@ pub fn create(config: &FileSinkConfig, context: &SinkContext) -> Result<Box<dyn 
         return Ok(Box::new(VisibleParts(parts)));
     }
     let committer = FileCommitter {
-        store: config.location.store.clone(),
-        directory: config.location.path.clone(),
+        location: config.location.clone(),
         hidden_prefix: format!(".{}", parts.job_prefix),
         partitioned: config.partitions.is_some(),
         subtask: context.subtask,
@@ -433,8 +432,8 @@ async fn delete_if_present(store: &dyn ObjectStore, path: &Path) -> Result<()> {
 
 /// Publishes and discards the part files of one sink subtask.
 struct FileCommitter {
-    store: Arc<dyn ObjectStore>,
-    directory: Path,
+    /// The table's directory.
+    location: StorageLocation,
     /// `.part-{job}-`: hidden files of this job's sink.
     hidden_prefix: String,
     /// Part files are in partition directories below `directory`.
@@ -471,11 +470,11 @@ impl TransactionCommitter for FileCommitter {
         async move {
             let transaction = FileTransaction::decode(handle)?;
             for (hidden, target) in transaction.renames {
-                match self.store.rename(&hidden, &target).await {
+                match self.location.store.rename(&hidden, &target).await {
                     Ok(()) => {}
                     Err(object_store::Error::NotFound { .. }) => {
                         // Renamed by an earlier commit of the same transaction?
-                        if self.store.head(&target).await.is_err() {
+                        if self.location.store.head(&target).await.is_err() {
                             return Err(EddyError::External {
                                 system: "object storage",
                                 message: format!(
@@ -488,7 +487,7 @@ impl TransactionCommitter for FileCommitter {
                     Err(e) => return Err(e.into()),
                 }
             }
-            write_success_files(&*self.store, &transaction.success).await
+            write_success_files(&*self.location.store, &transaction.success).await
         }
         .boxed()
     }
@@ -500,9 +499,10 @@ impl TransactionCommitter for FileCommitter {
                 let renames = FileTransaction::decode(handle)?.renames;
                 kept.extend(renames.into_iter().map(|(hidden, _)| hidden));
             }
+            let (store, directory) = (&self.location.store, &self.location.path);
             let listing = match self.partitioned {
-                false => self.store.list_with_delimiter(Some(&self.directory)).await?.objects,
-                true => self.store.list(Some(&self.directory)).try_collect().await?,
+                false => store.list_with_delimiter(Some(directory)).await?.objects,
+                true => store.list(Some(directory)).try_collect().await?,
             };
             for object in listing {
                 let Some(name) = object.location.filename() else {
@@ -510,11 +510,125 @@ impl TransactionCommitter for FileCommitter {
                 };
                 if self.is_leftover(name) && !kept.contains(&object.location) {
                     tracing::info!(file = %object.location, "deleting a part file an earlier attempt left uncommitted");
-                    delete_if_present(&*self.store, &object.location).await?;
+                    delete_if_present(&**store, &object.location).await?;
                 }
+            }
+            // Uploads a killed attempt left unfinished, which the listing does not show.
+            let unfinished = self
+                .location
+                .delete_unfinished_uploads(directory, self.partitioned, |name| {
+                    self.is_leftover(name)
+                })
+                .await?;
+            for file in unfinished {
+                tracing::info!(%file, "deleted a part file an earlier attempt left half-written");
             }
             Ok(())
         }
         .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use eddy_common::object_storage::resolve;
+
+    /// A directory holding `files` (relative paths), empty at first.
+    fn directory_with(name: &str, files: &[&str]) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("eddy-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for file in files {
+            let path = dir.join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, b"1,2\n").unwrap();
+        }
+        dir
+    }
+
+    /// The files left under `dir`, as relative paths, sorted.
+    fn files_under(dir: &std::path::Path) -> Vec<String> {
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                let inner = files_under(&path);
+                let name = path.file_name().unwrap().to_str().unwrap().to_string();
+                files.extend(inner.into_iter().map(|f| format!("{name}/{f}")));
+            } else {
+                files.push(path.file_name().unwrap().to_str().unwrap().to_string());
+            }
+        }
+        files.sort();
+        files
+    }
+
+    /// The committer of subtask 0 of 2 of job `j`, attempt 2.
+    fn committer(dir: &std::path::Path, partitioned: bool) -> (FileCommitter, AttemptToken) {
+        let token = AttemptToken::new(2);
+        let committer = FileCommitter {
+            location: resolve(dir.to_str().unwrap(), &[]).unwrap(),
+            hidden_prefix: ".part-j-".into(),
+            partitioned,
+            subtask: 0,
+            parallelism: 2,
+            token: token.clone(),
+        };
+        (committer, token)
+    }
+
+    #[tokio::test]
+    async fn a_restarted_sink_deletes_the_half_written_part_files_of_killed_attempts() {
+        let dir = directory_with(
+            "file-sink-unfinished",
+            &[
+                ".part-j-a1t5-0-0.csv.inprogress",
+                ".part-j-a1t5-0-1.csv.inprogress#1",
+                ".part-j-a1t5-2-4.csv.inprogress#12",
+                ".part-j-a1t5-1-0.csv.inprogress#1",
+                ".part-k-a1t5-0-0.csv.inprogress#1",
+                "part-j-a1t5-0-2.csv",
+                "part-j-a1t5-0-3.csv#1",
+                "notes#draft",
+            ],
+        );
+        let (committer, current) = committer(&dir, false);
+        // The restarted attempt's own upload, under way.
+        let own = format!(".part-j-{current}-0-0.csv.inprogress#1");
+        std::fs::write(dir.join(&own), b"").unwrap();
+        committer.abort_leftovers(&[]).await.unwrap();
+        let mut expected = vec![
+            own,
+            ".part-j-a1t5-1-0.csv.inprogress#1".to_string(),
+            ".part-k-a1t5-0-0.csv.inprogress#1".to_string(),
+            "notes#draft".to_string(),
+            "part-j-a1t5-0-2.csv".to_string(),
+            "part-j-a1t5-0-3.csv#1".to_string(),
+        ];
+        expected.sort();
+        assert_eq!(files_under(&dir), expected);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn half_written_part_files_in_partition_directories_are_deleted_when_partitioned() {
+        let files = [
+            "dt=1/.part-j-a1t5-0-0.csv.inprogress#1",
+            "dt=2/hour=3/.part-j-a1t5-2-1.csv.inprogress#2",
+            "dt=2/part-j-a1t5-0-2.csv",
+        ];
+        let dir = directory_with("file-sink-unfinished-partitions", &files);
+        committer(&dir, false).0.abort_leftovers(&[]).await.unwrap();
+        assert_eq!(
+            files_under(&dir).len(),
+            3,
+            "an unpartitioned sink looks at its directory only"
+        );
+        committer(&dir, true).0.abort_leftovers(&[]).await.unwrap();
+        assert_eq!(
+            files_under(&dir),
+            vec!["dt=2/part-j-a1t5-0-2.csv".to_string()]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
