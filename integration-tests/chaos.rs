@@ -54,7 +54,8 @@ impl Systems {
 
 /// The job: a retracting two-level GROUP BY, an upsert GROUP BY, a Top-N over the bids and
 /// a deduplication keeping each bidder's last bid into PostgreSQL, and an append stream into
-/// PostgreSQL, into files on S3 and into a Kafka topic, all named after `name`. (One event
+/// PostgreSQL, into CSV and Parquet files on S3 and into a Kafka topic, all named after
+/// `name`. (One event
 /// per millisecond: no bidder bids twice at one time, so the last bid is one bid.)
 pub fn job(name: &str, events: u64, rate: u64, guarantee: &str, systems: &Systems) -> String {
     let with_pg = |table: &str| {
@@ -84,6 +85,10 @@ pub fn job(name: &str, events: u64, rate: u64, guarantee: &str, systems: &System
            WITH ('connector' = 'filesystem', 'path' = 's3://{BUCKET}/{name}', 'format' = 'csv',
            'sink.rolling-policy.file-size' = '20000', 'sink.delivery-guarantee' = '{guarantee}',
            {});
+         CREATE TABLE cheap_parquet (auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR)
+           WITH ('connector' = 'filesystem', 'path' = 's3://{BUCKET}/{name}-parquet',
+           'format' = 'parquet', 'sink.rolling-policy.file-size' = '20000',
+           'sink.delivery-guarantee' = '{guarantee}', {});
          CREATE TABLE cheap_kafka (auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR)
            WITH ('connector' = 'kafka', 'topic' = '{name}-cheap', 'format' = 'csv',
            'properties.bootstrap.servers' = '{}', 'sink.delivery-guarantee' = '{guarantee}'{});
@@ -97,12 +102,15 @@ pub fn job(name: &str, events: u64, rate: u64, guarantee: &str, systems: &System
            OVER (PARTITION BY bidder ORDER BY dateTime DESC) AS rn FROM bid) WHERE rn = 1;
          INSERT INTO cheap SELECT auction, bidder, price, channel FROM bid WHERE price < 1000;
          INSERT INTO cheap_files SELECT auction, bidder, price, channel FROM bid WHERE price < 1000;
+         INSERT INTO cheap_parquet SELECT auction, bidder, price, channel FROM bid
+           WHERE price < 1000;
          INSERT INTO cheap_kafka SELECT auction, bidder, price, channel FROM bid WHERE price < 1000;",
         with_pg("per_auction"),
         with_pg("per_count"),
         with_pg("top_bids"),
         with_pg("last_bid"),
         with_pg("cheap"),
+        systems.s3_options(),
         systems.s3_options(),
         systems.kafka.address,
         systems.kafka_options
@@ -122,8 +130,9 @@ pub fn create_tables(systems: &Systems, name: &str) {
     ));
 }
 
-/// What readers see of one run: each table's rows, the committed files' lines and the
-/// topic's committed records, sorted; and the names of hidden (uncommitted) files.
+/// What readers see of one run: each table's rows (the Parquet files' as `cheap_parquet`,
+/// read by pyarrow), the committed CSV files' lines and the topic's committed records,
+/// sorted; and the names of hidden (uncommitted) files.
 #[derive(Debug, PartialEq)]
 pub struct Seen {
     pub tables: BTreeMap<&'static str, Vec<Vec<String>>>,
@@ -157,6 +166,9 @@ pub fn seen(systems: &Systems, name: &str) -> Seen {
         }
     }
     file_lines.sort();
+    let (parquet_rows, hidden_parquet) = s3.parquet_rows(BUCKET, &format!("{name}-parquet/"));
+    tables.insert("cheap_parquet", parquet_rows);
+    hidden_files.extend(hidden_parquet);
     let topic = format!("{name}-cheap");
     let positioned = systems.kafka.read_committed_at(&topic);
     if let Some(dir) = std::env::var_os("EDDY_TEST_TOPIC_DUMP") {
@@ -382,6 +394,16 @@ fn exactly_once_sinks_survive_chaos() {
         got.records.len(),
         expected.records.len()
     );
+    // The same rows in Parquet, as pyarrow reads them, as in CSV.
+    let mut parquet_lines: Vec<String> = got.tables["cheap_parquet"]
+        .iter()
+        .map(|row| row.join(","))
+        .collect();
+    parquet_lines.sort();
+    assert!(
+        parquet_lines == got.file_lines,
+        "the Parquet files' rows differ from the CSV files'"
+    );
     let prepared = systems.pg.query("SELECT gid FROM pg_prepared_xacts");
     assert!(
         prepared.is_empty(),
@@ -451,6 +473,11 @@ fn at_least_once_sinks_lose_nothing_under_chaos() {
             rows(&expected.tables["cheap"]),
         ),
         ("files", got.file_lines.clone(), expected.file_lines.clone()),
+        (
+            "parquet",
+            rows(&got.tables["cheap_parquet"]),
+            rows(&expected.tables["cheap_parquet"]),
+        ),
         ("topic", got.records.clone(), expected.records.clone()),
     ] {
         let (have, want) = (multiset(&got), multiset(&expected));

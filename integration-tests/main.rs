@@ -32,6 +32,7 @@ mod nexmark;
 mod observability;
 mod outer_joins;
 mod over;
+mod parquet;
 mod partitioned;
 mod partitions;
 mod postgres;

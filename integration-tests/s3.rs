@@ -99,6 +99,29 @@ impl S3Server {
         serde_json::from_slice(&printed).unwrap()
     }
 
+    /// The rows of the Parquet files of `bucket` under `prefix` as pyarrow reads them
+    /// (each value as Python prints it, NULL as the empty string), sorted; and the keys of
+    /// the hidden (uncommitted) files.
+    pub fn parquet_rows(&self, bucket: &str, prefix: &str) -> (Vec<Vec<String>>, Vec<String>) {
+        let printed = self.boto3(&format!(
+            "import io, pyarrow.parquet as pq\n\
+             rows, hidden = [], []\n\
+             for p in s3.get_paginator('list_objects_v2').paginate(Bucket='{bucket}', \
+             Prefix='{prefix}'):\n\
+             \x20   for o in p.get('Contents', []):\n\
+             \x20       name = o['Key'].rsplit('/', 1)[-1]\n\
+             \x20       if name.startswith('.'):\n\
+             \x20           hidden.append(o['Key'])\n\
+             \x20       elif not name.startswith('_'):\n\
+             \x20           body = s3.get_object(Bucket='{bucket}', Key=o['Key'])['Body'].read()\n\
+             \x20           table = pq.read_table(io.BytesIO(body))\n\
+             \x20           rows += [['' if v is None else str(v) for v in r.values()] \
+             for r in table.to_pylist()]\n\
+             print(json.dumps([sorted(rows), sorted(hidden)]))"
+        ));
+        serde_json::from_slice(&printed).unwrap()
+    }
+
     fn request(&self, text: &str) -> String {
         let address = self.endpoint.trim_start_matches("http://");
         let mut stream = TcpStream::connect(address).unwrap();

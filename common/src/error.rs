@@ -55,6 +55,15 @@ pub enum EddyError {
         /// What is wrong with it.
         message: String,
     },
+    /// A file that cannot be read as its format says (a corrupt Parquet footer or page, a
+    /// column of a type the table cannot take).
+    #[error("file '{file}': {message}")]
+    UnreadableFile {
+        /// The file.
+        file: String,
+        /// What is wrong, and where in the file.
+        message: String,
+    },
     /// An error computing on Arrow arrays.
     #[error("arrow: {0}")]
     Arrow(#[from] arrow::error::ArrowError),

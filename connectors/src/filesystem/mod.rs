@@ -1,9 +1,11 @@
-//! `'connector' = 'filesystem'`: reads and writes CSV or JSON files in a local directory
-//! or on S3 (reading in [`source`], writing in [`sink`]), in partition directories when the
-//! table is `PARTITIONED BY` ([`partitions`]), committing partitions as [`commit`] says.
+//! `'connector' = 'filesystem'`: reads and writes CSV, JSON or Parquet ([`parquet`]) files
+//! in a local directory or on S3 (reading in [`source`], writing in [`sink`]), in partition
+//! directories when the table is `PARTITIONED BY` ([`partitions`]), committing partitions
+//! as [`commit`] says.
 
 mod commit;
 mod metadata;
+mod parquet;
 mod partitions;
 mod sink;
 pub(crate) mod source;
@@ -20,6 +22,7 @@ use partitions::{DEFAULT_PARTITION_NAME, PartitionColumns};
 use sink::FileSinkConfig;
 use source::FileSourceConfig;
 
+use self::parquet::{PARQUET_KEYS, ParquetFormat};
 use crate::format::{Format, format_keys};
 use crate::transaction::DeliveryGuarantee;
 use crate::{Options, SinkContext, SinkWriter, SourceContext, SourceReader, TableConnector};
@@ -48,6 +51,51 @@ const KEYS: &[&str] = &[
 ];
 const S3_PREFIX: &str = "s3.";
 
+/// How a filesystem table's files are encoded.
+#[derive(Debug, Clone)]
+pub enum FileFormat {
+    /// A record a line: CSV, JSON, or a change stream in JSON.
+    Lines(Format),
+    /// Parquet, a bulk format: read a row group at a time, written a part file at a time.
+    Parquet(ParquetFormat),
+}
+
+impl FileFormat {
+    /// Reads `format` and its options; returns the format and whether malformed records are
+    /// skipped rather than failing the job.
+    fn from_options(options: &Options<'_>) -> Result<(FileFormat, bool)> {
+        if options.get("format") == Some("parquet") {
+            return Ok((
+                FileFormat::Parquet(ParquetFormat::from_options(options)?),
+                false,
+            ));
+        }
+        let (format, ignore_parse_errors) = Format::from_options(options)?;
+        Ok((FileFormat::Lines(format), ignore_parse_errors))
+    }
+
+    /// The line format, if the files have lines.
+    fn lines(&self) -> Option<&Format> {
+        match self {
+            FileFormat::Lines(format) => Some(format),
+            FileFormat::Parquet(_) => None,
+        }
+    }
+
+    /// Whether records carry changes (see [`Format::is_changelog`]).
+    fn is_changelog(&self) -> bool {
+        self.lines().is_some_and(Format::is_changelog)
+    }
+
+    /// The file name extension.
+    fn extension(&self) -> &'static str {
+        match self {
+            FileFormat::Lines(format) => format.extension(),
+            FileFormat::Parquet(_) => "parquet",
+        }
+    }
+}
+
 /// Configuration of a filesystem table.
 #[derive(Debug)]
 pub struct FilesystemConnector {
@@ -71,8 +119,9 @@ impl FilesystemConnector {
     ) -> Result<Self> {
         let mut keys = KEYS.to_vec();
         keys.extend(format_keys());
+        keys.extend_from_slice(PARQUET_KEYS);
         let options = Options::validate(table, "filesystem", values, &keys, &[S3_PREFIX])?;
-        let (format, ignore_parse_errors) = Format::from_options(&options)?;
+        let (format, ignore_parse_errors) = FileFormat::from_options(&options)?;
         let s3: Vec<(&str, &str)> = values
             .iter()
             .filter_map(|(k, v)| k.strip_prefix(S3_PREFIX).map(|k| (k, v.as_str())))
@@ -273,7 +322,7 @@ impl TableConnector for FilesystemConnector {
     }
 
     fn write_refusal(&self) -> Option<String> {
-        self.source.format.write_refusal()
+        self.source.format.lines().and_then(Format::write_refusal)
     }
 
     fn lookup_kind(&self) -> Option<crate::lookup::LookupKind> {

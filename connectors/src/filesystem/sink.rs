@@ -33,9 +33,10 @@ use object_store::path::{Path, PathPart};
 use object_store::{ObjectStore, ObjectStoreExt};
 use tokio::io::AsyncWriteExt;
 
+use super::FileFormat;
 use super::commit::{PartitionCommit, PendingPartitions};
+use super::parquet::ParquetPart;
 use super::partitions::PartitionColumns;
-use crate::format::Format;
 use crate::transaction::{
     AttemptToken, DeliveryGuarantee, TransactionCommitter, TransactionWriter, TwoPhaseCommitSink,
 };
@@ -48,8 +49,8 @@ const IN_PROGRESS: &str = ".inprogress";
 pub struct FileSinkConfig {
     /// The directory.
     pub location: StorageLocation,
-    /// CSV or JSON lines.
-    pub format: Format,
+    /// CSV or JSON lines, or Parquet.
+    pub format: FileFormat,
     /// A part file is closed once it holds this many bytes.
     pub rolling_file_size: u64,
     /// A part file is closed once it has been open this long.
@@ -103,11 +104,44 @@ pub fn create(config: &FileSinkConfig, context: &SinkContext) -> Result<Box<dyn 
 
 /// A part file being written under its hidden name.
 struct Part {
-    writer: BufWriter,
+    body: PartBody,
     in_progress: Path,
     target: Path,
-    bytes: u64,
     opened: Instant,
+}
+
+/// What a part file is written with.
+enum PartBody {
+    /// Encoded lines, uploaded as they come.
+    Lines { upload: BufWriter, bytes: u64 },
+    /// A Parquet file, a row group at a time (boxed: its writer is large).
+    Parquet(Box<ParquetPart>),
+}
+
+impl PartBody {
+    /// The file's size so far.
+    fn bytes(&self) -> u64 {
+        match self {
+            PartBody::Lines { bytes, .. } => *bytes,
+            PartBody::Parquet(parquet) => parquet.bytes(),
+        }
+    }
+
+    /// Completes the file.
+    async fn close(self) -> Result<()> {
+        match self {
+            PartBody::Lines { mut upload, .. } => Ok(upload.shutdown().await?),
+            PartBody::Parquet(parquet) => (*parquet).close().await,
+        }
+    }
+
+    /// Gives the file up.
+    async fn abort(self) -> Result<()> {
+        match self {
+            PartBody::Lines { mut upload, .. } => Ok(upload.abort().await?),
+            PartBody::Parquet(parquet) => (*parquet).abort().await,
+        }
+    }
 }
 
 /// Writes rows into rolling part files.
@@ -155,27 +189,38 @@ impl PartWriter {
 
     /// Writes rows into the part file of partition `directory`, opening one if none is.
     async fn write_rows(&mut self, directory: &str, rows: &RecordBatch) -> Result<()> {
-        self.buffer.clear();
-        self.config.format.encode(rows, &mut self.buffer)?;
         if !self.parts.contains_key(directory) {
-            let part = self.open_part(directory)?;
+            let part = self.open_part(directory, rows)?;
             self.parts.insert(directory.to_string(), part);
         }
         let part = self.parts.get_mut(directory).expect("part open");
-        part.writer.write_all(&self.buffer).await?;
-        part.bytes += self.buffer.len() as u64;
+        match (&mut part.body, &self.config.format) {
+            (PartBody::Lines { upload, bytes }, FileFormat::Lines(format)) => {
+                self.buffer.clear();
+                format.encode(rows, &mut self.buffer)?;
+                upload.write_all(&self.buffer).await?;
+                *bytes += self.buffer.len() as u64;
+            }
+            (PartBody::Parquet(parquet), _) => parquet.write(rows).await?,
+            (PartBody::Lines { .. }, FileFormat::Parquet(_)) => {
+                return Err(EddyError::Internal(
+                    "a line part file opened for a Parquet table".into(),
+                ));
+            }
+        }
         let too_old = self
             .config
             .rollover_interval
             .is_some_and(|limit| part.opened.elapsed() >= limit);
-        if part.bytes >= self.config.rolling_file_size || too_old {
+        if part.body.bytes() >= self.config.rolling_file_size || too_old {
             let part = self.parts.remove(directory).expect("part open");
             self.close_part(part).await?;
         }
         Ok(())
     }
 
-    fn open_part(&mut self, directory: &str) -> Result<Part> {
+    /// Opens a part file in partition `directory` for rows shaped like `rows`.
+    fn open_part(&mut self, directory: &str, rows: &RecordBatch) -> Result<Part> {
         let name = format!(
             "{}-{}.{}",
             self.name_prefix,
@@ -186,19 +231,24 @@ impl PartWriter {
         let directory = partition_path(&self.config.location.path, directory)?;
         let target = directory.clone().join(name.as_str());
         let in_progress = directory.join(format!(".{name}{IN_PROGRESS}").as_str());
-        let writer = BufWriter::new(self.config.location.store.clone(), in_progress.clone());
+        let upload = BufWriter::new(self.config.location.store.clone(), in_progress.clone());
+        let body = match &self.config.format {
+            FileFormat::Lines(_) => PartBody::Lines { upload, bytes: 0 },
+            FileFormat::Parquet(parquet) => {
+                PartBody::Parquet(Box::new(ParquetPart::new(parquet, upload, rows.schema())?))
+            }
+        };
         Ok(Part {
-            writer,
+            body,
             in_progress,
             target,
-            bytes: 0,
             opened: Instant::now(),
         })
     }
 
     /// Completes a part file: renamed at once, or kept hidden for a commit.
-    async fn close_part(&mut self, mut part: Part) -> Result<()> {
-        part.writer.shutdown().await?;
+    async fn close_part(&mut self, part: Part) -> Result<()> {
+        part.body.close().await?;
         match self.publish {
             true => {
                 self.config
@@ -348,8 +398,8 @@ impl TransactionWriter for PartWriter {
     fn abort(&mut self) -> BoxFuture<'_, Result<()>> {
         async move {
             let store = self.config.location.store.clone();
-            for (_, mut part) in std::mem::take(&mut self.parts) {
-                part.writer.abort().await?;
+            for (_, part) in std::mem::take(&mut self.parts) {
+                part.body.abort().await?;
                 delete_if_present(&*store, &part.in_progress).await?;
             }
             for (hidden, _) in std::mem::take(&mut self.closed) {

@@ -1,7 +1,9 @@
-//! Reading CSV or JSON-lines files. Every file is cut into byte-range splits of at most
-//! `source.split-size` bytes, and the splits are dealt round-robin over the subtasks, so
-//! one large file is read by all of them. A split owns the lines that start inside its
-//! range: it skips the partial line it starts in and finishes the line it ends in.
+//! Reading CSV, JSON-lines or Parquet files. Every line file is cut into byte-range splits
+//! of at most `source.split-size` bytes, every Parquet file into its row groups (a split's
+//! range is then rows of the file), and the splits are dealt round-robin over the
+//! subtasks, so one large file is read by all of them. A split of lines owns the lines that
+//! start inside its range: it skips the partial line it starts in and finishes the line it
+//! ends in.
 //!
 //! A subtask reads its splits of one file one after another, in file order, as one lane
 //! with one watermark (as a single reader of the file would); it reads the lanes of
@@ -15,6 +17,7 @@ use std::ops::Range;
 
 use arrow::datatypes::SchemaRef;
 use bytes::Bytes;
+use eddy_common::chunk::Chunk;
 use eddy_common::object_storage::StorageLocation;
 use eddy_common::state::{StateReader, StateWriter};
 use eddy_common::{EddyError, Result};
@@ -26,9 +29,11 @@ use object_store::{
     GetOptions, GetRange, GetResult, GetResultPayload, ObjectStore, ObjectStoreExt,
 };
 
+use super::FileFormat;
 use super::metadata::{FileColumns, FileFacts};
+use super::parquet::{ParquetFooter, ParquetRows, RowGroupRead};
 use super::partitions::PartitionColumns;
-use crate::format::{Format, LinePosition};
+use crate::format::LinePosition;
 use crate::{SourceContext, SourceEvent, SourceReader};
 
 /// Marks a position written by this reader (byte offsets per split); earlier readers kept
@@ -40,8 +45,8 @@ pub(crate) const POSITION_FORMAT: u64 = 0xEDD7_5917_0000_0002;
 pub struct FileSourceConfig {
     /// The file or directory.
     pub location: StorageLocation,
-    /// How lines are decoded.
-    pub format: Format,
+    /// How the files are decoded.
+    pub format: FileFormat,
     /// Skip (and count) malformed records instead of failing.
     pub ignore_parse_errors: bool,
     /// The largest byte range one split covers.
@@ -52,7 +57,18 @@ pub struct FileSourceConfig {
     pub partitions: Option<std::sync::Arc<PartitionColumns>>,
 }
 
-/// A byte range of one file: it owns the lines that start in `start..end`.
+impl FileSourceConfig {
+    /// The columns the files hold: the table's, less its partition columns.
+    fn data_schema(&self) -> &SchemaRef {
+        match &self.partitions {
+            Some(partitions) => partitions.data_schema(),
+            None => &self.schema,
+        }
+    }
+}
+
+/// A range of one file: bytes, of which it owns the lines that start in `start..end`; or
+/// of a Parquet file, the rows `start..end` of one row group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct FileSplit {
     path: Path,
@@ -62,8 +78,8 @@ struct FileSplit {
     file: FileFacts,
 }
 
-/// How far a split has been read: `next` is the offset of the first line not yet
-/// returned (`>= end` once the split is done); `lines` counts the lines returned.
+/// How far a split has been read: `next` is the offset of the first line (or row) not yet
+/// returned (`>= end` once the split is done); `lines` counts the lines (rows) returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct SplitProgress {
     end: u64,
@@ -85,6 +101,7 @@ pub fn create(config: &FileSourceConfig, context: &SourceContext) -> Result<Box<
         cursor: 0,
         finished: Vec::new(),
         restored: HashMap::new(),
+        footers: HashMap::new(),
     }))
 }
 
@@ -139,6 +156,20 @@ struct OpenSplit {
     /// The file's name as shown to users.
     name: String,
     split: FileSplit,
+    progress: SplitProgress,
+    body: SplitBody,
+}
+
+/// What a split is read with.
+enum SplitBody {
+    /// The bytes of a line file.
+    Lines(LineBuffer),
+    /// The batches of a Parquet row group.
+    Parquet(ParquetRows),
+}
+
+/// The bytes of a split of lines, as they arrive.
+struct LineBuffer {
     stream: Option<ByteStream>,
     /// Bytes read and not yet returned; they start at `progress.next` (or, while
     /// `skip_partial` is set, somewhere before the first line this split owns).
@@ -150,7 +181,6 @@ struct OpenSplit {
     skip_partial: bool,
     /// While skipping, the file offset of `pending`'s first byte.
     skipped_to: u64,
-    progress: SplitProgress,
 }
 
 /// This subtask's splits of one file, read one after another.
@@ -174,15 +204,22 @@ struct FileReader {
     finished: Vec<(String, u64, SplitProgress)>,
     /// Progress of the previous run, by file name and split start.
     restored: HashMap<(String, u64), SplitProgress>,
+    /// The footers of the Parquet files read.
+    footers: Footers,
 }
 
+/// Parquet footers by file.
+type Footers = HashMap<Path, ParquetFooter>;
+
 /// Every split of the source, in the same order in every subtask: each visible file under
-/// the path, sorted, cut into ranges of at most `split_size` bytes. A file the `restored`
-/// positions know is cut as it was then, so a changed split size never reads a line twice.
+/// the path, sorted, cut into ranges of at most `split_size` bytes (a Parquet file into its
+/// row groups, whose footers land in `footers`). A file the `restored` positions know is
+/// cut as it was then, so a changed split size never reads a line twice.
 async fn all_splits(
     config: &FileSourceConfig,
     table: &str,
     restored: &HashMap<(String, u64), SplitProgress>,
+    footers: &mut Footers,
 ) -> Result<Vec<FileSplit>> {
     let location = &config.location;
     let files: Vec<(Path, FileFacts)> = match location.store.head(&location.path).await {
@@ -217,7 +254,15 @@ async fn all_splits(
             .map(|((_, start), progress)| (*start, progress.end))
             .collect();
         if known.is_empty() {
-            known = cut(file.size, config.split_size);
+            known = match config.format {
+                FileFormat::Lines(_) => cut(file.size, config.split_size),
+                FileFormat::Parquet(_) => {
+                    let footer = ParquetFooter::read(location, &path, file.size, &name).await?;
+                    let ranges = footer.row_ranges();
+                    footers.insert(path.clone(), footer);
+                    ranges
+                }
+            };
         }
         known.sort_unstable();
         splits.extend(known.into_iter().map(|(start, end)| FileSplit {
@@ -232,56 +277,102 @@ async fn all_splits(
 
 /// Opens `split` to read from where `progress` says.
 async fn open_split(
-    location: &StorageLocation,
+    config: &FileSourceConfig,
+    footers: &mut Footers,
+    batch_size: usize,
     split: FileSplit,
     progress: SplitProgress,
 ) -> Result<OpenSplit> {
-    // A fresh split that does not start a file begins one byte early: if that byte ends a
-    // line, the split's first line starts exactly at `start`.
-    let skip_partial = progress.next == split.start && split.start > 0;
-    let from = if skip_partial {
-        split.start - 1
-    } else {
-        progress.next
+    let location = &config.location;
+    let name = location.show(&split.path);
+    let body = match config.format {
+        FileFormat::Lines(_) => {
+            SplitBody::Lines(LineBuffer::open(location, &split, &progress).await?)
+        }
+        FileFormat::Parquet(_) => {
+            if !footers.contains_key(&split.path) {
+                let footer =
+                    ParquetFooter::read(location, &split.path, split.file.size, &name).await?;
+                footers.insert(split.path.clone(), footer);
+            }
+            let rows = RowGroupRead {
+                start: split.start,
+                next: progress.next,
+                file_size: split.file.size,
+                batch_size,
+            };
+            let footer = &footers[&split.path];
+            SplitBody::Parquet(footer.open(
+                location,
+                &split.path,
+                rows,
+                config.data_schema(),
+                &name,
+            )?)
+        }
     };
-    let options = GetOptions {
-        range: Some(GetRange::Offset(from)),
-        ..GetOptions::default()
-    };
-    let stream = byte_stream(location.store.get_opts(&split.path, options).await?);
     Ok(OpenSplit {
-        name: location.show(&split.path),
+        name,
         split,
-        stream: Some(stream),
-        pending: Vec::new(),
-        pending_lines: 0,
-        skip_partial,
-        skipped_to: from,
         progress,
+        body,
     })
 }
 
-/// A lane over `splits` (of one file, in order), its first split opened.
-async fn lane(
-    location: &StorageLocation,
-    index: usize,
-    mut splits: VecDeque<(FileSplit, SplitProgress)>,
-) -> Result<Lane> {
-    let (split, progress) = splits.pop_front().expect("a lane has a split");
-    Ok(Lane {
-        index,
-        current: open_split(location, split, progress).await?,
-        queued: splits,
-    })
+impl LineBuffer {
+    /// Starts reading the bytes of `split` from where `progress` says.
+    async fn open(
+        location: &StorageLocation,
+        split: &FileSplit,
+        progress: &SplitProgress,
+    ) -> Result<Self> {
+        // A fresh split that does not start a file begins one byte early: if that byte
+        // ends a line, the split's first line starts exactly at `start`.
+        let skip_partial = progress.next == split.start && split.start > 0;
+        let from = if skip_partial {
+            split.start - 1
+        } else {
+            progress.next
+        };
+        let options = GetOptions {
+            range: Some(GetRange::Offset(from)),
+            ..GetOptions::default()
+        };
+        let stream = byte_stream(location.store.get_opts(&split.path, options).await?);
+        Ok(LineBuffer {
+            stream: Some(stream),
+            pending: Vec::new(),
+            pending_lines: 0,
+            skip_partial,
+            skipped_to: from,
+        })
+    }
 }
 
 impl FileReader {
+    /// A lane over `splits` (of one file, in order), its first split opened.
+    async fn lane(
+        &mut self,
+        index: usize,
+        mut splits: VecDeque<(FileSplit, SplitProgress)>,
+    ) -> Result<Lane> {
+        let (split, progress) = splits.pop_front().expect("a lane has a split");
+        let batch_size = self.context.batch_size;
+        let current = open_split(&self.config, &mut self.footers, batch_size, split, progress);
+        Ok(Lane {
+            index,
+            current: current.await?,
+            queued: splits,
+        })
+    }
+
     async fn open_lanes(&mut self) -> Result<usize> {
         let subtask = self.context.subtask;
         let parallelism = self.context.parallelism;
         let mut lanes: Vec<Lane> = Vec::new();
         let mut queued: VecDeque<(FileSplit, SplitProgress)> = VecDeque::new();
-        let splits = all_splits(&self.config, &self.context.table, &self.restored).await?;
+        let table = &self.context.table;
+        let splits = all_splits(&self.config, table, &self.restored, &mut self.footers).await?;
         for (i, split) in splits.into_iter().enumerate() {
             if i % parallelism != subtask {
                 continue;
@@ -304,19 +395,14 @@ impl FileReader {
                 .front()
                 .is_some_and(|(first, _)| first.path != split.path)
             {
-                lanes.push(
-                    lane(
-                        &self.config.location,
-                        lanes.len(),
-                        std::mem::take(&mut queued),
-                    )
-                    .await?,
-                );
+                let lane = self.lane(lanes.len(), std::mem::take(&mut queued)).await?;
+                lanes.push(lane);
             }
             queued.push_back((split, progress));
         }
         if !queued.is_empty() {
-            lanes.push(lane(&self.config.location, lanes.len(), queued).await?);
+            let lane = self.lane(lanes.len(), queued).await?;
+            lanes.push(lane);
         }
         let count = lanes.len();
         self.lanes = Some(lanes);
@@ -335,8 +421,7 @@ impl FileReader {
             }
             self.cursor %= lanes.len();
             let lane = &mut lanes[self.cursor];
-            let Some((lines, count)) =
-                fill_lines(&mut lane.current, self.context.batch_size).await?
+            let Some(decoded) = read_split(&self.config, &self.context, &mut lane.current).await?
             else {
                 let done = &lane.current;
                 let mut progress = done.progress;
@@ -344,55 +429,81 @@ impl FileReader {
                 self.finished
                     .push((done.name.clone(), done.split.start, progress));
                 if let Some((split, progress)) = lane.queued.pop_front() {
-                    lane.current = open_split(&self.config.location, split, progress).await?;
+                    let batch_size = self.context.batch_size;
+                    lane.current =
+                        open_split(&self.config, &mut self.footers, batch_size, split, progress)
+                            .await?;
                     continue;
                 }
                 let done = lanes.remove(self.cursor);
                 return Ok(Some(SourceEvent::SplitEnd(done.index)));
             };
             self.cursor += 1;
-            let split = &mut lane.current;
-            let shown = match split.split.start {
-                0 => split.name.clone(),
-                start => format!("{} (the split from byte {start})", split.name),
+            let Some(mut rows) = decoded else {
+                continue;
             };
-            let position = LinePosition {
-                file: &shown,
-                first_line: split.progress.lines + 1,
-            };
-            split.progress.lines += count as u64;
-            let schema = match &self.config.partitions {
-                Some(partitions) => partitions.data_schema(),
-                None => &self.config.schema,
-            };
-            let decoded = self.config.format.decode(
-                schema,
-                &lines,
-                position,
-                self.config.ignore_parse_errors,
-                &self.context.metrics,
-            )?;
-            if let Some(mut rows) = decoded {
-                if let Some(partitions) = &self.config.partitions {
-                    let relative = split.split.path.as_ref();
-                    let relative = relative
-                        .strip_prefix(self.config.location.path.as_ref())
-                        .unwrap_or(relative);
-                    let values = partitions.values_of(relative);
-                    rows = rows.with_rows(partitions.attach(rows.rows(), &values, &split.name)?);
-                }
-                if !self.metadata.is_empty() {
-                    let schema = &self.context.schema;
-                    let file = &split.split;
-                    rows = self.metadata.append(rows, schema, &file.path, &file.file)?;
-                }
-                return Ok(Some(SourceEvent::Rows {
-                    split: lane.index,
-                    rows,
-                }));
+            let split = &lane.current;
+            if let Some(partitions) = &self.config.partitions {
+                let relative = split.split.path.as_ref();
+                let relative = relative
+                    .strip_prefix(self.config.location.path.as_ref())
+                    .unwrap_or(relative);
+                let values = partitions.values_of(relative);
+                rows = rows.with_rows(partitions.attach(rows.rows(), &values, &split.name)?);
             }
+            if !self.metadata.is_empty() {
+                let schema = &self.context.schema;
+                let file = &split.split;
+                rows = self.metadata.append(rows, schema, &file.path, &file.file)?;
+            }
+            return Ok(Some(SourceEvent::Rows {
+                split: lane.index,
+                rows,
+            }));
         }
     }
+}
+
+/// Reads the next rows of `split`: `None` once it is exhausted, `Some(None)` when what was
+/// read made no rows (malformed lines skipped).
+async fn read_split(
+    config: &FileSourceConfig,
+    context: &SourceContext,
+    split: &mut OpenSplit,
+) -> Result<Option<Option<Chunk>>> {
+    if let SplitBody::Parquet(rows) = &mut split.body {
+        let Some(batch) = rows.next().await? else {
+            return Ok(None);
+        };
+        split.progress.next += batch.num_rows() as u64;
+        split.progress.lines += batch.num_rows() as u64;
+        return Ok(Some(Some(Chunk::inserts(batch))));
+    }
+    let FileFormat::Lines(format) = &config.format else {
+        return Err(EddyError::Internal(
+            "a line split of a Parquet table".into(),
+        ));
+    };
+    let Some((lines, count)) = fill_lines(split, context.batch_size).await? else {
+        return Ok(None);
+    };
+    let shown = match split.split.start {
+        0 => split.name.clone(),
+        start => format!("{} (the split from byte {start})", split.name),
+    };
+    let position = LinePosition {
+        file: &shown,
+        first_line: split.progress.lines + 1,
+    };
+    split.progress.lines += count as u64;
+    let decoded = format.decode(
+        config.data_schema(),
+        &lines,
+        position,
+        config.ignore_parse_errors,
+        &context.metrics,
+    )?;
+    Ok(Some(decoded))
 }
 
 /// Cuts `size` bytes into ranges of at most `split_size` (one empty range for an empty
@@ -411,60 +522,71 @@ fn cut(size: u64, split_size: u64) -> Vec<(u64, u64)> {
 /// Reads until the split holds `max_lines` complete lines it owns (or it ends), and takes
 /// those lines out with their count; `None` when the split is exhausted.
 async fn fill_lines(split: &mut OpenSplit, max_lines: usize) -> Result<Option<(Vec<u8>, usize)>> {
+    let OpenSplit {
+        split: range,
+        progress,
+        body,
+        ..
+    } = split;
+    let SplitBody::Lines(buffer) = body else {
+        return Err(EddyError::Internal(
+            "lines read from a Parquet split".into(),
+        ));
+    };
     loop {
-        if split.skip_partial {
-            if let Some(i) = memchr::memchr(b'\n', &split.pending) {
-                split.pending.drain(..=i);
-                split.pending_lines -= 1;
-                split.skip_partial = false;
-                split.progress.next = split.skipped_to + i as u64 + 1;
+        if buffer.skip_partial {
+            if let Some(i) = memchr::memchr(b'\n', &buffer.pending) {
+                buffer.pending.drain(..=i);
+                buffer.pending_lines -= 1;
+                buffer.skip_partial = false;
+                progress.next = buffer.skipped_to + i as u64 + 1;
                 continue;
             }
-            split.skipped_to += split.pending.len() as u64;
-            split.pending.clear();
+            buffer.skipped_to += buffer.pending.len() as u64;
+            buffer.pending.clear();
         } else {
             // Every line the split owns is complete once a line end at or past
             // `end - 1` has been read.
             let owns_no_more = || {
-                memchr::memrchr(b'\n', &split.pending)
-                    .is_some_and(|i| split.progress.next + i as u64 + 1 >= split.split.end)
+                memchr::memrchr(b'\n', &buffer.pending)
+                    .is_some_and(|i| progress.next + i as u64 + 1 >= range.end)
             };
-            if split.pending_lines >= max_lines || split.stream.is_none() || owns_no_more() {
+            if buffer.pending_lines >= max_lines || buffer.stream.is_none() || owns_no_more() {
                 break;
             }
         }
-        let Some(stream) = split.stream.as_mut() else {
+        let Some(stream) = buffer.stream.as_mut() else {
             // The file ended inside the partial line: this split owns nothing.
             break;
         };
         match stream.next().await {
             Some(bytes) => {
                 let bytes = bytes?;
-                split.pending_lines += memchr::memchr_iter(b'\n', &bytes).count();
-                split.pending.extend_from_slice(&bytes);
+                buffer.pending_lines += memchr::memchr_iter(b'\n', &bytes).count();
+                buffer.pending.extend_from_slice(&bytes);
             }
-            None => split.stream = None,
+            None => buffer.stream = None,
         }
     }
-    if split.skip_partial || split.progress.next >= split.split.end || split.pending.is_empty() {
+    if buffer.skip_partial || progress.next >= range.end || buffer.pending.is_empty() {
         return Ok(None);
     }
     let (cut, count, done) = owned_lines(
-        &split.pending,
-        split.progress.next,
-        split.split.end,
+        &buffer.pending,
+        progress.next,
+        range.end,
         max_lines,
-        split.stream.is_none(),
+        buffer.stream.is_none(),
     );
-    let rest = split.pending.split_off(cut);
-    let mut lines = std::mem::replace(&mut split.pending, rest);
-    split.pending_lines -= count.min(split.pending_lines);
-    split.progress.next += cut as u64;
+    let rest = buffer.pending.split_off(cut);
+    let mut lines = std::mem::replace(&mut buffer.pending, rest);
+    buffer.pending_lines -= count.min(buffer.pending_lines);
+    progress.next += cut as u64;
     if done {
-        split.progress.next = split.progress.next.max(split.split.end);
-        split.stream = None;
-        split.pending.clear();
-        split.pending_lines = 0;
+        progress.next = progress.next.max(range.end);
+        buffer.stream = None;
+        buffer.pending.clear();
+        buffer.pending_lines = 0;
     }
     if lines.last() != Some(&b'\n') {
         lines.push(b'\n');
@@ -580,6 +702,9 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    use arrow::record_batch::RecordBatch;
+    use object_store::buffered::BufWriter;
+
     fn split(file: &str, start: u64, end: u64, chunk: usize) -> OpenSplit {
         let from = start.saturating_sub(1) as usize;
         let chunks: Vec<object_store::Result<Bytes>> = file.as_bytes()[from..]
@@ -594,16 +719,18 @@ mod tests {
                 end,
                 file: FileFacts::default(),
             },
-            stream: Some(futures::stream::iter(chunks).boxed()),
-            pending: Vec::new(),
-            pending_lines: 0,
-            skip_partial: start > 0,
-            skipped_to: from as u64,
             progress: SplitProgress {
                 end,
                 next: start,
                 lines: 0,
             },
+            body: SplitBody::Lines(LineBuffer {
+                stream: Some(futures::stream::iter(chunks).boxed()),
+                pending: Vec::new(),
+                pending_lines: 0,
+                skip_partial: start > 0,
+                skipped_to: from as u64,
+            }),
         }
     }
 
@@ -700,13 +827,68 @@ mod tests {
             std::fs::write(dir.join(file), text).unwrap();
             all.extend(ids);
         }
-        let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+        let csv = FileFormat::Lines(crate::format::Format::Csv(Default::default()));
+        assert_positions_continue(&dir, csv, all).await;
+    }
+
+    /// The same with Parquet files of 40-row groups (and one file without rows): positions
+    /// taken inside row groups continue there.
+    #[tokio::test]
+    async fn parquet_positions_continue_mid_row_group_at_another_parallelism() {
+        use crate::filesystem::parquet::{ParquetFormat, ParquetPart};
+        let dir = std::env::temp_dir().join(format!("eddy-parquet-source-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let location = eddy_common::object_storage::resolve(dir.to_str().unwrap(), &[]).unwrap();
+        let values = [("parquet.block.size".to_string(), "1b".to_string())].into();
+        let options =
+            crate::Options::validate("t", "filesystem", &values, &["parquet.block.size"], &[]);
+        let format = ParquetFormat::from_options(&options.unwrap()).unwrap();
+        let schema = id_and_note();
+        let mut all: Vec<i64> = Vec::new();
+        for (file, ids) in [
+            ("a", 0..300),
+            ("b", 300..300),
+            ("c", 300..310),
+            ("d", 310..1000),
+        ] {
+            let path = location
+                .path
+                .clone()
+                .join(format!("{file}.parquet").as_str());
+            let upload = BufWriter::new(location.store.clone(), path);
+            let mut part = ParquetPart::new(&format, upload, schema.clone()).unwrap();
+            let ids: Vec<i64> = ids.collect();
+            for group in ids.chunks(40) {
+                let notes: Vec<String> = group.iter().map(|i| format!("row {i}")).collect();
+                let columns: Vec<arrow::array::ArrayRef> = vec![
+                    Arc::new(arrow::array::Int64Array::from(group.to_vec())),
+                    Arc::new(arrow::array::StringArray::from(notes)),
+                ];
+                let batch = RecordBatch::try_new(schema.clone(), columns).unwrap();
+                part.write(&batch).await.unwrap();
+            }
+            part.close().await.unwrap();
+            all.extend(ids);
+        }
+        assert_positions_continue(&dir, FileFormat::Parquet(format), all).await;
+    }
+
+    fn id_and_note() -> SchemaRef {
+        Arc::new(arrow::datatypes::Schema::new(vec![
             arrow::datatypes::Field::new("id", arrow::datatypes::DataType::Int64, false),
             arrow::datatypes::Field::new("note", arrow::datatypes::DataType::Utf8, false),
-        ]));
+        ]))
+    }
+
+    /// Two subtasks read part of the files of `dir` (in 100-byte splits if they have
+    /// lines), checkpoint, and three subtasks of a new run continue from those positions:
+    /// every id of `all` is read once. Removes `dir`.
+    async fn assert_positions_continue(dir: &std::path::Path, format: FileFormat, all: Vec<i64>) {
+        let schema = id_and_note();
         let config = FileSourceConfig {
             location: eddy_common::object_storage::resolve(dir.to_str().unwrap(), &[]).unwrap(),
-            format: Format::Csv(Default::default()),
+            format,
             ignore_parse_errors: false,
             split_size: 100,
             schema: schema.clone(),
@@ -743,7 +925,7 @@ mod tests {
         }
         seen.sort_unstable();
         assert_eq!(seen, all);
-        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

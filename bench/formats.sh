@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# File formats: the same Nexmark bids written by `eddy run` (release build, parallelism 1)
+# into local files as CSV, JSON and Parquet (exactly once, 10 s checkpoints), then read back
+# whole (a COUNT and SUM over every column, so no reader can skip one). Prints rows/s of
+# each (over the job's wall time, start-up included), CPU-seconds, and bytes on disk.
+# Usage: bench/formats.sh [EVENTS]   (default 4000000 Nexmark events, 46 of 50 are bids)
+#        EDDY_BIN=path runs that eddy binary instead of building one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/eddy-target}"
+events="${1:-4000000}"
+bids=$(( events / 50 * 46 ))
+if [ -n "${EDDY_BIN:-}" ]; then
+  eddy="$EDDY_BIN"
+else
+  cargo build --release --quiet --bin eddy
+  eddy="$CARGO_TARGET_DIR/release/eddy"
+fi
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+columns="auction BIGINT, bidder BIGINT, price BIGINT, channel STRING, url STRING,
+  dateTime TIMESTAMP(3), extra STRING"
+
+# Runs a script; prints "wall-seconds cpu-seconds".
+timed() {
+  local script="$1" start end
+  start=$(date +%s.%N)
+  /usr/bin/time -f "%U %S" -o "$work/time" "$eddy" run "$script" >/dev/null
+  end=$(date +%s.%N)
+  read -r user sys < "$work/time"
+  echo "$(echo "$end - $start" | bc) $(echo "$user + $sys" | bc)"
+}
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+echo "commit:  $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+echo "$events Nexmark events = $bids bids, parallelism 1"
+echo
+echo "| format | write rows/s | write CPU-s | bytes on disk | bytes/row | read rows/s | read CPU-s |"
+echo "|---|---|---|---|---|---|---|"
+for format in csv json parquet; do
+  dir="$work/$format"
+  cat > "$work/write.sql" <<SQL
+SET 'execution.checkpointing.interval' = '10s';
+SET 'execution.checkpointing.dir' = '$work/checkpoints-$format';
+CREATE TABLE bid ($columns) WITH ('connector' = 'nexmark', 'nexmark.table' = 'bid',
+  'events.num' = '$events');
+CREATE TABLE files ($columns) WITH ('connector' = 'filesystem', 'path' = '$dir',
+  'format' = '$format');
+INSERT INTO files SELECT * FROM bid;
+SQL
+  cat > "$work/read.sql" <<SQL
+CREATE TABLE files ($columns) WITH ('connector' = 'filesystem', 'path' = '$dir',
+  'format' = '$format');
+CREATE TABLE total (n BIGINT, s BIGINT, chars BIGINT, t TIMESTAMP(3)) WITH ('connector' = 'blackhole');
+INSERT INTO total SELECT COUNT(*), SUM(auction + bidder + price),
+  SUM(CHAR_LENGTH(channel) + CHAR_LENGTH(url) + CHAR_LENGTH(extra)), MAX(dateTime) FROM files;
+SQL
+  read -r write_wall write_cpu <<< "$(timed "$work/write.sql")"
+  bytes=$(du -sb "$dir" | cut -f1)
+  read -r read_wall read_cpu <<< "$(timed "$work/read.sql")"
+  printf '| %s | %.0f | %.1f | %s | %.1f | %.0f | %.1f |\n' "$format" \
+    "$(echo "$bids / $write_wall" | bc -l)" "$write_cpu" "$bytes" \
+    "$(echo "$bytes / $bids" | bc -l)" "$(echo "$bids / $read_wall" | bc -l)" "$read_cpu"
+done

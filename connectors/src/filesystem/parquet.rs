@@ -1,0 +1,589 @@
+//! `'format' = 'parquet'` for the filesystem connector: a bulk format, written a part
+//! file at a time by arrow-rs's Parquet writer (row groups of `parquet.block.size` bytes,
+//! pages of `parquet.page.size`, column statistics in every row group and page) and read a
+//! row group at a time, only the table's columns, each cast to the table's type.
+//!
+//! As in Flink, a Parquet part file rolls at every checkpoint: a file is only readable once
+//! its footer is written, so it cannot stay open across one.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, new_null_array};
+use arrow::compute::{CastOptions, can_cast_types, cast_with_options};
+use arrow::datatypes::{DataType, Schema, SchemaRef};
+use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use bytes::Bytes;
+use eddy_common::object_storage::StorageLocation;
+use eddy_common::{EddyError, Result};
+use futures::future::BoxFuture;
+use futures::{FutureExt, TryFutureExt};
+use object_store::buffered::BufWriter;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, RowSelection, RowSelector,
+};
+use parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStream};
+use parquet::arrow::{AsyncArrowWriter, ParquetRecordBatchStreamBuilder, ProjectionMask};
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::errors::ParquetError;
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+
+use crate::Options;
+
+/// The options `'format' = 'parquet'` takes (Flink passes `parquet.*` to Parquet's own
+/// writer; these are the ones a Rust writer has).
+pub const PARQUET_KEYS: &[&str] = &[
+    "parquet.compression",
+    "parquet.block.size",
+    "parquet.page.size",
+    "parquet.enable.dictionary",
+];
+
+/// How Parquet files are written.
+#[derive(Debug, Clone)]
+pub struct ParquetFormat {
+    properties: Arc<WriterProperties>,
+    /// A row group is closed once this many bytes are buffered (`parquet.block.size`).
+    row_group_bytes: usize,
+}
+
+impl ParquetFormat {
+    /// Reads the `parquet.*` options.
+    pub fn from_options(options: &Options<'_>) -> Result<Self> {
+        let compression = match options.get("parquet.compression") {
+            None => Compression::SNAPPY,
+            Some(name) => compression(name).ok_or_else(|| {
+                options.error(format!(
+                    "option 'parquet.compression' = '{name}': expected UNCOMPRESSED, SNAPPY, \
+                     ZSTD or LZ4_RAW"
+                ))
+            })?,
+        };
+        let row_group_bytes = options.memory_size_or("parquet.block.size", 128 << 20)?;
+        let page_bytes = options.memory_size_or("parquet.page.size", 1 << 20)?;
+        if row_group_bytes == 0 || page_bytes == 0 {
+            return Err(options.error(
+                "options 'parquet.block.size' and 'parquet.page.size' must be at least 1 byte"
+                    .into(),
+            ));
+        }
+        let properties = WriterProperties::builder()
+            .set_compression(compression)
+            .set_data_page_size_limit(page_bytes as usize)
+            .set_dictionary_enabled(options.flag("parquet.enable.dictionary", true)?)
+            .set_statistics_enabled(EnabledStatistics::Page)
+            .build();
+        Ok(ParquetFormat {
+            properties: Arc::new(properties),
+            row_group_bytes: row_group_bytes as usize,
+        })
+    }
+}
+
+/// A codec by the name Parquet's writers give it.
+fn compression(name: &str) -> Option<Compression> {
+    Some(match name.to_ascii_uppercase().as_str() {
+        "UNCOMPRESSED" | "NONE" => Compression::UNCOMPRESSED,
+        "SNAPPY" => Compression::SNAPPY,
+        "ZSTD" => Compression::ZSTD(ZstdLevel::default()),
+        "LZ4_RAW" | "LZ4" => Compression::LZ4_RAW,
+        _ => return None,
+    })
+}
+
+/// One Parquet part file being written.
+pub struct ParquetPart {
+    writer: AsyncArrowWriter<BufWriter>,
+    row_group_bytes: usize,
+}
+
+impl ParquetPart {
+    /// A part file of rows shaped like `schema`, written through `upload`.
+    pub fn new(format: &ParquetFormat, upload: BufWriter, schema: SchemaRef) -> Result<Self> {
+        let properties = (*format.properties).clone();
+        let writer = AsyncArrowWriter::try_new(upload, schema, Some(properties))
+            .map_err(|e| parquet_error("opening a part file", e))?;
+        Ok(ParquetPart {
+            writer,
+            row_group_bytes: format.row_group_bytes,
+        })
+    }
+
+    /// Appends rows, closing the row group once it holds `parquet.block.size` bytes.
+    pub async fn write(&mut self, rows: &RecordBatch) -> Result<()> {
+        self.writer
+            .write(rows)
+            .await
+            .map_err(|e| parquet_error("writing a part file", e))?;
+        if self.writer.in_progress_size() >= self.row_group_bytes {
+            self.writer
+                .flush()
+                .await
+                .map_err(|e| parquet_error("writing a row group", e))?;
+        }
+        Ok(())
+    }
+
+    /// The file's size so far, counting the row group still in memory as encoded.
+    pub fn bytes(&self) -> u64 {
+        (self.writer.bytes_written() + self.writer.in_progress_size()) as u64
+    }
+
+    /// Writes the last row group and the footer, and completes the upload.
+    pub async fn close(self) -> Result<()> {
+        self.writer
+            .close()
+            .await
+            .map_err(|e| parquet_error("closing a part file", e))?;
+        Ok(())
+    }
+
+    /// Gives up the file: nothing of it becomes an object.
+    pub async fn abort(self) -> Result<()> {
+        self.writer.into_inner().abort().await?;
+        Ok(())
+    }
+}
+
+fn parquet_error(doing: &str, error: parquet::errors::ParquetError) -> EddyError {
+    EddyError::External {
+        system: "parquet",
+        message: format!("{doing}: {error}"),
+    }
+}
+
+/// A Parquet file's footer: its row groups and its columns.
+#[derive(Debug, Clone)]
+pub struct ParquetFooter {
+    metadata: ArrowReaderMetadata,
+}
+
+impl ParquetFooter {
+    /// Reads the footer of `path` (of `size` bytes); `shown` names the file in errors.
+    pub async fn read(
+        location: &StorageLocation,
+        path: &Path,
+        size: u64,
+        shown: &str,
+    ) -> Result<Self> {
+        let mut reader = FileBytes::new(location, path, size);
+        let metadata = ArrowReaderMetadata::load_async(&mut reader, Default::default())
+            .await
+            .map_err(|e| unreadable(shown, "its footer", e))?;
+        Ok(ParquetFooter { metadata })
+    }
+
+    /// The row ranges of the file's row groups, in order: `(first row, end)`; one empty
+    /// range for a file without rows.
+    pub fn row_ranges(&self) -> Vec<(u64, u64)> {
+        let mut ranges = Vec::new();
+        let mut first = 0u64;
+        for group in self.metadata.metadata().row_groups() {
+            let end = first + group.num_rows().max(0) as u64;
+            ranges.push((first, end));
+            first = end;
+        }
+        if ranges.is_empty() {
+            ranges.push((0, 0));
+        }
+        ranges
+    }
+
+    /// Reads rows `next..end` of the row group that starts at row `start`, only the
+    /// columns of `schema` the file has, `batch_size` rows at a time.
+    pub fn open(
+        &self,
+        location: &StorageLocation,
+        path: &Path,
+        rows: RowGroupRead,
+        schema: &SchemaRef,
+        shown: &str,
+    ) -> Result<ParquetRows> {
+        let ranges = self.row_ranges();
+        let Some(group) = ranges.iter().position(|(first, _)| *first == rows.start) else {
+            return Err(EddyError::Snapshot(format!(
+                "file '{shown}' has no row group starting at row {} (was it rewritten since \
+                 the checkpoint?)",
+                rows.start
+            )));
+        };
+        let (first, end) = ranges[group];
+        let file_schema = self.metadata.schema();
+        let roots: Vec<usize> = schema
+            .fields()
+            .iter()
+            .filter_map(|f| file_schema.index_of(f.name()).ok())
+            .collect();
+        let mask = ProjectionMask::roots(self.metadata.parquet_schema(), roots);
+        let skip = (rows.next.max(first) - first) as usize;
+        let selection = RowSelection::from(vec![
+            RowSelector::skip(skip),
+            RowSelector::select((end - first) as usize - skip.min((end - first) as usize)),
+        ]);
+        let reader = FileBytes::new(location, path, rows.file_size);
+        let stream =
+            ParquetRecordBatchStreamBuilder::new_with_metadata(reader, self.metadata.clone())
+                .with_row_groups(vec![group])
+                .with_projection(mask)
+                .with_row_selection(selection)
+                .with_batch_size(rows.batch_size.max(1))
+                .build()
+                .map_err(|e| unreadable(shown, "a row group", e))?;
+        let columns = conforming_columns(file_schema, schema, shown)?;
+        Ok(ParquetRows {
+            stream,
+            columns,
+            schema: schema.clone(),
+            shown: shown.to_string(),
+        })
+    }
+}
+
+/// Which rows of a row group to read.
+#[derive(Debug, Clone, Copy)]
+pub struct RowGroupRead {
+    /// The row group's first row in the file.
+    pub start: u64,
+    /// The first row not read yet.
+    pub next: u64,
+    /// The file's size in bytes.
+    pub file_size: u64,
+    /// Rows per batch.
+    pub batch_size: usize,
+}
+
+/// Where a table column comes from in a file's projected batches.
+#[derive(Debug, Clone)]
+enum ColumnSource {
+    /// The projected column at this index, cast to the table's type when it differs.
+    File(usize),
+    /// The file lacks the column: nulls.
+    Missing,
+}
+
+/// How each table column is found in the projected batches of a file with `file_schema`;
+/// fails, naming the file and column, where a column cannot be read as the table's type.
+fn conforming_columns(
+    file_schema: &Schema,
+    table: &Schema,
+    shown: &str,
+) -> Result<Vec<ColumnSource>> {
+    let mut projected: Vec<(usize, &str)> = table
+        .fields()
+        .iter()
+        .filter_map(|f| {
+            file_schema
+                .index_of(f.name())
+                .ok()
+                .map(|i| (i, f.name().as_str()))
+        })
+        .collect();
+    projected.sort_unstable();
+    table
+        .fields()
+        .iter()
+        .map(|field| {
+            let Some(at) = projected.iter().position(|(_, n)| *n == field.name()) else {
+                return Ok(ColumnSource::Missing);
+            };
+            let found = file_schema.field(projected[at].0).data_type();
+            if !readable_as(found, field.data_type()) {
+                return Err(EddyError::UnreadableFile {
+                    file: shown.to_string(),
+                    message: format!(
+                        "column '{}' is {found} in the file, which cannot be read as the \
+                         table's {}",
+                        field.name(),
+                        field.data_type()
+                    ),
+                });
+            }
+            Ok(ColumnSource::File(at))
+        })
+        .collect()
+}
+
+/// Whether a file column of type `found` is read as `wanted`: the same type, or one
+/// Arrow casts to it without turning text into numbers or times (or back).
+fn readable_as(found: &DataType, wanted: &DataType) -> bool {
+    let text = |t: &DataType| {
+        matches!(
+            t,
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Dictionary(..)
+        )
+    };
+    found == wanted || (can_cast_types(found, wanted) && text(found) == text(wanted))
+}
+
+/// The rows of one row group as they are read, shaped as the table's.
+pub struct ParquetRows {
+    stream: ParquetRecordBatchStream<FileBytes>,
+    columns: Vec<ColumnSource>,
+    schema: SchemaRef,
+    shown: String,
+}
+
+impl ParquetRows {
+    /// The next batch, or `None` at the row group's end.
+    pub async fn next(&mut self) -> Result<Option<RecordBatch>> {
+        use futures::StreamExt;
+        let Some(batch) = self.stream.next().await else {
+            return Ok(None);
+        };
+        let batch = batch.map_err(|e| unreadable(&self.shown, "a row group", e))?;
+        let strict = CastOptions {
+            safe: false,
+            ..CastOptions::default()
+        };
+        let columns = self
+            .columns
+            .iter()
+            .zip(self.schema.fields())
+            .map(|(source, field)| match source {
+                ColumnSource::Missing => Ok(new_null_array(field.data_type(), batch.num_rows())),
+                ColumnSource::File(i) if batch.column(*i).data_type() == field.data_type() => {
+                    Ok(batch.column(*i).clone())
+                }
+                ColumnSource::File(i) => {
+                    cast_with_options(batch.column(*i), field.data_type(), &strict).map_err(|e| {
+                        EddyError::UnreadableFile {
+                            file: self.shown.clone(),
+                            message: format!("column '{}': {e}", field.name()),
+                        }
+                    })
+                }
+            })
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+        Ok(Some(RecordBatch::try_new_with_options(
+            self.schema.clone(),
+            columns,
+            &options,
+        )?))
+    }
+}
+
+/// The bytes of a file in object storage, as the Parquet reader asks for them.
+struct FileBytes {
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+    size: u64,
+}
+
+impl FileBytes {
+    fn new(location: &StorageLocation, path: &Path, size: u64) -> Self {
+        FileBytes {
+            store: location.store.clone(),
+            path: path.clone(),
+            size,
+        }
+    }
+}
+
+fn store_error(error: object_store::Error) -> ParquetError {
+    ParquetError::External(Box::new(error))
+}
+
+impl AsyncFileReader for FileBytes {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        self.store
+            .get_range(&self.path, range)
+            .map_err(store_error)
+            .boxed()
+    }
+
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<Range<u64>>,
+    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        async move {
+            self.store
+                .get_ranges(&self.path, &ranges)
+                .await
+                .map_err(store_error)
+        }
+        .boxed()
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
+        async move {
+            let size = self.size;
+            let metadata = ParquetMetaDataReader::new()
+                .with_arrow_reader_options(options)
+                .load_and_finish(self, size)
+                .await?;
+            Ok(Arc::new(metadata))
+        }
+        .boxed()
+    }
+}
+
+/// A Parquet file (or part of one) that cannot be read: the store failed (which may pass),
+/// or the file is not valid Parquet (which will not).
+fn unreadable(shown: &str, what: &str, error: parquet::errors::ParquetError) -> EddyError {
+    match error {
+        parquet::errors::ParquetError::External(source) => EddyError::External {
+            system: "object storage",
+            message: format!("reading {what} of '{shown}': {source}"),
+        },
+        corrupt => EddyError::UnreadableFile {
+            file: shown.to_string(),
+            message: format!("not a readable Parquet file: {what}: {corrupt}"),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use arrow::array::{Int32Array, Int64Array, StringArray};
+    use arrow::datatypes::Field;
+    use eddy_common::object_storage::resolve;
+
+    use super::*;
+
+    fn format(options: &[(&str, &str)]) -> Result<ParquetFormat> {
+        let values: BTreeMap<String, String> = options
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let options = Options::validate("t", "filesystem", &values, PARQUET_KEYS, &[])?;
+        ParquetFormat::from_options(&options)
+    }
+
+    /// A file of `ids` (INT) and their names, written in row groups of about `group` rows.
+    async fn written(
+        name: &str,
+        ids: std::ops::Range<i32>,
+        group: usize,
+    ) -> (StorageLocation, Path, u64) {
+        let dir = std::env::temp_dir().join(format!("eddy-parquet-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let location = resolve(dir.to_str().unwrap(), &[]).unwrap();
+        let path = location.path.clone().join("part-0.parquet");
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int32, false),
+            Field::new("name", DataType::Utf8, true),
+        ]));
+        let format = format(&[("parquet.block.size", "1b")]).unwrap();
+        let upload = BufWriter::new(location.store.clone(), path.clone());
+        let mut part = ParquetPart::new(&format, upload, schema.clone()).unwrap();
+        let ids: Vec<i32> = ids.collect();
+        for rows in ids.chunks(group) {
+            let names: Vec<String> = rows.iter().map(|i| format!("n{i}")).collect();
+            let batch = RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(Int32Array::from(rows.to_vec())),
+                    Arc::new(StringArray::from(names)),
+                ],
+            )
+            .unwrap();
+            part.write(&batch).await.unwrap();
+        }
+        assert!(part.bytes() > 0);
+        part.close().await.unwrap();
+        let size = location.store.head(&path).await.unwrap().size;
+        (location, path, size)
+    }
+
+    /// Every row read from the row group starting at `start`, from row `next` on.
+    async fn read(
+        (location, path, size): &(StorageLocation, Path, u64),
+        table: &SchemaRef,
+        start: u64,
+        next: u64,
+    ) -> Result<Vec<RecordBatch>> {
+        let footer = ParquetFooter::read(location, path, *size, "f").await?;
+        let rows = RowGroupRead {
+            start,
+            next,
+            file_size: *size,
+            batch_size: 2,
+        };
+        let mut reader = footer.open(location, path, rows, table, "f")?;
+        let mut batches = Vec::new();
+        while let Some(batch) = reader.next().await? {
+            batches.push(batch);
+        }
+        Ok(batches)
+    }
+
+    #[tokio::test]
+    async fn row_groups_are_read_from_where_a_checkpoint_left_off_as_the_table_types_them() {
+        let file = written("resume", 0..10, 4).await;
+        let footer = ParquetFooter::read(&file.0, &file.1, file.2, "f")
+            .await
+            .unwrap();
+        assert_eq!(footer.row_ranges(), vec![(0, 4), (4, 8), (8, 10)]);
+        // The table widens id to BIGINT, reorders the columns and has one the file lacks.
+        let table = Arc::new(Schema::new(vec![
+            Field::new("missing", DataType::Utf8, true),
+            Field::new("name", DataType::Utf8, true),
+            Field::new("id", DataType::Int64, true),
+        ]));
+        let batches = read(&file, &table, 4, 5).await.unwrap();
+        let rows = arrow::compute::concat_batches(&table, &batches).unwrap();
+        assert_eq!(rows.num_rows(), 3);
+        assert_eq!(rows.column(0).null_count(), 3);
+        let ids = rows
+            .column(2)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
+        assert_eq!(ids.values(), &[5, 6, 7]);
+        let names = rows
+            .column(1)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
+        assert_eq!(names.value(0), "n5");
+        let error = read(&file, &table, 3, 3).await.unwrap_err().to_string();
+        assert!(error.contains("no row group starting at row 3"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn text_is_not_read_as_numbers_nor_a_corrupt_footer_as_a_file() {
+        let file = written("types", 0..3, 3).await;
+        let table = Arc::new(Schema::new(vec![Field::new("name", DataType::Int64, true)]));
+        let error = read(&file, &table, 0, 0).await.unwrap_err().to_string();
+        assert!(
+            error.contains("file 'f': column 'name' is Utf8 in the file"),
+            "{error}"
+        );
+        let local = std::path::Path::new("/").join(file.1.as_ref());
+        let mut bytes = std::fs::read(&local).unwrap();
+        let at = bytes.len() - 12;
+        bytes[at..at + 4].copy_from_slice(&[0xff; 4]);
+        std::fs::write(&local, &bytes).unwrap();
+        let error = ParquetFooter::read(&file.0, &file.1, file.2, "f")
+            .await
+            .unwrap_err();
+        assert!(!error.is_transient(), "{error}");
+        let error = error.to_string();
+        assert!(
+            error.starts_with("file 'f': not a readable Parquet file"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn options_name_the_codec_and_sizes() {
+        assert!(format(&[("parquet.compression", "zstd")]).is_ok());
+        let error = format(&[("parquet.compression", "brotli")]).unwrap_err();
+        assert!(
+            error.to_string().contains("expected UNCOMPRESSED, SNAPPY"),
+            "{error}"
+        );
+        assert!(format(&[("parquet.page.size", "0")]).is_err());
+        assert!(format(&[("parquet.enable.dictionary", "maybe")]).is_err());
+    }
+}

@@ -1,0 +1,210 @@
+//! `'format' = 'parquet'` against readers and writers Eddy did not write: pyarrow and
+//! DuckDB read what Eddy writes (rows, types, row groups with statistics and page
+//! indexes), and Eddy reads what they write (their codecs, row groups, wider and narrower
+//! types, columns the table lacks or the file lacks). The exactly-once Parquet sink on S3
+//! under kills is part of the chaos job ([`crate::chaos`]).
+
+use std::process::Command;
+
+use crate::row;
+use crate::support::{Scratch, assert_result_in, run_ok, run_script};
+
+/// Runs a Python program (pyarrow and DuckDB are installed by `.ci/run`); fails the test
+/// with its stderr unless it succeeds, and returns what it printed.
+fn python(program: &str) -> String {
+    let output = Command::new("python3")
+        .args(["-c", program])
+        .output()
+        .expect("start python3");
+    assert!(
+        output.status.success(),
+        "python failed (`.ci/run` installs pyarrow and duckdb):\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Eddy writes 5000 rows of nine types at parallelism 2, with a checkpoint every 100 ms
+/// (each rolls the part files) and small row groups: pyarrow reads them with Eddy's types
+/// and every value as Python computes it, every row group with statistics and page
+/// indexes; DuckDB reads the same rows and types.
+#[test]
+fn parquet_written_by_eddy_is_read_by_pyarrow_and_duckdb() {
+    let scratch = Scratch::new("parquet-write");
+    let out = scratch.path().join("out");
+    run_ok(
+        &scratch,
+        &format!(
+            "SET 'execution.checkpointing.interval' = '100ms';
+             CREATE TABLE seq (id BIGINT) WITH ('connector' = 'datagen', 'rows-per-second' = '20000',
+               'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '5000');
+             CREATE TABLE out (id BIGINT, small INT, half DOUBLE, price DECIMAL(10, 2), name STRING,
+               even BOOLEAN, maybe STRING, day DATE, ts TIMESTAMP(3))
+               WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'parquet',
+               'parquet.block.size' = '8kb', 'parquet.compression' = 'zstd');
+             INSERT INTO out SELECT id, CAST(id % 100 AS INT), CAST(id AS DOUBLE) / 2,
+               CAST(id AS DECIMAL(10, 2)) / 4, CONCAT('n', CAST(id AS STRING)), id % 2 = 0,
+               CASE WHEN id % 3 = 0 THEN CAST(NULL AS STRING) ELSE 'x' END,
+               CAST('2024-02-29' AS DATE),
+               TIMESTAMPADD(SECOND, CAST(id AS INT), TIMESTAMP '2024-01-01 00:00:00') FROM seq;",
+            out.display()
+        ),
+        2,
+    );
+    let printed = python(&format!(
+        r#"
+import datetime, decimal, glob, duckdb, pyarrow as pa, pyarrow.parquet as pq
+files = sorted(glob.glob('{dir}/*.parquet'))
+assert files and not glob.glob('{dir}/.*'), files
+expected_schema = pa.schema([('id', pa.int64()), ('small', pa.int32()), ('half', pa.float64()),
+    ('price', pa.decimal128(10, 2)), ('name', pa.string()), ('even', pa.bool_()),
+    ('maybe', pa.string()), ('day', pa.date32()), ('ts', pa.timestamp('ms'))])
+groups = 0
+for f in files:
+    meta = pq.ParquetFile(f).metadata
+    for g in range(meta.num_row_groups):
+        groups += 1
+        for c in range(meta.num_columns):
+            column = meta.row_group(g).column(c)
+            assert column.is_stats_set and column.statistics.has_null_count, (f, g, c)
+            assert column.has_column_index and column.has_offset_index, (f, g, c)
+table = pa.concat_tables([pq.read_table(f) for f in files])
+assert table.schema.remove_metadata() == expected_schema, table.schema
+rows = sorted(table.to_pylist(), key=lambda r: r['id'])
+def want(i):
+    return {{'id': i, 'small': i % 100, 'half': i / 2, 'price': decimal.Decimal(i * 25).scaleb(-2),
+        'name': f'n{{i}}', 'even': i % 2 == 0, 'maybe': None if i % 3 == 0 else 'x',
+        'day': datetime.date(2024, 2, 29),
+        'ts': datetime.datetime(2024, 1, 1) + datetime.timedelta(seconds=i)}}
+assert rows == [want(i) for i in range(1, 5001)], [r for r in rows if r != want(r['id'])][:3]
+duck = duckdb.sql("SELECT count(*), sum(id), sum(price), count(maybe), max(ts), "
+    "typeof(any_value(price)), typeof(any_value(ts)), typeof(any_value(day)), "
+    "typeof(any_value(small)) FROM read_parquet('{dir}/*.parquet')").fetchall()
+assert duck == [(5000, 12502500, decimal.Decimal('3125625.00'), 3334,
+    datetime.datetime(2024, 1, 1, 1, 23, 20), 'DECIMAL(10,2)', 'TIMESTAMP', 'DATE',
+    'INTEGER')], duck
+print(len(files), groups)
+"#,
+        dir = out.display()
+    ));
+    let counts: Vec<usize> = printed
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    // Two subtasks, rolled at checkpoints; 8 kB row groups.
+    assert!(
+        counts[0] >= 2 && counts[1] > counts[0],
+        "files, row groups: {counts:?}"
+    );
+}
+
+/// pyarrow (snappy, 700-row groups, microsecond times, a column the table lacks) and
+/// DuckDB (zstd, 500-row groups) write 5000 rows; Eddy reads them at parallelism 1 and 4
+/// (row groups dealt over the subtasks) into the table's types, a column no file has as
+/// NULL.
+#[test]
+fn parquet_written_by_pyarrow_and_duckdb_is_read_by_eddy() {
+    let scratch = Scratch::new("parquet-read");
+    let dir = scratch.path().join("in");
+    std::fs::create_dir_all(&dir).unwrap();
+    python(&format!(
+        r#"
+import datetime, decimal, duckdb, pyarrow as pa, pyarrow.parquet as pq
+ids = range(1, 3001)
+pq.write_table(pa.table({{
+    'id': pa.array(ids, pa.int64()),
+    'small': pa.array([i % 100 for i in ids], pa.int32()),
+    'name': pa.array([None if i % 7 == 0 else f'n{{i}}' for i in ids]),
+    'price': pa.array([decimal.Decimal(i).scaleb(-3) for i in ids], pa.decimal128(12, 3)),
+    'ts': pa.array([datetime.datetime(2024, 1, 1) + datetime.timedelta(seconds=i) for i in ids],
+        pa.timestamp('us')),
+    'd': pa.array([datetime.date(2024, 1, 1) + datetime.timedelta(days=i % 30) for i in ids]),
+    'flag': pa.array([i % 2 == 0 for i in ids]),
+    'extra': pa.array([1.5] * len(ids)),
+}}), '{dir}/a.parquet', row_group_size=700)
+duckdb.sql("COPY (SELECT i::BIGINT AS id, (i % 100)::INTEGER AS small, "
+    "CASE WHEN i % 7 = 0 THEN NULL ELSE 'n' || i END AS name, (i / 1000)::DECIMAL(12, 3) AS price, "
+    "TIMESTAMP '2024-01-01' + to_seconds(i) AS ts, DATE '2024-01-01' + (i % 30)::INTEGER AS d, "
+    "i % 2 = 0 AS flag FROM range(3001, 5001) r(i)) "
+    "TO '{dir}/b.parquet' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 500)")
+"#,
+        dir = dir.display()
+    ));
+    let script = format!(
+        "CREATE TABLE src (id BIGINT, small BIGINT, name STRING, price DECIMAL(12, 3),
+           ts TIMESTAMP(3), d DATE, flag BOOLEAN, gone STRING)
+           WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'parquet');
+         CREATE TABLE o (flag BOOLEAN, c BIGINT, ids BIGINT, smalls BIGINT, names BIGINT,
+           gone BIGINT, price DECIMAL(20, 3), last_day STRING, first_ts STRING, secs BIGINT)
+           WITH ('connector' = 'print');
+         INSERT INTO o SELECT flag, COUNT(*), SUM(id), SUM(small), COUNT(name), COUNT(gone),
+           SUM(price), CAST(MAX(d) AS STRING), CAST(MIN(ts) AS STRING),
+           SUM(EXTRACT(SECOND FROM ts)) FROM src GROUP BY flag;",
+        dir.display()
+    );
+    let expected = [false, true]
+        .into_iter()
+        .map(|even| {
+            let ids: Vec<i64> = (1..=5000).filter(|i| (i % 2 == 0) == even).collect();
+            let sum: i64 = ids.iter().sum();
+            let last_day = 1 + ids.iter().map(|i| i % 30).max().unwrap();
+            row![
+                even,
+                ids.len(),
+                sum,
+                ids.iter().map(|i| i % 100).sum::<i64>(),
+                ids.iter().filter(|i| *i % 7 != 0).count(),
+                0,
+                format!("{}.{:03}", sum / 1000, sum % 1000),
+                format!("2024-01-{last_day:02}"),
+                format!("2024-01-01 00:00:0{}.000", ids[0]),
+                ids.iter().map(|i| i % 60).sum::<i64>()
+            ]
+        })
+        .collect();
+    assert_result_in(&scratch, &script, expected);
+}
+
+/// A file that is not Parquet, and one whose column cannot be read as the table's type,
+/// fail the job with errors naming the file; nothing panics.
+#[test]
+fn unreadable_parquet_files_fail_naming_the_file() {
+    let scratch = Scratch::new("parquet-bad");
+    let dir = scratch.path().join("in");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("truncated.parquet"),
+        b"PAR1 not really parquet PAR1",
+    )
+    .unwrap();
+    let script = |column: &str| {
+        format!(
+            "CREATE TABLE src ({column}) WITH ('connector' = 'filesystem', 'path' = '{}',
+               'format' = 'parquet');
+             CREATE TABLE o (n BIGINT) WITH ('connector' = 'print');
+             INSERT INTO o SELECT COUNT(*) FROM src;",
+            dir.display()
+        )
+    };
+    let output = run_script(&scratch, &script("id BIGINT"), 1);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("truncated.parquet': not a readable Parquet file"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    std::fs::remove_file(dir.join("truncated.parquet")).unwrap();
+    python(&format!(
+        "import pyarrow as pa, pyarrow.parquet as pq\n\
+         pq.write_table(pa.table({{'id': ['a', 'b']}}), '{}/text.parquet')",
+        dir.display()
+    ));
+    let output = run_script(&scratch, &script("id BIGINT"), 1);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("text.parquet': column 'id' is Utf8 in the file"),
+        "{stderr}"
+    );
+}
