@@ -113,8 +113,8 @@ struct Part {
 /// What a part file is written with.
 enum PartBody {
     /// Encoded lines, uploaded as they come.
-    Lines { upload: BufWriter, bytes: u64 },
-    /// A Parquet file, a row group at a time (boxed: its writer is large).
+    Lines { upload: Box<BufWriter>, bytes: u64 },
+    /// A Parquet file, a row group at a time.
     Parquet(Box<ParquetPart>),
 }
 
@@ -233,7 +233,10 @@ impl PartWriter {
         let in_progress = directory.join(format!(".{name}{IN_PROGRESS}").as_str());
         let upload = BufWriter::new(self.config.location.store.clone(), in_progress.clone());
         let body = match &self.config.format {
-            FileFormat::Lines(_) => PartBody::Lines { upload, bytes: 0 },
+            FileFormat::Lines(_) => PartBody::Lines {
+                upload: Box::new(upload),
+                bytes: 0,
+            },
             FileFormat::Parquet(parquet) => {
                 PartBody::Parquet(Box::new(ParquetPart::new(parquet, upload, rows.schema())?))
             }
