@@ -43,6 +43,7 @@ fn main() -> anyhow::Result<()> {
         metrics: Arc::new(OperatorMetrics::default()),
         completed: None,
         metadata: Vec::new(),
+        columns_used: None,
     };
     let runtime = tokio::runtime::Builder::new_current_thread().build()?;
     let started = Instant::now();

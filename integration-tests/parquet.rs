@@ -164,6 +164,19 @@ duckdb.sql("COPY (SELECT i::BIGINT AS id, (i % 100)::INTEGER AS small, "
         })
         .collect();
     assert_result_in(&scratch, &script, expected);
+    // Queries that use some columns (the others are not read) or none.
+    let table = script.split(';').next().unwrap();
+    let counts = format!(
+        "{table}; CREATE TABLE o (c BIGINT, names BIGINT) WITH ('connector' = 'print');
+         INSERT INTO o SELECT COUNT(*), COUNT(name) FROM src WHERE small < 50;"
+    );
+    let names = (1..=5000).filter(|i| i % 100 < 50 && i % 7 != 0).count();
+    assert_result_in(&scratch, &counts, vec![row![2500, names]]);
+    let count = format!(
+        "{table}; CREATE TABLE o (c BIGINT) WITH ('connector' = 'print');
+         INSERT INTO o SELECT COUNT(*) FROM src;"
+    );
+    assert_result_in(&scratch, &count, vec![row![5000]]);
 }
 
 /// A file that is not Parquet, and one whose column cannot be read as the table's type,

@@ -195,6 +195,9 @@ pub struct SourceContext {
     /// The metadata keys (of [`TableConnector::readable_metadata`]) whose values follow the
     /// physical columns, in order; empty for a connector that reads none.
     pub metadata: Vec<String>,
+    /// The columns of [`SourceContext::schema`] the query uses, when it uses fewer than
+    /// all: a reader that can skip a column (Parquet's) may leave the others NULL.
+    pub columns_used: Option<Vec<usize>>,
     /// This subtask's index.
     pub subtask: usize,
     /// How many subtasks read the table.

@@ -170,6 +170,7 @@ impl FullTable {
             metrics: self.context.metrics.clone(),
             completed: None,
             metadata: Vec::new(),
+            columns_used: None,
         };
         let mut reader = self.connector.create_reader(&source)?;
         reader.open().await?;

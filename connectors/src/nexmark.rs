@@ -863,6 +863,7 @@ mod tests {
             metrics: Default::default(),
             completed: None,
             metadata: Vec::new(),
+            columns_used: None,
         };
         let mut reader = connector.create_reader(&context).unwrap();
         let mut uncancelled = connector.create_reader(&context).unwrap();
@@ -907,6 +908,7 @@ mod tests {
             metrics: Default::default(),
             completed: None,
             metadata: Vec::new(),
+            columns_used: None,
         };
         let mut reader = connector.create_reader(&context).unwrap();
         let Some(SourceEvent::Rows { rows, .. }) = reader.next().await.unwrap() else {

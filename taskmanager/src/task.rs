@@ -307,6 +307,7 @@ async fn read_source(
             .operator(&format!("{prefix}/Source:{}", source.table)),
         completed: pipeline.checkpointing.as_ref().map(|c| c.completed.clone()),
         metadata: source.metadata.clone(),
+        columns_used: source.columns_used.clone(),
     };
     let scan = OperatorChain::build(
         &source.scan_operators,

@@ -6,12 +6,13 @@
 //! As in Flink, a Parquet part file rolls at every checkpoint: a file is only readable once
 //! its footer is written, so it cannot stay open across one.
 
+use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, new_null_array};
 use arrow::compute::{CastOptions, can_cast_types, cast_with_options};
-use arrow::datatypes::{DataType, Schema, SchemaRef};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use bytes::Bytes;
 use eddy_common::object_storage::StorageLocation;
@@ -192,14 +193,17 @@ impl ParquetFooter {
         ranges
     }
 
-    /// Reads rows `next..end` of the row group that starts at row `start`, only the
-    /// columns of `schema` the file has, `batch_size` rows at a time.
+    /// Reads rows `next..end` of the row group that starts at row `start`, `batch_size`
+    /// rows at a time, shaped as `schema`: of its columns, those the file has and the
+    /// query `used` (all when `None`; a column that cannot be NULL always) are read, the
+    /// others are NULL.
     pub fn open(
         &self,
         location: &StorageLocation,
         path: &Path,
         rows: RowGroupRead,
         schema: &SchemaRef,
+        used: Option<&HashSet<&str>>,
         shown: &str,
     ) -> Result<ParquetRows> {
         let ranges = self.row_ranges();
@@ -212,8 +216,15 @@ impl ParquetFooter {
         };
         let (first, end) = ranges[group];
         let file_schema = self.metadata.schema();
-        let roots: Vec<usize> = schema
+        let read: Vec<&Field> = schema
             .fields()
+            .iter()
+            .filter(|f| {
+                !f.is_nullable() || used.is_none_or(|used| used.contains(f.name().as_str()))
+            })
+            .map(|f| f.as_ref())
+            .collect();
+        let roots: Vec<usize> = read
             .iter()
             .filter_map(|f| file_schema.index_of(f.name()).ok())
             .collect();
@@ -232,7 +243,7 @@ impl ParquetFooter {
                 .with_batch_size(rows.batch_size.max(1))
                 .build()
                 .map_err(|e| unreadable(shown, "a row group", e))?;
-        let columns = conforming_columns(file_schema, schema, shown)?;
+        let columns = conforming_columns(file_schema, schema, &read, shown)?;
         Ok(ParquetRows {
             stream,
             columns,
@@ -260,19 +271,36 @@ pub struct RowGroupRead {
 enum ColumnSource {
     /// The projected column at this index, cast to the table's type when it differs.
     File(usize),
-    /// The file lacks the column: nulls.
+    /// The file lacks the column, or the query does not use it: nulls.
     Missing,
 }
 
-/// How each table column is found in the projected batches of a file with `file_schema`;
-/// fails, naming the file and column, where a column cannot be read as the table's type.
+/// How each table column is found in the projected batches (the columns `read`) of a file
+/// with `file_schema`; fails, naming the file and column, where a column of the table (read
+/// or not) cannot be read as the table's type.
 fn conforming_columns(
     file_schema: &Schema,
     table: &Schema,
+    read: &[&Field],
     shown: &str,
 ) -> Result<Vec<ColumnSource>> {
-    let mut projected: Vec<(usize, &str)> = table
-        .fields()
+    for field in table.fields() {
+        let Ok(found) = file_schema.field_with_name(field.name()) else {
+            continue;
+        };
+        if !readable_as(found.data_type(), field.data_type()) {
+            return Err(EddyError::UnreadableFile {
+                file: shown.to_string(),
+                message: format!(
+                    "column '{}' is {} in the file, which cannot be read as the table's {}",
+                    field.name(),
+                    found.data_type(),
+                    field.data_type()
+                ),
+            });
+        }
+    }
+    let mut projected: Vec<(usize, &str)> = read
         .iter()
         .filter_map(|f| {
             file_schema
@@ -282,28 +310,13 @@ fn conforming_columns(
         })
         .collect();
     projected.sort_unstable();
-    table
-        .fields()
-        .iter()
-        .map(|field| {
-            let Some(at) = projected.iter().position(|(_, n)| *n == field.name()) else {
-                return Ok(ColumnSource::Missing);
-            };
-            let found = file_schema.field(projected[at].0).data_type();
-            if !readable_as(found, field.data_type()) {
-                return Err(EddyError::UnreadableFile {
-                    file: shown.to_string(),
-                    message: format!(
-                        "column '{}' is {found} in the file, which cannot be read as the \
-                         table's {}",
-                        field.name(),
-                        field.data_type()
-                    ),
-                });
-            }
-            Ok(ColumnSource::File(at))
-        })
-        .collect()
+    let sources = table.fields().iter().map(|field| {
+        match projected.iter().position(|(_, n)| *n == field.name()) {
+            Some(at) => ColumnSource::File(at),
+            None => ColumnSource::Missing,
+        }
+    });
+    Ok(sources.collect())
 }
 
 /// Whether a file column of type `found` is read as `wanted`: the same type, or one
@@ -497,10 +510,21 @@ mod tests {
 
     /// Every row read from the row group starting at `start`, from row `next` on.
     async fn read(
+        file: &(StorageLocation, Path, u64),
+        table: &SchemaRef,
+        start: u64,
+        next: u64,
+    ) -> Result<Vec<RecordBatch>> {
+        read_used(file, table, start, next, None).await
+    }
+
+    /// As [`read`], of the columns `used` only.
+    async fn read_used(
         (location, path, size): &(StorageLocation, Path, u64),
         table: &SchemaRef,
         start: u64,
         next: u64,
+        used: Option<&HashSet<&str>>,
     ) -> Result<Vec<RecordBatch>> {
         let footer = ParquetFooter::read(location, path, *size, "f").await?;
         let rows = RowGroupRead {
@@ -509,7 +533,7 @@ mod tests {
             file_size: *size,
             batch_size: 2,
         };
-        let mut reader = footer.open(location, path, rows, table, "f")?;
+        let mut reader = footer.open(location, path, rows, table, used, "f")?;
         let mut batches = Vec::new();
         while let Some(batch) = reader.next().await? {
             batches.push(batch);
@@ -548,6 +572,21 @@ mod tests {
         assert_eq!(names.value(0), "n5");
         let error = read(&file, &table, 3, 3).await.unwrap_err().to_string();
         assert!(error.contains("no row group starting at row 3"), "{error}");
+        // A query that uses the names only: the ids are not read (NULL); none, only counted.
+        for (used, nulls) in [(vec!["name"], [3, 0, 3]), (vec![], [3, 3, 3])] {
+            let used: HashSet<&str> = used.into_iter().collect();
+            let batches = read_used(&file, &table, 0, 1, Some(&used)).await.unwrap();
+            let rows = arrow::compute::concat_batches(&table, &batches).unwrap();
+            assert_eq!(rows.num_rows(), 3);
+            let found: Vec<usize> = rows.columns().iter().map(|c| c.null_count()).collect();
+            assert_eq!(found, nulls, "{used:?}");
+        }
+        // A column that cannot be NULL is read all the same.
+        let strict = Arc::new(Schema::new(vec![Field::new("id", DataType::Int32, false)]));
+        let batches = read_used(&file, &strict, 0, 0, Some(&HashSet::new()))
+            .await
+            .unwrap();
+        assert_eq!(batches[0].column(0).null_count(), 0);
     }
 
     #[tokio::test]

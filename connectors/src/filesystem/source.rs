@@ -11,7 +11,7 @@
 //! another never turns rows late. Memory grows with the files read at once, not with the
 //! size of a file.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{Read, Seek, SeekFrom};
 use std::ops::Range;
 
@@ -278,8 +278,8 @@ async fn all_splits(
 /// Opens `split` to read from where `progress` says.
 async fn open_split(
     config: &FileSourceConfig,
+    context: &SourceContext,
     footers: &mut Footers,
-    batch_size: usize,
     split: FileSplit,
     progress: SplitProgress,
 ) -> Result<OpenSplit> {
@@ -299,16 +299,16 @@ async fn open_split(
                 start: split.start,
                 next: progress.next,
                 file_size: split.file.size,
-                batch_size,
+                batch_size: context.batch_size,
             };
+            let used: Option<HashSet<&str>> = context.columns_used.as_ref().map(|used| {
+                let fields = context.schema.fields();
+                used.iter().map(|i| fields[*i].name().as_str()).collect()
+            });
             let footer = &footers[&split.path];
-            SplitBody::Parquet(footer.open(
-                location,
-                &split.path,
-                rows,
-                config.data_schema(),
-                &name,
-            )?)
+            let schema = config.data_schema();
+            let read = footer.open(location, &split.path, rows, schema, used.as_ref(), &name);
+            SplitBody::Parquet(read?)
         }
     };
     Ok(OpenSplit {
@@ -357,8 +357,13 @@ impl FileReader {
         mut splits: VecDeque<(FileSplit, SplitProgress)>,
     ) -> Result<Lane> {
         let (split, progress) = splits.pop_front().expect("a lane has a split");
-        let batch_size = self.context.batch_size;
-        let current = open_split(&self.config, &mut self.footers, batch_size, split, progress);
+        let current = open_split(
+            &self.config,
+            &self.context,
+            &mut self.footers,
+            split,
+            progress,
+        );
         Ok(Lane {
             index,
             current: current.await?,
@@ -429,10 +434,9 @@ impl FileReader {
                 self.finished
                     .push((done.name.clone(), done.split.start, progress));
                 if let Some((split, progress)) = lane.queued.pop_front() {
-                    let batch_size = self.context.batch_size;
+                    let (config, context) = (&self.config, &self.context);
                     lane.current =
-                        open_split(&self.config, &mut self.footers, batch_size, split, progress)
-                            .await?;
+                        open_split(config, context, &mut self.footers, split, progress).await?;
                     continue;
                 }
                 let done = lanes.remove(self.cursor);
@@ -903,6 +907,7 @@ mod tests {
             metrics: Default::default(),
             completed: None,
             metadata: Vec::new(),
+            columns_used: None,
         };
         let mut seen = Vec::new();
         let mut positions = Vec::new();

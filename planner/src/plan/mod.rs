@@ -124,6 +124,9 @@ pub struct SourceSpec {
     pub schema: SchemaRef,
     /// The metadata keys of the columns after the physical ones.
     pub metadata: Vec<String>,
+    /// The columns of `schema` the plan uses, when it uses fewer than all (the scan's
+    /// projection over an insert-only source): the reader may leave the others NULL.
+    pub columns_used: Option<Vec<usize>>,
     /// Operators applied to the connector's rows before watermarks are taken (computed
     /// columns).
     pub scan_operators: Vec<OperatorSpec>,

@@ -46,6 +46,16 @@ impl Planner {
                 "a table scan got pushed-down filters".into(),
             ));
         }
+        // The columns above the scan needs; a change stream's are all needed to normalize
+        // it by key.
+        let changes = source.connector.source_changes();
+        let columns_used = match changes {
+            SourceChanges::Inserts => scan
+                .projection
+                .clone()
+                .filter(|used| used.len() < source.schema.fields().len()),
+            _ => None,
+        };
         let vertex = self.new_vertex(
             self.parallelism,
             Some(SourceSpec {
@@ -53,6 +63,7 @@ impl Planner {
                 connector: source.connector.clone(),
                 schema: source.schema.clone(),
                 metadata: source.metadata.clone(),
+                columns_used,
                 scan_operators: Vec::new(),
                 watermark: None,
             }),
@@ -62,7 +73,6 @@ impl Planner {
             .or_eddy()?;
         // A changelog format's rows are a retract stream (each change carries its whole
         // before-image); an upsert source's are normalized by key into one.
-        let changes = source.connector.source_changes();
         let mut stream = Stream::new(vertex, Arc::new(full), Changelog::of_changes(&changes));
         match changes {
             SourceChanges::Upsert { key } => stream = self.normalize(stream, &key)?,
