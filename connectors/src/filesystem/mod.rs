@@ -23,7 +23,7 @@ use sink::FileSinkConfig;
 use source::FileSourceConfig;
 
 use self::parquet::{PARQUET_KEYS, ParquetFormat};
-use crate::format::{Format, format_keys};
+use crate::format::{FORMAT_NAMES, Format, format_keys};
 use crate::transaction::DeliveryGuarantee;
 use crate::{Options, SinkContext, SinkWriter, SourceContext, SourceReader, TableConnector};
 
@@ -64,11 +64,18 @@ impl FileFormat {
     /// Reads `format` and its options; returns the format and whether malformed records are
     /// skipped rather than failing the job.
     fn from_options(options: &Options<'_>) -> Result<(FileFormat, bool)> {
-        if options.get("format") == Some("parquet") {
-            return Ok((
-                FileFormat::Parquet(ParquetFormat::from_options(options)?),
-                false,
-            ));
+        match options.required("format")? {
+            "parquet" => {
+                let parquet = ParquetFormat::from_options(options)?;
+                return Ok((FileFormat::Parquet(parquet), false));
+            }
+            line if FORMAT_NAMES.contains(&line) => {}
+            other => {
+                return Err(options.error(format!(
+                    "option 'format' = '{other}': expected one of {}, parquet",
+                    FORMAT_NAMES.join(", ")
+                )));
+            }
         }
         let (format, ignore_parse_errors) = Format::from_options(options)?;
         Ok((FileFormat::Lines(format), ignore_parse_errors))
@@ -348,5 +355,26 @@ impl TableConnector for FilesystemConnector {
 
     fn create_writer(&self, context: &SinkContext) -> Result<Box<dyn SinkWriter>> {
         sink::create(&self.sink, context)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    use super::*;
+
+    #[test]
+    fn an_unknown_format_is_refused_naming_every_format() {
+        let values = [("path", "/tmp/t"), ("format", "avro")]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into();
+        let schema = Arc::new(Schema::new(vec![Field::new("a", DataType::Int64, true)]));
+        let error = FilesystemConnector::new("t", &values, &schema, &[]).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "table 't': option 'format' = 'avro': expected one of csv, json, debezium-json, \
+             canal-json, maxwell-json, parquet"
+        );
     }
 }

@@ -38,6 +38,9 @@ pub enum Format {
     Maxwell(MaxwellJson),
 }
 
+/// The names of the record formats (`'format' = '...'`).
+pub const FORMAT_NAMES: &[&str] = &["csv", "json", "debezium-json", "canal-json", "maxwell-json"];
+
 /// The option keys formats understand.
 pub fn format_keys() -> Vec<&'static str> {
     let mut keys = vec!["format", "format.ignore-parse-errors"];
@@ -61,8 +64,8 @@ impl Format {
             "maxwell-json" => Format::Maxwell(MaxwellJson::from_options(options)?),
             other => {
                 return Err(options.error(format!(
-                    "option 'format' = '{other}': expected csv, json, debezium-json, \
-                     canal-json or maxwell-json"
+                    "option 'format' = '{other}': expected one of {}",
+                    FORMAT_NAMES.join(", ")
                 )));
             }
         };
