@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # File formats: the same Nexmark bids written by `eddy run` (release build, parallelism 1)
 # into local files as CSV, JSON and Parquet (exactly once, 10 s checkpoints), then read back
-# whole (a COUNT and SUM over every column, so no reader can skip one). Prints rows/s of
-# each (over the job's wall time, start-up included), CPU-seconds, and bytes on disk.
+# whole (a COUNT and SUM over every column, so no reader can skip one) and by one column
+# (SUM(price): Parquet reads that column only). Prints rows/s of each (over the job's wall
+# time, start-up included), CPU-seconds, and bytes on disk.
 # Usage: bench/formats.sh [EVENTS]   (default 4000000 Nexmark events, 46 of 50 are bids)
 #        EDDY_BIN=path runs that eddy binary instead of building one.
 set -euo pipefail
@@ -35,8 +36,8 @@ echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 echo "commit:  $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 echo "$events Nexmark events = $bids bids, parallelism 1"
 echo
-echo "| format | write rows/s | write CPU-s | bytes on disk | bytes/row | read rows/s | read CPU-s |"
-echo "|---|---|---|---|---|---|---|"
+echo "| format | write rows/s | write CPU-s | bytes on disk | bytes/row | read rows/s | read CPU-s | one column rows/s | one column CPU-s |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for format in csv json parquet; do
   dir="$work/$format"
   cat > "$work/write.sql" <<SQL
@@ -55,10 +56,18 @@ CREATE TABLE total (n BIGINT, s BIGINT, chars BIGINT, t TIMESTAMP(3)) WITH ('con
 INSERT INTO total SELECT COUNT(*), SUM(auction + bidder + price),
   SUM(CHAR_LENGTH(channel) + CHAR_LENGTH(url) + CHAR_LENGTH(extra)), MAX(dateTime) FROM files;
 SQL
+  cat > "$work/narrow.sql" <<SQL
+CREATE TABLE files ($columns) WITH ('connector' = 'filesystem', 'path' = '$dir',
+  'format' = '$format');
+CREATE TABLE total (s BIGINT) WITH ('connector' = 'blackhole');
+INSERT INTO total SELECT SUM(price) FROM files;
+SQL
   read -r write_wall write_cpu <<< "$(timed "$work/write.sql")"
   bytes=$(du -sb "$dir" | cut -f1)
   read -r read_wall read_cpu <<< "$(timed "$work/read.sql")"
-  printf '| %s | %.0f | %.1f | %s | %.1f | %.0f | %.1f |\n' "$format" \
+  read -r narrow_wall narrow_cpu <<< "$(timed "$work/narrow.sql")"
+  printf '| %s | %.0f | %.1f | %s | %.1f | %.0f | %.1f | %.0f | %.1f |\n' "$format" \
     "$(echo "$bids / $write_wall" | bc -l)" "$write_cpu" "$bytes" \
-    "$(echo "$bytes / $bids" | bc -l)" "$(echo "$bids / $read_wall" | bc -l)" "$read_cpu"
+    "$(echo "$bytes / $bids" | bc -l)" "$(echo "$bids / $read_wall" | bc -l)" "$read_cpu" \
+    "$(echo "$bids / $narrow_wall" | bc -l)" "$narrow_cpu"
 done
