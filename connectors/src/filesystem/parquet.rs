@@ -177,20 +177,33 @@ impl ParquetFooter {
         Ok(ParquetFooter { metadata })
     }
 
-    /// The row ranges of the file's row groups, in order: `(first row, end)`; one empty
-    /// range for a file without rows.
+    /// The row ranges of the file's row groups that hold rows, in order: `(first row,
+    /// end)`; one empty range for a file without rows.
     pub fn row_ranges(&self) -> Vec<(u64, u64)> {
-        let mut ranges = Vec::new();
-        let mut first = 0u64;
-        for group in self.metadata.metadata().row_groups() {
-            let end = first + group.num_rows().max(0) as u64;
-            ranges.push((first, end));
-            first = end;
-        }
+        let mut ranges: Vec<(u64, u64)> = self
+            .row_groups()
+            .into_iter()
+            .map(|(_, first, end)| (first, end))
+            .collect();
         if ranges.is_empty() {
             ranges.push((0, 0));
         }
         ranges
+    }
+
+    /// The row groups that hold rows (a writer may leave empty ones, which would share
+    /// their first row with the next): `(index, first row, end)`.
+    fn row_groups(&self) -> Vec<(usize, u64, u64)> {
+        let mut groups = Vec::new();
+        let mut first = 0u64;
+        for (index, group) in self.metadata.metadata().row_groups().iter().enumerate() {
+            let end = first + group.num_rows().max(0) as u64;
+            if end > first {
+                groups.push((index, first, end));
+            }
+            first = end;
+        }
+        groups
     }
 
     /// Reads rows `next..end` of the row group that starts at row `start`, `batch_size`
@@ -206,15 +219,15 @@ impl ParquetFooter {
         used: Option<&HashSet<&str>>,
         shown: &str,
     ) -> Result<ParquetRows> {
-        let ranges = self.row_ranges();
-        let Some(group) = ranges.iter().position(|(first, _)| *first == rows.start) else {
+        let groups = self.row_groups();
+        let Some(&(group, first, end)) = groups.iter().find(|(_, first, _)| *first == rows.start)
+        else {
             return Err(EddyError::Snapshot(format!(
                 "file '{shown}' has no row group starting at row {} (was it rewritten since \
                  the checkpoint?)",
                 rows.start
             )));
         };
-        let (first, end) = ranges[group];
         let file_schema = self.metadata.schema();
         let read: Vec<&Field> = schema
             .fields()
@@ -612,6 +625,45 @@ mod tests {
             error.starts_with("file 'f': not a readable Parquet file"),
             "{error}"
         );
+    }
+
+    /// A file whose first row group is empty (as some writers leave one): the rows of the
+    /// next, which starts at the same row, are read.
+    #[tokio::test]
+    async fn an_empty_row_group_hides_no_rows() {
+        use parquet::data_type::Int64Type;
+        use parquet::file::writer::SerializedFileWriter;
+        use parquet::schema::parser::parse_message_type;
+        let dir = std::env::temp_dir().join(format!("eddy-parquet-empty-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = std::fs::File::create(dir.join("f.parquet")).unwrap();
+        let schema = Arc::new(parse_message_type("message m { required int64 id; }").unwrap());
+        let mut writer = SerializedFileWriter::new(file, schema, Default::default()).unwrap();
+        for ids in [&[][..], &[7, 8, 9][..]] {
+            let mut group = writer.next_row_group().unwrap();
+            let mut column = group.next_column().unwrap().unwrap();
+            column
+                .typed::<Int64Type>()
+                .write_batch(ids, None, None)
+                .unwrap();
+            column.close().unwrap();
+            group.close().unwrap();
+        }
+        writer.close().unwrap();
+        let location = resolve(dir.to_str().unwrap(), &[]).unwrap();
+        let path = location.path.clone().join("f.parquet");
+        let size = location.store.head(&path).await.unwrap().size;
+        let footer = ParquetFooter::read(&location, &path, size, "f")
+            .await
+            .unwrap();
+        assert_eq!(footer.row_ranges(), vec![(0, 3)]);
+        let table = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
+        let batches = read(&(location, path, size), &table, 0, 0).await.unwrap();
+        let rows = arrow::compute::concat_batches(&table, &batches).unwrap();
+        let ids = rows.column(0).as_any().downcast_ref::<Int64Array>();
+        assert_eq!(ids.unwrap().values(), &[7, 8, 9]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
