@@ -4,26 +4,9 @@
 //! types, columns the table lacks or the file lacks). The exactly-once Parquet sink on S3
 //! under kills is part of the chaos job ([`crate::chaos`]).
 
-use std::process::Command;
-
 use crate::row;
 use crate::s3::S3Server;
-use crate::support::{Scratch, assert_result_in, run_ok, run_script};
-
-/// Runs a Python program (pyarrow and DuckDB are installed by `.ci/run`); fails the test
-/// with its stderr unless it succeeds, and returns what it printed.
-fn python(program: &str) -> String {
-    let output = Command::new("python3")
-        .args(["-c", program])
-        .output()
-        .expect("start python3");
-    assert!(
-        output.status.success(),
-        "python failed (`.ci/run` installs pyarrow and duckdb):\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
+use crate::support::{Scratch, assert_result_in, python, run_ok, run_script};
 
 /// Eddy writes 5000 rows of nine types at parallelism 2, with a checkpoint every 100 ms
 /// (each rolls the part files) and small row groups: pyarrow reads them with Eddy's types

@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::row;
-use crate::support::{Scratch, assert_result_in, run_script};
+use crate::support::{Scratch, assert_result_in, python, run_script};
 
 /// A moto S3 server on a free loopback port, stopped on drop.
 pub struct S3Server {
@@ -52,23 +52,13 @@ impl S3Server {
 
     /// Runs a Python program with `s3`, a boto3 client of this server (boto3 comes with
     /// moto); returns what it printed.
-    fn boto3(&self, program: &str) -> Vec<u8> {
-        let program = format!(
+    fn boto3(&self, program: &str) -> String {
+        python(&format!(
             "import boto3, json\n\
              s3 = boto3.client('s3', endpoint_url='{}', aws_access_key_id='test', \
              aws_secret_access_key='test', region_name='us-east-1')\n{program}",
             self.endpoint
-        );
-        let output = Command::new("python3")
-            .args(["-c", &program])
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        output.stdout
+        ))
     }
 
     /// Overwrites object `key` of `bucket` with `body`.
@@ -86,7 +76,7 @@ impl S3Server {
              print(json.dumps([[k, s3.get_object(Bucket='{bucket}', Key=k)['Body'].read()\
              .decode()] for k in sorted(keys)]))"
         ));
-        serde_json::from_slice(&printed).unwrap()
+        serde_json::from_str(&printed).unwrap()
     }
 
     /// The keys of every object of `bucket` under `prefix`, sorted (bodies not read: they
@@ -96,7 +86,7 @@ impl S3Server {
             "print(json.dumps(sorted(o['Key'] for p in s3.get_paginator('list_objects_v2')\
              .paginate(Bucket='{bucket}', Prefix='{prefix}') for o in p.get('Contents', []))))"
         ));
-        serde_json::from_slice(&printed).unwrap()
+        serde_json::from_str(&printed).unwrap()
     }
 
     /// The rows of the Parquet files of `bucket` under `prefix` as pyarrow reads them
@@ -119,7 +109,7 @@ impl S3Server {
              for r in table.to_pylist()]\n\
              print(json.dumps([sorted(rows), sorted(hidden)]))"
         ));
-        serde_json::from_slice(&printed).unwrap()
+        serde_json::from_str(&printed).unwrap()
     }
 
     fn request(&self, text: &str) -> String {

@@ -255,6 +255,22 @@ macro_rules! row {
     ($($v:expr),* $(,)?) => { vec![$($v.to_string()),*] };
 }
 
+/// Runs a Python program; fails the test with its stderr unless it succeeds (the packages
+/// the tests import, moto's boto3, pyarrow and DuckDB, are installed by `.ci/run`), and
+/// returns what it printed.
+pub fn python(program: &str) -> String {
+    let output = Command::new("python3")
+        .args(["-c", program])
+        .output()
+        .expect("start python3");
+    assert!(
+        output.status.success(),
+        "python failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 /// A number unique within this test process.
 pub fn unique() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);

@@ -37,6 +37,7 @@ use super::FileFormat;
 use super::commit::{PartitionCommit, PendingPartitions};
 use super::parquet::ParquetPart;
 use super::partitions::PartitionColumns;
+use crate::format::Format;
 use crate::transaction::{
     AttemptToken, DeliveryGuarantee, TransactionCommitter, TransactionWriter, TwoPhaseCommitSink,
 };
@@ -112,13 +113,35 @@ struct Part {
 
 /// What a part file is written with.
 enum PartBody {
-    /// Encoded lines, uploaded as they come.
-    Lines { upload: Box<BufWriter>, bytes: u64 },
+    /// Lines in `format`, uploaded as they come.
+    Lines {
+        upload: Box<BufWriter>,
+        format: Format,
+        bytes: u64,
+    },
     /// A Parquet file, a row group at a time.
     Parquet(Box<ParquetPart>),
 }
 
 impl PartBody {
+    /// Appends rows (a line part encodes them into `buffer` first).
+    async fn write(&mut self, rows: &RecordBatch, buffer: &mut Vec<u8>) -> Result<()> {
+        match self {
+            PartBody::Lines {
+                upload,
+                format,
+                bytes,
+            } => {
+                buffer.clear();
+                format.encode(rows, buffer)?;
+                upload.write_all(buffer).await?;
+                *bytes += buffer.len() as u64;
+                Ok(())
+            }
+            PartBody::Parquet(parquet) => parquet.write(rows).await,
+        }
+    }
+
     /// The file's size so far.
     fn bytes(&self) -> u64 {
         match self {
@@ -194,20 +217,7 @@ impl PartWriter {
             self.parts.insert(directory.to_string(), part);
         }
         let part = self.parts.get_mut(directory).expect("part open");
-        match (&mut part.body, &self.config.format) {
-            (PartBody::Lines { upload, bytes }, FileFormat::Lines(format)) => {
-                self.buffer.clear();
-                format.encode(rows, &mut self.buffer)?;
-                upload.write_all(&self.buffer).await?;
-                *bytes += self.buffer.len() as u64;
-            }
-            (PartBody::Parquet(parquet), _) => parquet.write(rows).await?,
-            (PartBody::Lines { .. }, FileFormat::Parquet(_)) => {
-                return Err(EddyError::Internal(
-                    "a line part file opened for a Parquet table".into(),
-                ));
-            }
-        }
+        part.body.write(rows, &mut self.buffer).await?;
         let too_old = self
             .config
             .rollover_interval
@@ -233,8 +243,9 @@ impl PartWriter {
         let in_progress = directory.join(format!(".{name}{IN_PROGRESS}").as_str());
         let upload = BufWriter::new(self.config.location.store.clone(), in_progress.clone());
         let body = match &self.config.format {
-            FileFormat::Lines(_) => PartBody::Lines {
+            FileFormat::Lines(format) => PartBody::Lines {
                 upload: Box::new(upload),
+                format: format.clone(),
                 bytes: 0,
             },
             FileFormat::Parquet(parquet) => {
