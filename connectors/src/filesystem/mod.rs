@@ -69,11 +69,22 @@ impl FileFormat {
                 let parquet = ParquetFormat::from_options(options)?;
                 return Ok((FileFormat::Parquet(parquet), false));
             }
+            avro @ ("avro" | "avro-confluent") => {
+                return Err(options.error(format!(
+                    "unsupported: 'format' = '{avro}' in files (Avro container files); Eddy \
+                     reads and writes Avro records in Kafka topics"
+                )));
+            }
             line if FORMAT_NAMES.contains(&line) => {}
             other => {
+                let line_formats: Vec<&str> = FORMAT_NAMES
+                    .iter()
+                    .copied()
+                    .filter(|name| !name.starts_with("avro"))
+                    .collect();
                 return Err(options.error(format!(
                     "option 'format' = '{other}': expected one of {}, parquet",
-                    FORMAT_NAMES.join(", ")
+                    line_formats.join(", ")
                 )));
             }
         }
@@ -366,15 +377,19 @@ mod tests {
 
     #[test]
     fn an_unknown_format_is_refused_naming_every_format() {
-        let values = [("path", "/tmp/t"), ("format", "avro")]
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .into();
-        let schema = Arc::new(Schema::new(vec![Field::new("a", DataType::Int64, true)]));
-        let error = FilesystemConnector::new("t", &values, &schema, &[]).unwrap_err();
+        let error = |format: &str| {
+            let values = [("path", "/tmp/t"), ("format", format)]
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .into();
+            let schema = Arc::new(Schema::new(vec![Field::new("a", DataType::Int64, true)]));
+            let error = FilesystemConnector::new("t", &values, &schema, &[]).unwrap_err();
+            error.to_string()
+        };
         assert_eq!(
-            error.to_string(),
-            "table 't': option 'format' = 'avro': expected one of csv, json, debezium-json, \
+            error("orc"),
+            "table 't': option 'format' = 'orc': expected one of csv, json, debezium-json, \
              canal-json, maxwell-json, parquet"
         );
+        assert!(error("avro").contains("unsupported: 'format' = 'avro' in files"));
     }
 }

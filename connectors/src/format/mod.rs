@@ -1,11 +1,14 @@
 //! Record formats of the filesystem and Kafka connectors: CSV ([`csv`]) and JSON, one
-//! object a line ([`json`]), and the changelog formats of change-data-capture tools
-//! ([`changelog`]: `debezium-json`, `canal-json`, `maxwell-json`), with Flink's options and
-//! semantics, so that files pass between the two engines.
+//! object a line ([`json`]), the changelog formats of change-data-capture tools
+//! ([`changelog`]: `debezium-json`, `canal-json`, `maxwell-json`), and Avro records of
+//! Kafka messages ([`avro`]: `avro`, `avro-confluent`), with Flink's options and
+//! semantics, so that files and topics pass between the two engines.
 
+pub mod avro;
 pub mod changelog;
 mod csv;
 mod json;
+mod messages;
 
 use arrow::array::{ArrayRef, UInt8Array, new_null_array};
 use arrow::compute::{concat, concat_batches};
@@ -15,12 +18,14 @@ use eddy_common::chunk::Chunk;
 use eddy_common::metrics::OperatorMetrics;
 use eddy_common::{EddyError, Result};
 
+use self::avro::AvroFormat;
 pub use self::changelog::canal::CanalJson;
 pub use self::changelog::debezium::DebeziumJson;
 pub use self::changelog::facts::{Fact, FactKey};
 pub use self::changelog::maxwell::MaxwellJson;
 pub use self::csv::CsvFormat;
 pub use self::json::JsonFormat;
+pub use self::messages::Messages;
 use super::Options;
 
 /// A record format.
@@ -36,10 +41,21 @@ pub enum Format {
     Canal(CanalJson),
     /// Maxwell's change messages (`maxwell-json`).
     Maxwell(MaxwellJson),
+    /// Avro records (`avro`, `avro-confluent`), one a message: they frame themselves, so
+    /// they are kept as [`Messages`], never as lines.
+    Avro(AvroFormat),
 }
 
 /// The names of the record formats (`'format' = '...'`).
-pub const FORMAT_NAMES: &[&str] = &["csv", "json", "debezium-json", "canal-json", "maxwell-json"];
+pub const FORMAT_NAMES: &[&str] = &[
+    "csv",
+    "json",
+    "debezium-json",
+    "canal-json",
+    "maxwell-json",
+    "avro",
+    "avro-confluent",
+];
 
 /// The option keys formats understand.
 pub fn format_keys() -> Vec<&'static str> {
@@ -49,6 +65,7 @@ pub fn format_keys() -> Vec<&'static str> {
     keys.extend_from_slice(changelog::debezium::KEYS);
     keys.extend_from_slice(changelog::canal::KEYS);
     keys.extend_from_slice(changelog::maxwell::KEYS);
+    keys.extend_from_slice(avro::KEYS);
     keys
 }
 
@@ -62,6 +79,8 @@ impl Format {
             "debezium-json" => Format::Debezium(DebeziumJson::from_options(options)?),
             "canal-json" => Format::Canal(CanalJson::from_options(options)?),
             "maxwell-json" => Format::Maxwell(MaxwellJson::from_options(options)?),
+            "avro" => Format::Avro(AvroFormat::plain(options)?),
+            "avro-confluent" => Format::Avro(AvroFormat::confluent(options)?),
             other => {
                 return Err(options.error(format!(
                     "option 'format' = '{other}': expected one of {}",
@@ -83,6 +102,7 @@ impl Format {
             Format::Debezium(_) => "debezium-json",
             Format::Canal(_) => "canal-json",
             Format::Maxwell(_) => "maxwell-json",
+            Format::Avro(avro) => avro.name(),
         }
     }
 
@@ -94,6 +114,14 @@ impl Format {
             self,
             Format::Debezium(_) | Format::Canal(_) | Format::Maxwell(_)
         )
+    }
+
+    /// The Avro format, if this is one: its records are messages, not lines.
+    pub fn as_avro(&self) -> Option<&AvroFormat> {
+        match self {
+            Format::Avro(avro) => Some(avro),
+            _ => None,
+        }
     }
 
     /// Why a table in this format cannot be written, if it cannot.
@@ -111,7 +139,7 @@ impl Format {
     /// format without any.
     pub fn metadata_keys(&self) -> &'static [FactKey] {
         match self {
-            Format::Csv(_) | Format::Json(_) => &[],
+            Format::Csv(_) | Format::Json(_) | Format::Avro(_) => &[],
             Format::Debezium(_) => changelog::facts::DEBEZIUM,
             Format::Canal(_) => changelog::facts::CANAL,
             Format::Maxwell(_) => changelog::facts::MAXWELL,
@@ -122,6 +150,7 @@ impl Format {
     pub fn extension(&self) -> &'static str {
         match self {
             Format::Csv(_) => "csv",
+            Format::Avro(_) => "avro",
             _ => "json",
         }
     }
@@ -208,6 +237,10 @@ impl Format {
             Format::Debezium(debezium) => changelog::decode_changes(debezium, schema, bytes, trace),
             Format::Canal(canal) => changelog::decode_changes(canal, schema, bytes, trace),
             Format::Maxwell(maxwell) => changelog::decode_changes(maxwell, schema, bytes, trace),
+            Format::Avro(avro) => Err(arrow::error::ArrowError::InvalidArgumentError(format!(
+                "'{}' records are not lines",
+                avro.name()
+            ))),
         }
     }
 
@@ -216,6 +249,10 @@ impl Format {
         match self {
             Format::Csv(csv) => csv.encode(batch, out),
             Format::Json(json) => json.encode(batch, out),
+            Format::Avro(avro) => Err(EddyError::Internal(format!(
+                "'{}' records are not lines (they are written as messages)",
+                avro.name()
+            ))),
             changelog => Err(EddyError::Internal(format!(
                 "the '{}' format cannot be written (the planner refuses it as a sink)",
                 changelog.name()
