@@ -1,5 +1,5 @@
 //! `'connector' = 'kafka'`: reads and writes a topic of a Kafka-protocol broker, one CSV
-//! line or JSON object per record, through librdkafka (the `rdkafka` crate).
+//! line, JSON object or Avro record per record, through librdkafka (the `rdkafka` crate).
 //!
 //! The source spreads the topic's partitions over its subtasks, reads with
 //! `isolation.level = read_committed`, and keeps each partition's next offset in the
@@ -143,9 +143,15 @@ impl KafkaConnector {
                 )));
             }
         };
+        let topic = options.required("topic")?.to_string();
+        // Flink's Kafka tables name a value's subject after the topic.
+        let format = match format {
+            Format::Avro(avro) => Format::Avro(avro.with_default_subject(format!("{topic}-value"))),
+            other => other,
+        };
         Ok(KafkaConnector {
             table: table.to_string(),
-            topic: options.required("topic")?.to_string(),
+            topic,
             properties,
             format,
             ignore_parse_errors,
@@ -243,10 +249,18 @@ impl TableConnector for KafkaConnector {
     fn create_reader(&self, context: &SourceContext) -> Result<Box<dyn SourceReader>> {
         let metadata = metadata::MetadataColumns::new(&context.metadata, &self.format)
             .map_err(|e| self.error(e))?;
+        let avro = match self.format.as_avro() {
+            Some(avro) => Some(
+                avro.reader(&context.physical_schema(), context.batch_size)
+                    .map_err(|e| self.error(e.to_string()))?,
+            ),
+            None => None,
+        };
         Ok(Box::new(source::KafkaReader::new(
             Arc::new(self.clone()),
             context,
             metadata,
+            avro,
         )))
     }
 

@@ -22,6 +22,8 @@ use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 use super::upsert::KeyedRecords;
 use super::{KafkaConnector, kafka_error};
+use crate::format::Messages;
+use crate::format::avro::AvroWriter;
 use crate::transaction::{
     DeliveryGuarantee, TransactionCommitter, TransactionWriter, TwoPhaseCommitSink,
 };
@@ -70,6 +72,8 @@ pub(super) fn create(
         job: context.execution.job.to_string(),
         lines: Vec::new(),
         keyed: KeyedRecords::default(),
+        messages: Messages::default(),
+        avro: avro_writer(&connector, context)?,
         metrics: context.metrics.clone(),
     };
     let committer = KafkaTransactions(Arc::new(Transactions {
@@ -122,7 +126,19 @@ fn keyed_record<'a>(
     record
 }
 
-/// The records of a chunk: one line each, or, for upsert-kafka, keyed records.
+/// The Avro writer of a sink subtask of an Avro table.
+fn avro_writer(connector: &KafkaConnector, context: &SinkContext) -> Result<Option<AvroWriter>> {
+    let Some(avro) = connector.format.as_avro() else {
+        return Ok(None);
+    };
+    let writer = avro
+        .writer(&context.schema)
+        .map_err(|e| connector.error(e.to_string()))?;
+    Ok(Some(writer))
+}
+
+/// The records of a chunk: one line each, or, for upsert-kafka, keyed records (the
+/// encoding of line formats, all synchronous).
 fn encode(
     connector: &KafkaConnector,
     chunk: &Chunk,
@@ -131,18 +147,32 @@ fn encode(
 ) -> Result<()> {
     match &connector.upsert {
         Some(layout) => layout.encode(chunk, keyed),
-        None => encode_lines(connector, chunk, lines),
+        None => {
+            inserts_only(connector, chunk)?;
+            connector.format.encode(chunk.rows(), lines)
+        }
     }
 }
 
-/// The records of a chunk, one line each.
-fn encode_lines(connector: &KafkaConnector, chunk: &Chunk, out: &mut Vec<u8>) -> Result<()> {
-    if !chunk.is_append_only() {
-        return Err(
-            connector.error("a Kafka table takes inserts only (an append-only stream)".into())
-        );
+/// The Avro records of a chunk, one a row.
+async fn encode_avro(
+    connector: &KafkaConnector,
+    chunk: &Chunk,
+    avro: &mut AvroWriter,
+    out: &mut Messages,
+) -> Result<()> {
+    inserts_only(connector, chunk)?;
+    avro.encode(chunk.rows(), out).await
+}
+
+/// Fails on a chunk with changes other than inserts.
+fn inserts_only(connector: &KafkaConnector, chunk: &Chunk) -> Result<()> {
+    match chunk.is_append_only() {
+        true => Ok(()),
+        false => {
+            Err(connector.error("a Kafka table takes inserts only (an append-only stream)".into()))
+        }
     }
-    connector.format.encode(chunk.rows(), out)
 }
 
 /// Exactly once: a checkpoint's records, kept until the checkpoint completes.
@@ -157,18 +187,28 @@ struct WriteAhead {
     lines: Vec<u8>,
     /// upsert-kafka's records.
     keyed: KeyedRecords,
+    /// Avro records, and their writer.
+    messages: Messages,
+    avro: Option<AvroWriter>,
     metrics: Arc<OperatorMetrics>,
 }
 
 impl TransactionWriter for WriteAhead {
     fn write<'a>(&'a mut self, chunk: &'a Chunk) -> BoxFuture<'a, Result<()>> {
-        let result = encode(&self.connector, chunk, &mut self.lines, &mut self.keyed);
-        OperatorMetrics::add(&self.metrics.records_in, chunk.num_rows() as u64);
-        async move { result }.boxed()
+        async move {
+            match &mut self.avro {
+                Some(avro) => encode_avro(&self.connector, chunk, avro, &mut self.messages).await,
+                None => encode(&self.connector, chunk, &mut self.lines, &mut self.keyed),
+            }?;
+            OperatorMetrics::add(&self.metrics.records_in, chunk.num_rows() as u64);
+            Ok(())
+        }
+        .boxed()
     }
 
     fn prepare(&mut self, checkpoint: u64) -> BoxFuture<'_, Result<Option<Vec<u8>>>> {
-        let handle = (!self.lines.is_empty() || !self.keyed.is_empty()).then(|| {
+        let pending = !self.lines.is_empty() || !self.keyed.is_empty() || !self.messages.is_empty();
+        let handle = pending.then(|| {
             let mut out = StateWriter::new();
             out.bytes(self.writer_id.as_bytes())
                 .u64(checkpoint)
@@ -176,12 +216,18 @@ impl TransactionWriter for WriteAhead {
                 .bytes(self.job.as_bytes());
             // Within one transaction only a key's last record matters to a reader.
             match (&self.connector.upsert, self.connector.buffer_flush()) {
+                (None, _) if !self.messages.is_empty() => {
+                    // Avro records follow an empty set of keyed records.
+                    self.keyed.save(&mut out);
+                    self.messages.save(&mut out);
+                }
                 (None, _) => {}
                 (Some(_), Some(_)) => self.keyed.reduced().save(&mut out),
                 (Some(_), None) => self.keyed.save(&mut out),
             }
             self.lines.clear();
             self.keyed.clear();
+            self.messages.clear();
             out.finish()
         });
         async move { Ok(handle) }.boxed()
@@ -190,6 +236,7 @@ impl TransactionWriter for WriteAhead {
     fn abort(&mut self) -> BoxFuture<'_, Result<()>> {
         self.lines.clear();
         self.keyed.clear();
+        self.messages.clear();
         async { Ok(()) }.boxed()
     }
 }
@@ -203,6 +250,8 @@ struct Prepared {
     job: String,
     /// upsert-kafka's records (after the job, in transactions of upsert-kafka sinks).
     keyed: KeyedRecords,
+    /// Avro records (after an empty set of keyed records, in transactions of Avro sinks).
+    messages: Messages,
 }
 
 impl Prepared {
@@ -223,12 +272,17 @@ impl Prepared {
             true => KeyedRecords::default(),
             false => KeyedRecords::load(&mut input)?,
         };
+        let messages = match input.is_empty() {
+            true => Messages::default(),
+            false => Messages::load(&mut input)?,
+        };
         Ok(Prepared {
             writer_id,
             checkpoint,
             lines,
             job,
             keyed,
+            messages,
         })
     }
 
@@ -375,6 +429,10 @@ impl Transactions {
             for (key, value) in prepared.keyed.iter() {
                 send(producer, topic, Some(key), value).map_err(|e| self.error("producing", e))?;
             }
+            for record in prepared.messages.iter() {
+                send(producer, topic, None, Some(record))
+                    .map_err(|e| self.error("producing", e))?;
+            }
             let mut marker = TopicPartitionList::new();
             marker
                 .add_partition_offset(topic, 0, Offset::Offset(prepared.checkpoint as i64))
@@ -393,7 +451,7 @@ impl Transactions {
             checkpoint = prepared.checkpoint,
             writer = %prepared.writer_id,
             previous = ?marker,
-            bytes = prepared.lines.len(),
+            bytes = prepared.lines.len() + prepared.messages.byte_len(),
             keyed = prepared.keyed.len(),
             "committed to the topic"
         );
@@ -454,6 +512,9 @@ struct IdempotentProducer {
     /// holds that many records or is that old (each key's last record is sent).
     keyed: KeyedRecords,
     buffered_since: Option<std::time::Instant>,
+    /// Avro records, and their writer.
+    messages: Messages,
+    avro: Option<AvroWriter>,
     metrics: Arc<OperatorMetrics>,
 }
 
@@ -464,11 +525,13 @@ impl IdempotentProducer {
             .create_with_context(DeliveryErrors::default())
             .map_err(|e| kafka_error(&connector, "creating a producer", e))?;
         Ok(IdempotentProducer {
+            avro: avro_writer(&connector, context)?,
             connector,
             producer: Arc::new(producer),
             lines: Vec::new(),
             keyed: KeyedRecords::default(),
             buffered_since: None,
+            messages: Messages::default(),
             metrics: context.metrics.clone(),
         })
     }
@@ -541,6 +604,17 @@ impl IdempotentProducer {
 impl SinkWriter for IdempotentProducer {
     fn write<'a>(&'a mut self, chunk: &'a Chunk) -> BoxFuture<'a, Result<()>> {
         async move {
+            if let Some(avro) = &mut self.avro {
+                let mut messages = std::mem::take(&mut self.messages);
+                messages.clear();
+                encode_avro(&self.connector, chunk, avro, &mut messages).await?;
+                for record in messages.iter() {
+                    self.send(None, Some(record)).await?;
+                }
+                self.messages = messages;
+                OperatorMetrics::add(&self.metrics.records_in, chunk.num_rows() as u64);
+                return Ok(());
+            }
             self.lines.clear();
             encode(&self.connector, chunk, &mut self.lines, &mut self.keyed)?;
             let lines = std::mem::take(&mut self.lines);

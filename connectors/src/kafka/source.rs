@@ -18,7 +18,8 @@ use rdkafka::{Offset, TopicPartitionList};
 use super::metadata::{MetadataColumns, RecordFacts};
 use super::upsert::KeyedRecords;
 use super::{KafkaConnector, StartupMode, kafka_error};
-use crate::format::{Format, LinePosition};
+use crate::format::avro::AvroReader;
+use crate::format::{Format, LinePosition, Messages};
 use crate::{SourceContext, SourceEvent, SourceReader};
 
 /// How long a read waits for records before it lets the task take a checkpoint.
@@ -37,11 +38,12 @@ struct Partition {
 }
 
 /// Records of one partition gathered into lines (values), or, for upsert-kafka, into
-/// keyed records.
+/// keyed records, or, for Avro, into messages.
 struct Batch {
     split: usize,
     first_offset: i64,
     lines: Vec<u8>,
+    messages: Messages,
     keyed: KeyedRecords,
     records: usize,
     /// Each record's metadata, when the table reads some.
@@ -70,6 +72,8 @@ pub(super) struct KafkaReader {
     /// The columns the format decodes (the schema without the metadata columns).
     physical: arrow::datatypes::SchemaRef,
     metadata: MetadataColumns,
+    /// Decodes the values of an Avro table.
+    avro: Option<AvroReader>,
     consumer: Option<Arc<StreamConsumer>>,
     partitions: Vec<Partition>,
     /// Offsets restored from a checkpoint, by partition.
@@ -83,6 +87,7 @@ impl KafkaReader {
         connector: Arc<KafkaConnector>,
         context: &SourceContext,
         metadata: MetadataColumns,
+        avro: Option<AvroReader>,
     ) -> Self {
         let physical = context.physical_schema();
         KafkaReader {
@@ -90,6 +95,7 @@ impl KafkaReader {
             context: context.clone(),
             physical,
             metadata,
+            avro,
             consumer: None,
             partitions: Vec::new(),
             restored: HashMap::new(),
@@ -200,7 +206,12 @@ impl KafkaReader {
             };
         }
         match self.gather(&consumer).await? {
-            Gathered::Batch(batch) => self.decode_batch(batch).map(Some),
+            Gathered::Batch(batch) => {
+                if let Some(avro) = &mut self.avro {
+                    avro.fetch_schemas(&batch.messages).await?;
+                }
+                self.decode_batch(batch).map(Some)
+            }
             Gathered::Event(event) => Ok(Some(event)),
         }
     }
@@ -284,8 +295,15 @@ impl KafkaReader {
             first_line: batch.first_offset as u64,
         };
         let traced = !self.metadata.is_empty();
-        let decoded = match &self.connector.upsert {
-            Some(layout) => {
+        let decoded = match (&self.connector.upsert, &mut self.avro) {
+            (_, Some(avro)) => avro.decode(
+                &batch.messages,
+                position,
+                self.connector.ignore_parse_errors,
+                &self.context.metrics,
+                traced,
+            )?,
+            (Some(layout), None) => {
                 let mut skipped = 0;
                 let describe = |i: usize| {
                     format!(
@@ -298,7 +316,7 @@ impl KafkaReader {
                 OperatorMetrics::add(&self.context.metrics.parse_errors_skipped, skipped);
                 decoded
             }
-            None => self.connector.format.decode_traced(
+            (None, None) => self.connector.format.decode_traced(
                 &self.physical,
                 &batch.lines,
                 position,
@@ -332,6 +350,7 @@ impl KafkaReader {
             split,
             first_offset: offset,
             lines: Vec::new(),
+            messages: Messages::default(),
             keyed: KeyedRecords::default(),
             records: 0,
             facts: RecordFacts::default(),
@@ -346,10 +365,13 @@ impl KafkaReader {
         key: Option<&[u8]>,
         value: Option<&[u8]>,
     ) {
-        match self.connector.upsert {
+        match (&self.connector.upsert, &self.avro) {
+            (_, Some(avro)) => batch
+                .messages
+                .push_prefixed(avro.record_prefix(), value.unwrap_or_default()),
             // A record without a key decodes as one with an empty key: an error naming it.
-            Some(_) => batch.keyed.push(key.unwrap_or_default(), value),
-            None => push_line(
+            (Some(_), None) => batch.keyed.push(key.unwrap_or_default(), value),
+            (None, None) => push_line(
                 &mut batch.lines,
                 value.unwrap_or_default(),
                 &self.connector.format,

@@ -341,6 +341,13 @@ fn side_format(
     let what = format!("upsert-kafka ({side} format, options '{prefix}*')");
     let own = Options::validate(options.table(), &what, &own, &format_keys(), &[])?;
     let (format, ignore) = Format::from_options(&own)?;
+    if format.as_avro().is_some() {
+        return Err(options.error(format!(
+            "unsupported: option '{side}.format' = '{}' in upsert-kafka (Avro keys and \
+             values are not read or written yet; 'kafka' tables read and write Avro)",
+            format.name()
+        )));
+    }
     if format.is_changelog() {
         return Err(options.error(format!(
             "option '{side}.format' = '{}': an upsert-kafka record's {side} is a row, not a \
