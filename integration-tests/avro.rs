@@ -1,0 +1,417 @@
+//! Avro in Kafka topics against writers and readers Eddy did not write: records that
+//! confluent-kafka's `AvroSerializer` and fastavro wrote, read by Eddy, and Eddy's records
+//! read back by them, through a schema registry (a small one speaking Confluent's REST
+//! API, `schema_registry.py`: no real registry can be installed here).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use crate::kafka::Broker;
+use crate::support::{Scratch, python, run_ok, run_script, visible_lines};
+
+/// The registry's credentials in these tests.
+const USER_INFO: &str = "eddy:s3cret";
+
+/// A schema registry on a free loopback port, stopped on drop.
+struct Registry {
+    child: Child,
+    url: String,
+}
+
+impl Registry {
+    fn start() -> Registry {
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/integration-tests/schema_registry.py"
+        );
+        let mut child = Command::new("python3")
+            .args([script, "--user-info", USER_INFO])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the schema registry");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line.trim().strip_prefix("listening on ").expect("a port");
+        Registry {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    /// A Python `SchemaRegistryClient` configuration.
+    fn client_config(&self) -> String {
+        format!(
+            "{{'url': '{}', 'basic.auth.user.info': '{USER_INFO}'}}",
+            self.url
+        )
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A writer schema of an earlier version of the users' records: `id` an int, no
+/// `country`, in a namespace of its own.
+const USERS_V1: &str = r#"{"type": "record", "name": "User", "namespace": "com.example",
+  "fields": [
+    {"name": "id", "type": "int"},
+    {"name": "name", "type": ["null", "string"], "default": null},
+    {"name": "amount", "type": "double"},
+    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}"#;
+
+/// A later version: `id` a long, `country` added, a field the table lacks.
+const USERS_V2: &str = r#"{"type": "record", "name": "User", "namespace": "com.example",
+  "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "source", "type": "string"},
+    {"name": "name", "type": ["null", "string"], "default": null},
+    {"name": "amount", "type": "double"},
+    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "country", "type": ["null", "string"], "default": null}]}"#;
+
+/// Produces, with confluent-kafka's `AvroSerializer` (which registers each schema under
+/// `<topic>-value`), 3 records of [`USERS_V1`] and 3 of [`USERS_V2`], interleaved.
+fn produce_users(broker: &Broker, registry: &Registry, topic: &str) {
+    python(&format!(
+        r#"
+from confluent_kafka import Producer
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import SerializationContext, MessageField
+registry = SchemaRegistryClient({config})
+v1 = AvroSerializer(registry, '''{v1}''')
+v2 = AvroSerializer(registry, '''{v2}''')
+context = SerializationContext('{topic}', MessageField.VALUE)
+producer = Producer({{'bootstrap.servers': '{broker}'}})
+for i in range(3):
+    old = {{'id': i, 'name': None if i == 1 else 'user%d' % i, 'amount': i * 1.5,
+            'ts': 1704153573004 + i}}
+    new = {{'id': 2**40 + i, 'source': 'app', 'name': 'new%d' % i, 'amount': -i * 0.25,
+            'ts': 1704153573004 - i, 'country': None if i == 2 else 'NO'}}
+    producer.produce('{topic}', value=v1(old, context))
+    producer.produce('{topic}', value=v2(new, context))
+producer.flush(30)
+"#,
+        config = registry.client_config(),
+        v1 = USERS_V1,
+        v2 = USERS_V2,
+        broker = broker.address,
+    ));
+}
+
+/// `x` as Python prints a float (and Eddy's CSV writes a DOUBLE): `3.0`, `-0.25`, and
+/// `0.0` for minus zero (Python's `-0 * 0.25` is `0.0`).
+fn python_float(x: f64) -> String {
+    let x = x + 0.0;
+    match x.fract() == 0.0 {
+        true => format!("{x:.1}"),
+        false => format!("{x}"),
+    }
+}
+
+/// The CSV lines the users' records are, as Eddy writes them.
+fn expected_users() -> Vec<String> {
+    let mut lines = Vec::new();
+    for i in 0..3i64 {
+        let name = if i == 1 {
+            String::new()
+        } else {
+            format!("user{i}")
+        };
+        lines.push(format!(
+            "{i},{name},{},2024-01-01 23:59:33.{:03},",
+            python_float(i as f64 * 1.5),
+            4 + i
+        ));
+        let country = if i == 2 { "" } else { "NO" };
+        lines.push(format!(
+            "{},new{i},{},2024-01-01 23:59:33.{:03},{country}",
+            (1i64 << 40) + i,
+            python_float(-(i as f64) * 0.25),
+            4 - i
+        ));
+    }
+    lines.sort();
+    lines
+}
+
+fn users_table(
+    name: &str,
+    topic: &str,
+    broker: &Broker,
+    registry: &Registry,
+    extra: &str,
+) -> String {
+    format!(
+        "CREATE TABLE {name} (id BIGINT, name STRING, amount DOUBLE, ts TIMESTAMP(3),
+           country STRING) WITH ('connector' = 'kafka', 'topic' = '{topic}',
+           'properties.bootstrap.servers' = '{}', 'format' = 'avro-confluent',
+           'avro-confluent.url' = '{}',
+           'avro-confluent.basic-auth.credentials-source' = 'USER_INFO',
+           'avro-confluent.basic-auth.user-info' = '{USER_INFO}',
+           'scan.bounded.mode' = 'latest-offset'{extra});",
+        broker.address, registry.url
+    )
+}
+
+fn sorted(mut lines: Vec<String>) -> Vec<String> {
+    lines.sort();
+    lines
+}
+
+#[test]
+fn confluent_avro_records_of_two_schema_versions_are_read_and_eddys_are_read_by_confluent() {
+    let broker = Broker::start();
+    let registry = Registry::start();
+    broker.create_topic("users", 2);
+    broker.create_topic("users_copy", 1);
+    produce_users(&broker, &registry, "users");
+
+    let scratch = Scratch::new("avro-confluent");
+    let out = scratch.path().join("out");
+    let script = format!(
+        "SET 'execution.checkpointing.interval' = '200ms';
+         {}
+         {}
+         CREATE TABLE out (id BIGINT, name STRING, amount DOUBLE, ts TIMESTAMP(3),
+           country STRING) WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');
+         INSERT INTO out SELECT * FROM users;
+         INSERT INTO users_copy SELECT * FROM users;",
+        users_table("users", "users", &broker, &registry, ""),
+        users_table(
+            "users_copy",
+            "users_copy",
+            &broker,
+            &registry,
+            ", 'sink.delivery-guarantee' = 'exactly-once'"
+        ),
+        out.display()
+    );
+    run_ok(&scratch, &script, 2);
+    assert_eq!(sorted(visible_lines(&out)), expected_users());
+
+    // Eddy's records, read by confluent-kafka's deserializer through the schema Eddy
+    // registered under `users_copy-value`.
+    let read = python(&format!(
+        r#"
+import json
+from confluent_kafka import Consumer
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import SerializationContext, MessageField
+registry = SchemaRegistryClient({config})
+read = AvroDeserializer(registry)
+consumer = Consumer({{'bootstrap.servers': '{broker}', 'group.id': 'check',
+    'auto.offset.reset': 'earliest', 'isolation.level': 'read_committed'}})
+consumer.subscribe(['users_copy'])
+rows, idle = [], 0
+while len(rows) < 6 and idle < 20:
+    message = consumer.poll(1.0)
+    if message is None or message.error():
+        idle += 1
+        continue
+    row = read(message.value(), SerializationContext('users_copy', MessageField.VALUE))
+    row['ts'] = row['ts'].strftime('%Y-%m-%d %H:%M:%S.%f')[:-3]
+    rows.append(row)
+subject = registry.get_latest_version('users_copy-value')
+print(json.dumps({{'rows': rows, 'schema': json.loads(subject.schema.schema_str)}}))
+"#,
+        config = registry.client_config(),
+        broker = broker.address,
+    ));
+    let answer: serde_json::Value = serde_json::from_str(read.trim()).unwrap();
+    let field = |v: &serde_json::Value| match v {
+        serde_json::Value::Null => String::new(),
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let lines: Vec<String> = answer["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            ["id", "name", "amount", "ts", "country"]
+                .map(|k| field(&row[k]))
+                .join(",")
+        })
+        .collect();
+    assert_eq!(sorted(lines), expected_users());
+    // The schema Eddy registered is the table's, as Flink derives it.
+    assert_eq!(
+        answer["schema"]["name"],
+        "org.apache.flink.avro.generated.record"
+    );
+    assert_eq!(
+        answer["schema"]["fields"][3]["type"][1]["logicalType"],
+        "timestamp-millis"
+    );
+}
+
+#[test]
+fn plain_avro_records_pass_between_fastavro_and_eddy() {
+    let broker = Broker::start();
+    broker.create_topic("plain_in", 1);
+    broker.create_topic("plain_out", 1);
+    // fastavro writes records of the schema Flink derives from the table.
+    let schema = r#"{"type": "record", "name": "org.apache.flink.avro.generated.record",
+      "fields": [{"name": "id", "type": "long"},
+        {"name": "price", "type": ["null", {"type": "bytes", "logicalType": "decimal",
+          "precision": 10, "scale": 2}], "default": null},
+        {"name": "day", "type": ["null", {"type": "int", "logicalType": "date"}], "default": null},
+        {"name": "ok", "type": ["null", "boolean"], "default": null}]}"#;
+    python(&format!(
+        r#"
+import io, json, datetime, decimal, fastavro
+from confluent_kafka import Producer
+schema = fastavro.parse_schema(json.loads('''{schema}'''))
+producer = Producer({{'bootstrap.servers': '{broker}'}})
+for i in range(100):
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, schema, {{'id': i,
+        'price': None if i % 10 == 0 else decimal.Decimal(i * 101) / 100,
+        'day': datetime.date(2024, 1, 1) + datetime.timedelta(days=i), 'ok': i % 2 == 0}})
+    producer.produce('plain_in', value=out.getvalue())
+producer.flush(30)
+"#,
+        broker = broker.address,
+    ));
+    let scratch = Scratch::new("avro-plain");
+    let table = |name: &str| {
+        format!(
+            "CREATE TABLE {name} (id BIGINT NOT NULL, price DECIMAL(10, 2), day DATE,
+               ok BOOLEAN) WITH ('connector' = 'kafka', 'topic' = '{name}',
+               'properties.bootstrap.servers' = '{}', 'format' = 'avro',
+               'scan.bounded.mode' = 'latest-offset');",
+            broker.address
+        )
+    };
+    let script = format!(
+        "{} {} INSERT INTO plain_out SELECT id, price * 2, day, ok FROM plain_in WHERE id < 50;",
+        table("plain_in"),
+        table("plain_out")
+    );
+    run_ok(&scratch, &script, 1);
+    let read = python(&format!(
+        r#"
+import io, json, fastavro
+from confluent_kafka import Consumer
+schema = fastavro.parse_schema(json.loads('''{schema}'''))
+consumer = Consumer({{'bootstrap.servers': '{broker}', 'group.id': 'check',
+    'auto.offset.reset': 'earliest'}})
+consumer.subscribe(['plain_out'])
+rows, idle = [], 0
+while len(rows) < 50 and idle < 20:
+    message = consumer.poll(1.0)
+    if message is None or message.error():
+        idle += 1
+        continue
+    row = fastavro.schemaless_reader(io.BytesIO(message.value()), schema)
+    rows.append('%s,%s,%s,%s' % (row['id'], row['price'], row['day'], row['ok']))
+print('\n'.join(rows))
+"#,
+        broker = broker.address,
+    ));
+    let mut got: Vec<String> = read.lines().map(str::to_string).collect();
+    got.sort_by_key(|l| l.split(',').next().unwrap().parse::<i64>().unwrap());
+    let expected: Vec<String> = (0..50i64)
+        .map(|i| {
+            let price = match i % 10 {
+                0 => "None".to_string(),
+                _ => format!("{}.{:02}", i * 202 / 100, i * 202 % 100),
+            };
+            let day = chrono_day(i);
+            let ok = if i % 2 == 0 { "True" } else { "False" };
+            format!("{i},{price},{day},{ok}")
+        })
+        .collect();
+    assert_eq!(got, expected);
+}
+
+/// 2024-01-01 plus `days`, as Python prints a date.
+fn chrono_day(days: i64) -> String {
+    let output = python(&format!(
+        "import datetime; print(datetime.date(2024, 1, 1) + datetime.timedelta(days={days}))"
+    ));
+    output.trim().to_string()
+}
+
+#[test]
+fn unreadable_avro_records_fail_the_job_naming_the_offset_or_are_skipped() {
+    let broker = Broker::start();
+    let registry = Registry::start();
+    broker.create_topic("mixed", 1);
+    produce_users(&broker, &registry, "mixed");
+    // After the six good records: one cut short, one of an id the registry lacks, one
+    // that is not Avro at all, then a good one.
+    python(&format!(
+        r#"
+from confluent_kafka import Consumer, Producer
+consumer = Consumer({{'bootstrap.servers': '{broker}', 'group.id': 'copy',
+    'auto.offset.reset': 'earliest'}})
+consumer.subscribe(['mixed'])
+good = None
+while good is None:
+    message = consumer.poll(1.0)
+    if message is not None and not message.error():
+        good = message.value()
+producer = Producer({{'bootstrap.servers': '{broker}'}})
+producer.produce('mixed', value=good[:-3])
+producer.produce('mixed', value=b'\x00\x00\x00\x03\xe7' + good[5:])
+producer.produce('mixed', value=b'{{"id": 1}}')
+producer.produce('mixed', value=good)
+producer.flush(30)
+"#,
+        broker = broker.address,
+    ));
+    let scratch = Scratch::new("avro-hostile");
+    let out = scratch.path().join("out");
+    let script = |extra: &str| {
+        format!(
+            "{}
+             CREATE TABLE out (id BIGINT, name STRING, amount DOUBLE, ts TIMESTAMP(3),
+               country STRING) WITH ('connector' = 'filesystem', 'path' = '{}',
+               'format' = 'csv');
+             INSERT INTO out SELECT * FROM mixed;",
+            users_table("mixed", "mixed", &broker, &registry, extra),
+            out.display()
+        )
+    };
+    let failed = run_script(&scratch, &script(""), 1);
+    assert!(!failed.status.success());
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(
+        stderr.contains("topic 'mixed' partition 0, offset at line 6")
+            && stderr.contains("avro-confluent record: its value does not decode"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+    run_ok(
+        &scratch,
+        &script(", 'avro-confluent.ignore-parse-errors' = 'true'"),
+        1,
+    );
+    assert_eq!(visible_lines(&out).len(), 7);
+}
+
+#[test]
+fn a_registry_that_refuses_the_credentials_fails_the_job_clearly() {
+    let broker = Broker::start();
+    let registry = Registry::start();
+    broker.create_topic("users", 1);
+    produce_users(&broker, &registry, "users");
+    let scratch = Scratch::new("avro-auth");
+    let script = users_table("users", "users", &broker, &registry, "")
+        .replace(USER_INFO, "eddy:wrong")
+        + "CREATE TABLE out (id BIGINT) WITH ('connector' = 'blackhole');
+           INSERT INTO out SELECT id FROM users;";
+    let failed = run_script(&scratch, &script, 1);
+    assert!(!failed.status.success());
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(stderr.contains("answered 401"), "{stderr}");
+}
