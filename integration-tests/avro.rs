@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
 use crate::kafka::Broker;
-use crate::support::{Scratch, python, run_ok, run_script, visible_lines};
+use crate::support::{Scratch, python, python_float, run_ok, run_script, visible_lines};
 
 /// The registry's credentials in these tests.
 const USER_INFO: &str = "eddy:s3cret";
@@ -103,16 +103,6 @@ producer.flush(30)
         v2 = USERS_V2,
         broker = broker.address,
     ));
-}
-
-/// `x` as Python prints a float (and Eddy's CSV writes a DOUBLE): `3.0`, `-0.25`, and
-/// `0.0` for minus zero (Python's `-0 * 0.25` is `0.0`).
-fn python_float(x: f64) -> String {
-    let x = x + 0.0;
-    match x.fract() == 0.0 {
-        true => format!("{x:.1}"),
-        false => format!("{x}"),
-    }
 }
 
 /// The CSV lines the users' records are, as Eddy writes them.

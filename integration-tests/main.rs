@@ -40,6 +40,7 @@ mod postgres;
 mod postgres_cdc;
 mod processes;
 mod processing_time;
+mod protobuf;
 mod recovery;
 mod restarts;
 mod s3;

@@ -276,3 +276,13 @@ pub fn unique() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
+
+/// `x` as Python prints a float (and Eddy's CSV writes a DOUBLE): `3.0`, `-0.25`, and
+/// `0.0` for minus zero (Python's `-0 * 0.25` is `0.0`).
+pub fn python_float(x: f64) -> String {
+    let x = x + 0.0;
+    match x.fract() == 0.0 {
+        true => format!("{x:.1}"),
+        false => format!("{x}"),
+    }
+}

@@ -69,10 +69,10 @@ impl FileFormat {
                 let parquet = ParquetFormat::from_options(options)?;
                 return Ok((FileFormat::Parquet(parquet), false));
             }
-            avro @ ("avro" | "avro-confluent") => {
+            framed @ ("avro" | "avro-confluent" | "protobuf") => {
                 return Err(options.error(format!(
-                    "unsupported: 'format' = '{avro}' in files (Avro container files); Eddy \
-                     reads and writes Avro records in Kafka topics"
+                    "unsupported: 'format' = '{framed}' in files; Eddy reads and writes \
+                     '{framed}' records in Kafka topics"
                 )));
             }
             line if FORMAT_NAMES.contains(&line) => {}
@@ -80,7 +80,7 @@ impl FileFormat {
                 let line_formats: Vec<&str> = FORMAT_NAMES
                     .iter()
                     .copied()
-                    .filter(|name| !name.starts_with("avro"))
+                    .filter(|name| !matches!(*name, "avro" | "avro-confluent" | "protobuf"))
                     .collect();
                 return Err(options.error(format!(
                     "option 'format' = '{other}': expected one of {}, parquet",
@@ -391,5 +391,6 @@ mod tests {
              canal-json, maxwell-json, parquet"
         );
         assert!(error("avro").contains("unsupported: 'format' = 'avro' in files"));
+        assert!(error("protobuf").contains("unsupported: 'format' = 'protobuf' in files"));
     }
 }

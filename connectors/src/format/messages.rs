@@ -1,9 +1,17 @@
-//! Records of a format that frames its own records (Avro's binary records), kept back to
-//! back in one buffer with where each ends: any byte may be in a record, so records are
-//! never joined into lines.
+//! Records of a format that frames its own records (Avro's and Protobuf's binary
+//! records), kept back to back in one buffer with where each ends: any byte may be in a
+//! record, so records are never joined into lines. And the readers and writers of those
+//! formats, one record a Kafka message.
 
-use eddy_common::Result;
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use eddy_common::metrics::OperatorMetrics;
 use eddy_common::state::{StateReader, StateWriter};
+use eddy_common::{EddyError, Result};
+
+use super::avro::{AvroReader, AvroWriter};
+use super::protobuf::{ProtobufReader, ProtobufWriter};
+use super::{Decoded, Format, LinePosition};
 
 /// Whole records, in order.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -70,6 +78,116 @@ impl Messages {
             out.push(input.bytes()?);
         }
         Ok(out)
+    }
+}
+
+/// Decodes the records of a format whose records are messages.
+pub enum MessageReader {
+    /// `avro`, `avro-confluent`.
+    Avro(Box<AvroReader>),
+    /// `protobuf`.
+    Protobuf(ProtobufReader),
+}
+
+impl MessageReader {
+    /// A reader of `format`'s records into rows of `table` (the columns the format
+    /// decodes), `batch_size` rows a batch at most; `None` for a line format.
+    pub fn new(format: &Format, table: &SchemaRef, batch_size: usize) -> Option<Result<Self>> {
+        let reader = match format {
+            Format::Avro(avro) => avro
+                .reader(table, batch_size)
+                .map(|reader| MessageReader::Avro(Box::new(reader)))
+                .map_err(|e| e.to_string()),
+            Format::Protobuf(protobuf) => protobuf
+                .reader(table)
+                .map(MessageReader::Protobuf)
+                .map_err(|e| e.to_string()),
+            _ => return None,
+        };
+        Some(reader.map_err(EddyError::Unsupported))
+    }
+
+    /// What each record is prefixed with when gathered (see [`AvroReader::record_prefix`]).
+    pub fn record_prefix(&self) -> &'static [u8] {
+        match self {
+            MessageReader::Avro(avro) => avro.record_prefix(),
+            MessageReader::Protobuf(_) => &[],
+        }
+    }
+
+    /// Fetches what decoding `records` needs (Avro writer schemas from a registry).
+    pub async fn prepare(&mut self, records: &Messages) -> Result<()> {
+        match self {
+            MessageReader::Avro(avro) => avro.fetch_schemas(records).await,
+            MessageReader::Protobuf(_) => Ok(()),
+        }
+    }
+
+    /// Decodes whole records into rows, one a record (see [`AvroReader::decode`]).
+    pub fn decode(
+        &mut self,
+        records: &Messages,
+        at: LinePosition<'_>,
+        ignore_errors: bool,
+        metrics: &OperatorMetrics,
+        traced: bool,
+    ) -> Result<Option<Decoded>> {
+        match self {
+            MessageReader::Avro(avro) => avro.decode(records, at, ignore_errors, metrics, traced),
+            MessageReader::Protobuf(protobuf) => {
+                protobuf.decode(records, at, ignore_errors, metrics, traced)
+            }
+        }
+    }
+}
+
+/// Encodes rows into the records of a format whose records are messages.
+pub struct MessageWriter {
+    /// The table written, for errors.
+    table: String,
+    encoder: Encoder,
+}
+
+enum Encoder {
+    Avro(AvroWriter),
+    Protobuf(ProtobufWriter),
+}
+
+impl MessageWriter {
+    /// A writer of rows of `table`'s columns `schema` in `format`; `None` for a line
+    /// format.
+    pub fn new(format: &Format, table: &str, schema: &SchemaRef) -> Option<Result<Self>> {
+        let encoder = match format {
+            Format::Avro(avro) => avro
+                .writer(schema)
+                .map(Encoder::Avro)
+                .map_err(|e| e.to_string()),
+            Format::Protobuf(protobuf) => protobuf
+                .writer(schema)
+                .map(Encoder::Protobuf)
+                .map_err(|e| e.to_string()),
+            _ => return None,
+        };
+        let table = table.to_string();
+        Some(match encoder {
+            Ok(encoder) => Ok(MessageWriter { table, encoder }),
+            Err(message) => Err(EddyError::Connector { table, message }),
+        })
+    }
+
+    /// Appends a record for each row of `rows` to `out`.
+    pub async fn encode(&mut self, rows: &RecordBatch, out: &mut Messages) -> Result<()> {
+        match &mut self.encoder {
+            Encoder::Avro(avro) => avro.encode(rows, out).await,
+            Encoder::Protobuf(protobuf) => {
+                protobuf
+                    .encode(rows, out)
+                    .map_err(|e| EddyError::Connector {
+                        table: self.table.clone(),
+                        message: format!("writing a protobuf record: {e}"),
+                    })
+            }
+        }
     }
 }
 

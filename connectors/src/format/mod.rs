@@ -1,14 +1,15 @@
 //! Record formats of the filesystem and Kafka connectors: CSV ([`csv`]) and JSON, one
 //! object a line ([`json`]), the changelog formats of change-data-capture tools
-//! ([`changelog`]: `debezium-json`, `canal-json`, `maxwell-json`), and Avro records of
-//! Kafka messages ([`avro`]: `avro`, `avro-confluent`), with Flink's options and
-//! semantics, so that files and topics pass between the two engines.
+//! ([`changelog`]: `debezium-json`, `canal-json`, `maxwell-json`), and Avro and Protobuf
+//! records of Kafka messages ([`avro`]: `avro`, `avro-confluent`; [`protobuf`]), with
+//! Flink's options and semantics, so that files and topics pass between the two engines.
 
 pub mod avro;
 pub mod changelog;
 mod csv;
 mod json;
 mod messages;
+pub mod protobuf;
 
 use arrow::array::{ArrayRef, UInt8Array, new_null_array};
 use arrow::compute::{concat, concat_batches};
@@ -25,7 +26,8 @@ pub use self::changelog::facts::{Fact, FactKey};
 pub use self::changelog::maxwell::MaxwellJson;
 pub use self::csv::CsvFormat;
 pub use self::json::JsonFormat;
-pub use self::messages::Messages;
+pub use self::messages::{MessageReader, MessageWriter, Messages};
+use self::protobuf::ProtobufFormat;
 use super::Options;
 
 /// A record format.
@@ -44,6 +46,8 @@ pub enum Format {
     /// Avro records (`avro`, `avro-confluent`), one a message: they frame themselves, so
     /// they are kept as [`Messages`], never as lines.
     Avro(AvroFormat),
+    /// Protobuf records (`protobuf`), one a message.
+    Protobuf(ProtobufFormat),
 }
 
 /// The names of the record formats (`'format' = '...'`).
@@ -55,6 +59,7 @@ pub const FORMAT_NAMES: &[&str] = &[
     "maxwell-json",
     "avro",
     "avro-confluent",
+    "protobuf",
 ];
 
 /// The option keys formats understand.
@@ -66,6 +71,7 @@ pub fn format_keys() -> Vec<&'static str> {
     keys.extend_from_slice(changelog::canal::KEYS);
     keys.extend_from_slice(changelog::maxwell::KEYS);
     keys.extend_from_slice(avro::KEYS);
+    keys.extend_from_slice(protobuf::KEYS);
     keys
 }
 
@@ -81,6 +87,7 @@ impl Format {
             "maxwell-json" => Format::Maxwell(MaxwellJson::from_options(options)?),
             "avro" => Format::Avro(AvroFormat::plain(options)?),
             "avro-confluent" => Format::Avro(AvroFormat::confluent(options)?),
+            "protobuf" => Format::Protobuf(ProtobufFormat::from_options(options)?),
             other => {
                 return Err(options.error(format!(
                     "option 'format' = '{other}': expected one of {}",
@@ -103,6 +110,7 @@ impl Format {
             Format::Canal(_) => "canal-json",
             Format::Maxwell(_) => "maxwell-json",
             Format::Avro(avro) => avro.name(),
+            Format::Protobuf(_) => "protobuf",
         }
     }
 
@@ -116,7 +124,13 @@ impl Format {
         )
     }
 
-    /// The Avro format, if this is one: its records are messages, not lines.
+    /// Whether the format's records are messages that frame themselves (Avro,
+    /// Protobuf), not lines.
+    pub fn frames_records(&self) -> bool {
+        matches!(self, Format::Avro(_) | Format::Protobuf(_))
+    }
+
+    /// The Avro format, if this is one.
     pub fn as_avro(&self) -> Option<&AvroFormat> {
         match self {
             Format::Avro(avro) => Some(avro),
@@ -139,7 +153,7 @@ impl Format {
     /// format without any.
     pub fn metadata_keys(&self) -> &'static [FactKey] {
         match self {
-            Format::Csv(_) | Format::Json(_) | Format::Avro(_) => &[],
+            Format::Csv(_) | Format::Json(_) | Format::Avro(_) | Format::Protobuf(_) => &[],
             Format::Debezium(_) => changelog::facts::DEBEZIUM,
             Format::Canal(_) => changelog::facts::CANAL,
             Format::Maxwell(_) => changelog::facts::MAXWELL,
@@ -151,6 +165,7 @@ impl Format {
         match self {
             Format::Csv(_) => "csv",
             Format::Avro(_) => "avro",
+            Format::Protobuf(_) => "pb",
             _ => "json",
         }
     }
@@ -237,10 +252,12 @@ impl Format {
             Format::Debezium(debezium) => changelog::decode_changes(debezium, schema, bytes, trace),
             Format::Canal(canal) => changelog::decode_changes(canal, schema, bytes, trace),
             Format::Maxwell(maxwell) => changelog::decode_changes(maxwell, schema, bytes, trace),
-            Format::Avro(avro) => Err(arrow::error::ArrowError::InvalidArgumentError(format!(
-                "'{}' records are not lines",
-                avro.name()
-            ))),
+            Format::Avro(_) | Format::Protobuf(_) => {
+                Err(arrow::error::ArrowError::InvalidArgumentError(format!(
+                    "'{}' records are not lines",
+                    self.name()
+                )))
+            }
         }
     }
 
@@ -249,9 +266,9 @@ impl Format {
         match self {
             Format::Csv(csv) => csv.encode(batch, out),
             Format::Json(json) => json.encode(batch, out),
-            Format::Avro(avro) => Err(EddyError::Internal(format!(
+            Format::Avro(_) | Format::Protobuf(_) => Err(EddyError::Internal(format!(
                 "'{}' records are not lines (they are written as messages)",
-                avro.name()
+                self.name()
             ))),
             changelog => Err(EddyError::Internal(format!(
                 "the '{}' format cannot be written (the planner refuses it as a sink)",

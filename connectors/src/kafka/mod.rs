@@ -26,7 +26,7 @@ use eddy_common::{EddyError, Result};
 use rdkafka::ClientConfig;
 
 use self::upsert::UpsertLayout;
-use super::format::{Format, format_keys};
+use super::format::{Format, MessageReader, format_keys};
 use super::transaction::DeliveryGuarantee;
 use super::{
     Options, SinkContext, SinkWriter, SourceChanges, SourceContext, SourceReader, TableConnector,
@@ -249,18 +249,15 @@ impl TableConnector for KafkaConnector {
     fn create_reader(&self, context: &SourceContext) -> Result<Box<dyn SourceReader>> {
         let metadata = metadata::MetadataColumns::new(&context.metadata, &self.format)
             .map_err(|e| self.error(e))?;
-        let avro = match self.format.as_avro() {
-            Some(avro) => Some(
-                avro.reader(&context.physical_schema(), context.batch_size)
-                    .map_err(|e| self.error(e.to_string()))?,
-            ),
-            None => None,
-        };
+        let physical = context.physical_schema();
+        let framed = MessageReader::new(&self.format, &physical, context.batch_size)
+            .transpose()
+            .map_err(|e| self.error(e.to_string()))?;
         Ok(Box::new(source::KafkaReader::new(
             Arc::new(self.clone()),
             context,
             metadata,
-            avro,
+            framed,
         )))
     }
 

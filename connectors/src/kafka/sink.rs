@@ -22,8 +22,7 @@ use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 use super::upsert::KeyedRecords;
 use super::{KafkaConnector, kafka_error};
-use crate::format::Messages;
-use crate::format::avro::AvroWriter;
+use crate::format::{MessageWriter, Messages};
 use crate::transaction::{
     DeliveryGuarantee, TransactionCommitter, TransactionWriter, TwoPhaseCommitSink,
 };
@@ -73,7 +72,7 @@ pub(super) fn create(
         lines: Vec::new(),
         keyed: KeyedRecords::default(),
         messages: Messages::default(),
-        avro: avro_writer(&connector, context)?,
+        framed: framed_writer(&connector, context)?,
         metrics: context.metrics.clone(),
     };
     let committer = KafkaTransactions(Arc::new(Transactions {
@@ -126,15 +125,12 @@ fn keyed_record<'a>(
     record
 }
 
-/// The Avro writer of a sink subtask of an Avro table.
-fn avro_writer(connector: &KafkaConnector, context: &SinkContext) -> Result<Option<AvroWriter>> {
-    let Some(avro) = connector.format.as_avro() else {
-        return Ok(None);
-    };
-    let writer = avro
-        .writer(&context.schema)
-        .map_err(|e| connector.error(e.to_string()))?;
-    Ok(Some(writer))
+/// The writer of a sink subtask of an Avro or Protobuf table.
+fn framed_writer(
+    connector: &KafkaConnector,
+    context: &SinkContext,
+) -> Result<Option<MessageWriter>> {
+    MessageWriter::new(&connector.format, &connector.table, &context.schema).transpose()
 }
 
 /// The records of a chunk: one line each, or, for upsert-kafka, keyed records (the
@@ -154,15 +150,15 @@ fn encode(
     }
 }
 
-/// The Avro records of a chunk, one a row.
-async fn encode_avro(
+/// The Avro or Protobuf records of a chunk, one a row.
+async fn encode_framed(
     connector: &KafkaConnector,
     chunk: &Chunk,
-    avro: &mut AvroWriter,
+    writer: &mut MessageWriter,
     out: &mut Messages,
 ) -> Result<()> {
     inserts_only(connector, chunk)?;
-    avro.encode(chunk.rows(), out).await
+    writer.encode(chunk.rows(), out).await
 }
 
 /// Fails on a chunk with changes other than inserts.
@@ -187,17 +183,19 @@ struct WriteAhead {
     lines: Vec<u8>,
     /// upsert-kafka's records.
     keyed: KeyedRecords,
-    /// Avro records, and their writer.
+    /// Avro or Protobuf records, and their writer.
     messages: Messages,
-    avro: Option<AvroWriter>,
+    framed: Option<MessageWriter>,
     metrics: Arc<OperatorMetrics>,
 }
 
 impl TransactionWriter for WriteAhead {
     fn write<'a>(&'a mut self, chunk: &'a Chunk) -> BoxFuture<'a, Result<()>> {
         async move {
-            match &mut self.avro {
-                Some(avro) => encode_avro(&self.connector, chunk, avro, &mut self.messages).await,
+            match &mut self.framed {
+                Some(writer) => {
+                    encode_framed(&self.connector, chunk, writer, &mut self.messages).await
+                }
                 None => encode(&self.connector, chunk, &mut self.lines, &mut self.keyed),
             }?;
             OperatorMetrics::add(&self.metrics.records_in, chunk.num_rows() as u64);
@@ -217,7 +215,7 @@ impl TransactionWriter for WriteAhead {
             // Within one transaction only a key's last record matters to a reader.
             match (&self.connector.upsert, self.connector.buffer_flush()) {
                 (None, _) if !self.messages.is_empty() => {
-                    // Avro records follow an empty set of keyed records.
+                    // Avro and Protobuf records follow an empty set of keyed records.
                     self.keyed.save(&mut out);
                     self.messages.save(&mut out);
                 }
@@ -250,7 +248,8 @@ struct Prepared {
     job: String,
     /// upsert-kafka's records (after the job, in transactions of upsert-kafka sinks).
     keyed: KeyedRecords,
-    /// Avro records (after an empty set of keyed records, in transactions of Avro sinks).
+    /// Avro or Protobuf records (after an empty set of keyed records, in transactions of
+    /// their sinks).
     messages: Messages,
 }
 
@@ -512,9 +511,9 @@ struct IdempotentProducer {
     /// holds that many records or is that old (each key's last record is sent).
     keyed: KeyedRecords,
     buffered_since: Option<std::time::Instant>,
-    /// Avro records, and their writer.
+    /// Avro or Protobuf records, and their writer.
     messages: Messages,
-    avro: Option<AvroWriter>,
+    framed: Option<MessageWriter>,
     metrics: Arc<OperatorMetrics>,
 }
 
@@ -525,7 +524,7 @@ impl IdempotentProducer {
             .create_with_context(DeliveryErrors::default())
             .map_err(|e| kafka_error(&connector, "creating a producer", e))?;
         Ok(IdempotentProducer {
-            avro: avro_writer(&connector, context)?,
+            framed: framed_writer(&connector, context)?,
             connector,
             producer: Arc::new(producer),
             lines: Vec::new(),
@@ -604,10 +603,10 @@ impl IdempotentProducer {
 impl SinkWriter for IdempotentProducer {
     fn write<'a>(&'a mut self, chunk: &'a Chunk) -> BoxFuture<'a, Result<()>> {
         async move {
-            if let Some(avro) = &mut self.avro {
+            if let Some(writer) = &mut self.framed {
                 let mut messages = std::mem::take(&mut self.messages);
                 messages.clear();
-                encode_avro(&self.connector, chunk, avro, &mut messages).await?;
+                encode_framed(&self.connector, chunk, writer, &mut messages).await?;
                 for record in messages.iter() {
                     self.send(None, Some(record)).await?;
                 }

@@ -18,8 +18,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use super::metadata::{MetadataColumns, RecordFacts};
 use super::upsert::KeyedRecords;
 use super::{KafkaConnector, StartupMode, kafka_error};
-use crate::format::avro::AvroReader;
-use crate::format::{Format, LinePosition, Messages};
+use crate::format::{Format, LinePosition, MessageReader, Messages};
 use crate::{SourceContext, SourceEvent, SourceReader};
 
 /// How long a read waits for records before it lets the task take a checkpoint.
@@ -38,7 +37,7 @@ struct Partition {
 }
 
 /// Records of one partition gathered into lines (values), or, for upsert-kafka, into
-/// keyed records, or, for Avro, into messages.
+/// keyed records, or, for Avro and Protobuf, into messages.
 struct Batch {
     split: usize,
     first_offset: i64,
@@ -72,8 +71,8 @@ pub(super) struct KafkaReader {
     /// The columns the format decodes (the schema without the metadata columns).
     physical: arrow::datatypes::SchemaRef,
     metadata: MetadataColumns,
-    /// Decodes the values of an Avro table.
-    avro: Option<AvroReader>,
+    /// Decodes the values of an Avro or Protobuf table.
+    framed: Option<MessageReader>,
     consumer: Option<Arc<StreamConsumer>>,
     partitions: Vec<Partition>,
     /// Offsets restored from a checkpoint, by partition.
@@ -87,7 +86,7 @@ impl KafkaReader {
         connector: Arc<KafkaConnector>,
         context: &SourceContext,
         metadata: MetadataColumns,
-        avro: Option<AvroReader>,
+        framed: Option<MessageReader>,
     ) -> Self {
         let physical = context.physical_schema();
         KafkaReader {
@@ -95,7 +94,7 @@ impl KafkaReader {
             context: context.clone(),
             physical,
             metadata,
-            avro,
+            framed,
             consumer: None,
             partitions: Vec::new(),
             restored: HashMap::new(),
@@ -207,8 +206,8 @@ impl KafkaReader {
         }
         match self.gather(&consumer).await? {
             Gathered::Batch(batch) => {
-                if let Some(avro) = &mut self.avro {
-                    avro.fetch_schemas(&batch.messages).await?;
+                if let Some(framed) = &mut self.framed {
+                    framed.prepare(&batch.messages).await?;
                 }
                 self.decode_batch(batch).map(Some)
             }
@@ -295,8 +294,8 @@ impl KafkaReader {
             first_line: batch.first_offset as u64,
         };
         let traced = !self.metadata.is_empty();
-        let decoded = match (&self.connector.upsert, &mut self.avro) {
-            (_, Some(avro)) => avro.decode(
+        let decoded = match (&self.connector.upsert, &mut self.framed) {
+            (_, Some(framed)) => framed.decode(
                 &batch.messages,
                 position,
                 self.connector.ignore_parse_errors,
@@ -365,10 +364,10 @@ impl KafkaReader {
         key: Option<&[u8]>,
         value: Option<&[u8]>,
     ) {
-        match (&self.connector.upsert, &self.avro) {
-            (_, Some(avro)) => batch
+        match (&self.connector.upsert, &self.framed) {
+            (_, Some(framed)) => batch
                 .messages
-                .push_prefixed(avro.record_prefix(), value.unwrap_or_default()),
+                .push_prefixed(framed.record_prefix(), value.unwrap_or_default()),
             // A record without a key decodes as one with an empty key: an error naming it.
             (Some(_), None) => batch.keyed.push(key.unwrap_or_default(), value),
             (None, None) => push_line(

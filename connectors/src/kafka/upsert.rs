@@ -341,10 +341,10 @@ fn side_format(
     let what = format!("upsert-kafka ({side} format, options '{prefix}*')");
     let own = Options::validate(options.table(), &what, &own, &format_keys(), &[])?;
     let (format, ignore) = Format::from_options(&own)?;
-    if format.as_avro().is_some() {
+    if format.frames_records() {
         return Err(options.error(format!(
-            "unsupported: option '{side}.format' = '{}' in upsert-kafka (Avro keys and \
-             values are not read or written yet; 'kafka' tables read and write Avro)",
+            "unsupported: option '{side}.format' = '{}' in upsert-kafka (its keys and values \
+             are not read or written yet; 'kafka' tables read and write it)",
             format.name()
         )));
     }
