@@ -233,9 +233,10 @@ print(json.dumps({{'rows': rows, 'schema': json.loads(subject.schema.schema_str)
         .collect();
     assert_eq!(sorted(lines), expected_users());
     // The schema Eddy registered is the table's, as Flink derives it.
+    assert_eq!(answer["schema"]["name"], "record");
     assert_eq!(
-        answer["schema"]["name"],
-        "org.apache.flink.avro.generated.record"
+        answer["schema"]["namespace"],
+        "org.apache.flink.avro.generated"
     );
     assert_eq!(
         answer["schema"]["fields"][3]["type"][1]["logicalType"],
@@ -404,4 +405,91 @@ fn a_registry_that_refuses_the_credentials_fails_the_job_clearly() {
     assert!(!failed.status.success());
     let stderr = String::from_utf8_lossy(&failed.stderr);
     assert!(stderr.contains("answered 401"), "{stderr}");
+}
+
+/// Debezium's envelope of the `customers` table as its Avro converter writes it: `Value`
+/// defined in `before`, referenced in `after`.
+const CUSTOMERS_ENVELOPE: &str = r#"{"type": "record", "name": "Envelope",
+  "namespace": "dbserver1.inventory.customers", "fields": [
+    {"name": "before", "type": ["null", {"type": "record", "name": "Value", "fields": [
+        {"name": "id", "type": "int"},
+        {"name": "name", "type": ["null", "string"], "default": null}]}], "default": null},
+    {"name": "after", "type": ["null", "Value"], "default": null},
+    {"name": "source", "type": {"type": "record", "name": "Source",
+      "namespace": "io.debezium.connector.postgresql",
+      "fields": [{"name": "db", "type": "string"}, {"name": "lsn", "type": ["null", "long"]}]}},
+    {"name": "op", "type": "string"},
+    {"name": "ts_ms", "type": ["null", "long"], "default": null}]}"#;
+
+#[test]
+fn debezium_avro_changes_written_by_confluents_serializer_are_read_as_changes() {
+    let broker = Broker::start();
+    let registry = Registry::start();
+    broker.create_topic("customers", 1);
+    // A snapshot, then an insert, updates and a delete with its tombstone.
+    python(&format!(
+        r#"
+from confluent_kafka import Producer
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import SerializationContext, MessageField
+registry = SchemaRegistryClient({config})
+serialize = AvroSerializer(registry, '''{envelope}''')
+context = SerializationContext('customers', MessageField.VALUE)
+producer = Producer({{'bootstrap.servers': '{broker}'}})
+source = {{'db': 'inventory', 'lsn': 42}}
+row = lambda i, name: {{'id': i, 'name': name}}
+changes = [
+    (None, row(1, 'ann'), 'r'), (None, row(2, 'bob'), 'r'), (None, row(3, None), 'c'),
+    (row(1, 'ann'), row(1, 'anne'), 'u'), (row(2, 'bob'), None, 'd'), None,
+    (row(3, None), row(3, 'cy'), 'u'), (None, row(4, 'dan'), 'c'),
+]
+for change in changes:
+    if change is None:
+        producer.produce('customers', value=None)
+        continue
+    before, after, op = change
+    envelope = {{'before': before, 'after': after, 'source': source, 'op': op, 'ts_ms': 5}}
+    producer.produce('customers', value=serialize(envelope, context))
+producer.flush(30)
+"#,
+        config = registry.client_config(),
+        envelope = CUSTOMERS_ENVELOPE,
+        broker = broker.address,
+    ));
+    let scratch = Scratch::new("debezium-avro");
+    let script = format!(
+        "CREATE TABLE customers (id BIGINT, name STRING) WITH ('connector' = 'kafka',
+           'topic' = 'customers', 'properties.bootstrap.servers' = '{}',
+           'format' = 'debezium-avro-confluent', 'debezium-avro-confluent.url' = '{}',
+           'debezium-avro-confluent.basic-auth.credentials-source' = 'USER_INFO',
+           'debezium-avro-confluent.basic-auth.user-info' = '{USER_INFO}',
+           'scan.bounded.mode' = 'latest-offset');
+         CREATE TABLE answer (id BIGINT, name STRING, n BIGINT) WITH ('connector' = 'print');
+         INSERT INTO answer SELECT id, MAX(name), COUNT(*) FROM customers GROUP BY id;",
+        broker.address, registry.url
+    );
+    let output = run_ok(&scratch, &script, 2);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let mut rows: Vec<String> =
+        crate::support::materialize(&crate::support::parse_changes(&stdout))
+            .into_iter()
+            .map(|(row, n)| format!("{} x{n}", row.join(", ")))
+            .collect();
+    rows.sort();
+    assert_eq!(rows, vec!["1, anne, 1 x1", "3, cy, 1 x1", "4, dan, 1 x1"]);
+    // The format reads changes: it cannot be written.
+    let write = format!(
+        "{}
+         CREATE TABLE src (id BIGINT, name STRING) WITH ('connector' = 'datagen',
+           'number-of-rows' = '1');
+         INSERT INTO customers SELECT * FROM src;",
+        script.split("CREATE TABLE answer").next().unwrap()
+    );
+    let refused = run_script(&scratch, &write, 1);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("'debezium-avro-confluent' format"),
+        "{stderr}"
+    );
 }

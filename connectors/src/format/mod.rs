@@ -59,6 +59,7 @@ pub const FORMAT_NAMES: &[&str] = &[
     "maxwell-json",
     "avro",
     "avro-confluent",
+    "debezium-avro-confluent",
     "protobuf",
 ];
 
@@ -87,6 +88,7 @@ impl Format {
             "maxwell-json" => Format::Maxwell(MaxwellJson::from_options(options)?),
             "avro" => Format::Avro(AvroFormat::plain(options)?),
             "avro-confluent" => Format::Avro(AvroFormat::confluent(options)?),
+            "debezium-avro-confluent" => Format::Avro(AvroFormat::debezium(options)?),
             "protobuf" => Format::Protobuf(ProtobufFormat::from_options(options)?),
             other => {
                 return Err(options.error(format!(
@@ -118,10 +120,11 @@ impl Format {
     /// such a format is an updating source. Its records must be read in order, so a file
     /// is never cut into splits read apart.
     pub fn is_changelog(&self) -> bool {
-        matches!(
-            self,
-            Format::Debezium(_) | Format::Canal(_) | Format::Maxwell(_)
-        )
+        match self {
+            Format::Debezium(_) | Format::Canal(_) | Format::Maxwell(_) => true,
+            Format::Avro(avro) => avro.is_changelog(),
+            _ => false,
+        }
     }
 
     /// Whether the format's records are messages that frame themselves (Avro,

@@ -3,7 +3,9 @@
 //! column a union `["null", T]` with default `null`, a ROW a nested record named after the
 //! path to it, TIMESTAMP(≤3) `timestamp-millis`, DECIMAL `bytes` with `decimal`.
 
-use arrow::datatypes::{DataType, Field, Fields, SchemaRef, TimeUnit};
+use std::collections::HashMap;
+
+use arrow::datatypes::{DataType, Field, Fields, TimeUnit};
 use serde_json::{Value, json};
 
 /// The name of the top-level record (Flink's).
@@ -41,7 +43,8 @@ fn record(fields: &Fields, name: &str, path: &str, legacy: bool) -> Result<Value
             false => json!({"name": field.name(), "type": value_type}),
         });
     }
-    Ok(json!({"type": "record", "name": name, "fields": out}))
+    let (namespace, name) = split_name(name);
+    Ok(json!({"type": "record", "name": name, "namespace": namespace, "fields": out}))
 }
 
 /// The Avro type of a field's non-null values.
@@ -102,44 +105,202 @@ fn value_type(field: &Field, column: &str, name: &str, legacy: bool) -> Result<V
     })
 }
 
-/// A writer's schema with its records named as the table's schema names them: Avro's
-/// resolution (as Java's, and so Flink's, applies it) reads a record by another's fields
-/// whatever its name, where `arrow-avro` asks the names to match. Only the top-level
-/// record and the records of the table's ROW columns are renamed; names do not change a
-/// record's bytes.
-pub fn named_as_table(writer: &str, table: &SchemaRef) -> Result<String, serde_json::Error> {
+/// The Avro schema (JSON) of Debezium's change envelope around rows of `fields`, as the
+/// reader of `debezium-avro-confluent` reads it: `before` and `after` of one row record
+/// (defined once, as Debezium defines it), and `op`.
+pub fn envelope_schema(fields: &Fields, legacy_timestamps: bool) -> Result<String, Unsupported> {
+    let row_name = format!("{RECORD_NAME}_before");
+    let row = record(fields, &row_name, "", legacy_timestamps)?;
+    let envelope = json!({
+        "type": "record",
+        "name": RECORD_NAME,
+        "fields": [
+            {"name": "before", "type": ["null", row], "default": null},
+            {"name": "after", "type": ["null", row_name], "default": null},
+            {"name": "op", "type": "string"},
+        ]
+    });
+    Ok(envelope.to_string())
+}
+
+/// A writer's schema with its records named as the table's schema (of `fields`, or of
+/// Debezium's envelope around them) names them: Avro's resolution, as Java's (and so
+/// Flink's) applies it, reads a record by another's fields whatever its name, where
+/// `arrow-avro` asks the names to match. Only the top-level record and the records of the
+/// table's ROW columns (and the envelope's row) are renamed, definitions and references
+/// alike; names do not change a record's bytes.
+pub fn named_as_table(
+    writer: &str,
+    fields: &Fields,
+    envelope: bool,
+) -> Result<String, serde_json::Error> {
     let mut schema: Value = serde_json::from_str(writer)?;
-    rename_record(&mut schema, RECORD_NAME, table.fields());
+    qualify(&mut schema, "");
+    let mut names = HashMap::new();
+    match envelope {
+        false => collect_names(&schema, RECORD_NAME, fields, &mut names),
+        true => {
+            let row_name = format!("{RECORD_NAME}_before");
+            if let Some(name) = definition_name(&schema) {
+                names.insert(name, RECORD_NAME.to_string());
+            }
+            for image in ["before", "after"] {
+                if let Some(image_type) = field_type(&schema, image) {
+                    collect_names(image_type, &row_name, fields, &mut names);
+                }
+            }
+        }
+    }
+    rename(&mut schema, &names);
     Ok(schema.to_string())
 }
 
-/// Names `schema` (a record, or a union holding one) `name`, and its fields' records after
-/// `fields`.
-fn rename_record(schema: &mut Value, name: &str, fields: &Fields) {
-    match schema {
-        Value::Array(branches) => {
-            for branch in branches {
-                rename_record(branch, name, fields);
+const PRIMITIVES: &[&str] = &[
+    "null", "boolean", "int", "long", "float", "double", "bytes", "string",
+];
+
+/// Whether `value` is the definition of a named type.
+fn is_definition(value: &serde_json::Map<String, Value>) -> bool {
+    matches!(
+        value.get("type").and_then(Value::as_str),
+        Some("record" | "enum" | "fixed" | "error")
+    )
+}
+
+/// A full name's namespace and name (`""` for none).
+fn split_name(full: &str) -> (&str, &str) {
+    full.rsplit_once('.').unwrap_or(("", full))
+}
+
+/// Writes every named type's reference by its full name, as Avro resolves it from the
+/// enclosing namespace `namespace`, and every definition with its namespace spelled out
+/// (`arrow-avro` resolves a dotted definition name as no namespace).
+fn qualify(value: &mut Value, namespace: &str) {
+    let full = |name: &str, namespace: &str| match (name.contains('.'), namespace) {
+        (true, _) | (false, "") => name.to_string(),
+        (false, namespace) => format!("{namespace}.{name}"),
+    };
+    match value {
+        Value::String(name) if !PRIMITIVES.contains(&name.as_str()) => {
+            *name = full(name, namespace);
+        }
+        Value::Array(branches) => branches.iter_mut().for_each(|b| qualify(b, namespace)),
+        Value::Object(object) if is_definition(object) => {
+            let own = object.remove("namespace");
+            let own = own.as_ref().and_then(Value::as_str).unwrap_or(namespace);
+            let name = object
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let name = full(name, own);
+            let (inner, short) = split_name(&name);
+            let inner = inner.to_string();
+            object.insert("name".into(), json!(short));
+            object.insert("namespace".into(), json!(inner));
+            if let Some(Value::Array(fields)) = object.get_mut("fields") {
+                for field in fields {
+                    if let Some(field_type) = field.get_mut("type") {
+                        qualify(field_type, &inner);
+                    }
+                }
             }
         }
-        Value::Object(record) if record.get("type") == Some(&json!("record")) => {
-            record.insert("name".into(), json!(name));
-            record.remove("namespace");
-            let Some(Value::Array(writer_fields)) = record.get_mut("fields") else {
-                return;
-            };
-            for writer_field in writer_fields {
-                let Some(field_name) = writer_field.get("name").and_then(Value::as_str) else {
-                    continue;
-                };
-                let nested = match fields.find(field_name).map(|(_, f)| f.data_type()) {
-                    Some(DataType::Struct(nested)) => nested.clone(),
-                    _ => continue,
-                };
-                let nested_name = format!("{name}_{field_name}");
-                if let Some(field_type) = writer_field.get_mut("type") {
-                    rename_record(field_type, &nested_name, &nested);
+        Value::Object(object) => {
+            for key in ["type", "items", "values"] {
+                if let Some(inner) = object.get_mut(key) {
+                    qualify(inner, namespace);
                 }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The full name a (qualified) definition, or a union holding one, defines.
+fn definition_name(value: &Value) -> Option<String> {
+    match value {
+        Value::Object(object) if is_definition(object) => {
+            let name = object.get("name").and_then(Value::as_str)?;
+            match object.get("namespace").and_then(Value::as_str) {
+                Some(namespace) if !namespace.is_empty() => Some(format!("{namespace}.{name}")),
+                _ => Some(name.to_string()),
+            }
+        }
+        Value::Array(branches) => branches.iter().find_map(definition_name),
+        _ => None,
+    }
+}
+
+/// The type of field `name` of a record (or a union holding one).
+fn field_type<'a>(record: &'a Value, name: &str) -> Option<&'a Value> {
+    match record {
+        Value::Array(branches) => branches.iter().find_map(|b| field_type(b, name)),
+        Value::Object(object) => object
+            .get("fields")?
+            .as_array()?
+            .iter()
+            .find(|f| f.get("name").and_then(Value::as_str) == Some(name))?
+            .get("type"),
+        _ => None,
+    }
+}
+
+/// Maps the record `schema` defines (if it defines one) to `target`, and the records of
+/// its fields that are ROW columns of `fields` to their names below `target`.
+fn collect_names(
+    schema: &Value,
+    target: &str,
+    fields: &Fields,
+    names: &mut HashMap<String, String>,
+) {
+    let Some(name) = definition_name(schema) else {
+        return;
+    };
+    names.insert(name, target.to_string());
+    for field in fields {
+        if let (DataType::Struct(nested), Some(nested_type)) =
+            (field.data_type(), field_type(schema, field.name()))
+        {
+            let nested_target = format!("{target}_{}", field.name());
+            collect_names(nested_type, &nested_target, nested, names);
+        }
+    }
+}
+
+/// Renames the (qualified) definitions and references `names` maps.
+fn rename(value: &mut Value, names: &HashMap<String, String>) {
+    match value {
+        Value::String(name) => {
+            if let Some(new) = names.get(name.as_str()) {
+                *name = new.clone();
+            }
+        }
+        Value::Array(branches) => branches.iter_mut().for_each(|b| rename(b, names)),
+        Value::Object(object) => {
+            if is_definition(object)
+                && let Some(full) = definition_name(&Value::Object(object.clone()))
+                && let Some(new) = names.get(&full)
+            {
+                let (namespace, name) = split_name(new);
+                object.insert("name".into(), json!(name));
+                object.insert("namespace".into(), json!(namespace));
+            }
+            if let Some(Value::Array(fields)) = object.get_mut("fields") {
+                for field in fields {
+                    if let Some(field_type) = field.get_mut("type") {
+                        rename(field_type, names);
+                    }
+                }
+            }
+            for key in ["items", "values"] {
+                if let Some(inner) = object.get_mut(key) {
+                    rename(inner, names);
+                }
+            }
+            if !is_definition(object)
+                && let Some(inner) = object.get_mut("type")
+            {
+                rename(inner, names);
             }
         }
         _ => {}
@@ -188,7 +349,8 @@ mod tests {
             serde_json::from_str(&table_schema(schema.fields(), true).unwrap()).expect("JSON");
         let expected = json!({
             "type": "record",
-            "name": "org.apache.flink.avro.generated.record",
+            "name": "record",
+            "namespace": "org.apache.flink.avro.generated",
             "fields": [
                 {"name": "id", "type": "long"},
                 {"name": "name", "type": ["null", "string"], "default": null},
@@ -197,7 +359,7 @@ mod tests {
                 {"name": "ts", "type": ["null", {"type": "long",
                     "logicalType": "timestamp-millis"}], "default": null},
                 {"name": "address", "type": ["null", {"type": "record",
-                    "name": "org.apache.flink.avro.generated.record_address",
+                    "name": "record_address", "namespace": "org.apache.flink.avro.generated",
                     "fields": [{"name": "city", "type": ["null", "string"], "default": null}]}],
                     "default": null},
             ]
