@@ -69,7 +69,7 @@ impl FileFormat {
                 let parquet = ParquetFormat::from_options(options)?;
                 return Ok((FileFormat::Parquet(parquet), false));
             }
-            framed @ ("avro" | "avro-confluent" | "protobuf") => {
+            framed @ ("avro" | "avro-confluent" | "debezium-avro-confluent" | "protobuf") => {
                 return Err(options.error(format!(
                     "unsupported: 'format' = '{framed}' in files; Eddy reads and writes \
                      '{framed}' records in Kafka topics"
@@ -80,7 +80,12 @@ impl FileFormat {
                 let line_formats: Vec<&str> = FORMAT_NAMES
                     .iter()
                     .copied()
-                    .filter(|name| !matches!(*name, "avro" | "avro-confluent" | "protobuf"))
+                    .filter(|name| {
+                        !matches!(
+                            *name,
+                            "avro" | "avro-confluent" | "debezium-avro-confluent" | "protobuf"
+                        )
+                    })
                     .collect();
                 return Err(options.error(format!(
                     "option 'format' = '{other}': expected one of {}, parquet",
