@@ -493,3 +493,104 @@ producer.flush(30)
         "{stderr}"
     );
 }
+
+#[test]
+fn upsert_kafka_keys_and_values_in_avro_pass_between_eddy_and_confluent() {
+    let broker = Broker::start();
+    let registry = Registry::start();
+    broker.create_topic("totals", 2);
+    let scratch = Scratch::new("upsert-avro");
+    // Orders of 5 customers; customer 'c0' is filtered out once its total passes 20, so
+    // its key is deleted (a tombstone).
+    let orders: String = (0..60).map(|i| format!("c{},{}\n", i % 5, i % 7)).collect();
+    let orders = scratch.write("orders.csv", &orders);
+    let upsert = |extra: &str| {
+        format!(
+            "CREATE TABLE totals (customer STRING, n BIGINT, total BIGINT,
+               PRIMARY KEY (customer) NOT ENFORCED) WITH ('connector' = 'upsert-kafka',
+               'topic' = 'totals', 'properties.bootstrap.servers' = '{}',
+               'key.format' = 'avro-confluent', 'key.avro-confluent.url' = '{url}',
+               'key.avro-confluent.basic-auth.user-info' = '{USER_INFO}',
+               'value.format' = 'avro-confluent', 'value.avro-confluent.url' = '{url}',
+               'value.avro-confluent.basic-auth.user-info' = '{USER_INFO}'{extra});",
+            broker.address,
+            url = registry.url
+        )
+    };
+    let write = format!(
+        "SET 'execution.checkpointing.interval' = '200ms';
+         CREATE TABLE orders (customer STRING, amount BIGINT) WITH ('connector' = 'filesystem',
+           'path' = '{}', 'format' = 'csv');
+         {}
+         INSERT INTO totals SELECT * FROM (SELECT customer, COUNT(*) AS n,
+           SUM(amount) AS total FROM orders GROUP BY customer)
+           WHERE customer <> 'c0' OR total <= 20;",
+        orders.display(),
+        upsert(", 'sink.delivery-guarantee' = 'exactly-once'")
+    );
+    run_ok(&scratch, &write, 2);
+    let mut expected = std::collections::BTreeMap::new();
+    for i in 0..60i64 {
+        let entry = expected
+            .entry(format!("c{}", i % 5))
+            .or_insert((0i64, 0i64));
+        entry.0 += 1;
+        entry.1 += i % 7;
+    }
+    expected.retain(|customer, (_, total)| customer != "c0" || *total <= 20);
+    let expected: Vec<String> = expected
+        .iter()
+        .map(|(c, (n, total))| format!("{c},{n},{total}"))
+        .collect();
+
+    // confluent-kafka's deserializers read Eddy's keys and values (the last per key).
+    let read = python(&format!(
+        r#"
+from confluent_kafka import Consumer
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import SerializationContext, MessageField
+registry = SchemaRegistryClient({config})
+read = AvroDeserializer(registry)
+consumer = Consumer({{'bootstrap.servers': '{broker}', 'group.id': 'check',
+    'auto.offset.reset': 'earliest', 'isolation.level': 'read_committed',
+    'enable.partition.eof': True}})
+consumer.subscribe(['totals'])
+table, ended = {{}}, set()
+while len(ended) < 2:
+    message = consumer.poll(5.0)
+    if message is None:
+        break
+    if message.error():
+        ended.add(message.partition())
+        continue
+    key = read(message.key(), SerializationContext('totals', MessageField.KEY))
+    if message.value() is None:
+        table.pop(key['customer'], None)
+    else:
+        value = read(message.value(), SerializationContext('totals', MessageField.VALUE))
+        table[key['customer']] = '%s,%d,%d' % (value['customer'], value['n'], value['total'])
+print('\n'.join(table[k] for k in sorted(table)))
+"#,
+        config = registry.client_config(),
+        broker = broker.address,
+    ));
+    let read: Vec<String> = read.lines().map(str::to_string).collect();
+    assert_eq!(read, expected);
+
+    // Eddy reads the topic back as the same table.
+    let back = format!(
+        "{}
+         CREATE TABLE answer (customer STRING, n BIGINT, total BIGINT)
+           WITH ('connector' = 'print');
+         INSERT INTO answer SELECT * FROM totals;",
+        upsert(", 'scan.bounded.mode' = 'latest-offset'")
+    );
+    let output = run_ok(&scratch, &back, 2);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let rows: Vec<String> = crate::support::materialize(&crate::support::parse_changes(&stdout))
+        .into_keys()
+        .map(|row| row.join(","))
+        .collect();
+    assert_eq!(rows, expected);
+}

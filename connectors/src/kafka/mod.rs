@@ -253,11 +253,16 @@ impl TableConnector for KafkaConnector {
         let framed = MessageReader::new(&self.format, &physical, context.batch_size)
             .transpose()
             .map_err(|e| self.error(e.to_string()))?;
+        let sides = match &self.upsert {
+            Some(layout) => layout.readers(context.batch_size)?,
+            None => Default::default(),
+        };
         Ok(Box::new(source::KafkaReader::new(
             Arc::new(self.clone()),
             context,
             metadata,
             framed,
+            sides,
         )))
     }
 

@@ -20,7 +20,7 @@ use rdkafka::producer::{
 };
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
-use super::upsert::KeyedRecords;
+use super::upsert::{KeyedRecords, SideWriters};
 use super::{KafkaConnector, kafka_error};
 use crate::format::{MessageWriter, Messages};
 use crate::transaction::{
@@ -73,6 +73,7 @@ pub(super) fn create(
         keyed: KeyedRecords::default(),
         messages: Messages::default(),
         framed: framed_writer(&connector, context)?,
+        sides: side_writers(&connector)?,
         metrics: context.metrics.clone(),
     };
     let committer = KafkaTransactions(Arc::new(Transactions {
@@ -133,16 +134,24 @@ fn framed_writer(
     MessageWriter::new(&connector.format, &connector.table, &context.schema).transpose()
 }
 
-/// The records of a chunk: one line each, or, for upsert-kafka, keyed records (the
-/// encoding of line formats, all synchronous).
-fn encode(
+/// The writers of upsert-kafka's keys and values in Avro or Protobuf, for a sink subtask.
+fn side_writers(connector: &KafkaConnector) -> Result<SideWriters> {
+    match &connector.upsert {
+        Some(layout) => layout.writers(),
+        None => Ok(SideWriters::default()),
+    }
+}
+
+/// The records of a chunk: one line each, or, for upsert-kafka, keyed records.
+async fn encode(
     connector: &KafkaConnector,
     chunk: &Chunk,
     lines: &mut Vec<u8>,
     keyed: &mut KeyedRecords,
+    sides: &mut SideWriters,
 ) -> Result<()> {
     match &connector.upsert {
-        Some(layout) => layout.encode(chunk, keyed),
+        Some(layout) => layout.encode(chunk, sides, keyed).await,
         None => {
             inserts_only(connector, chunk)?;
             connector.format.encode(chunk.rows(), lines)
@@ -186,6 +195,8 @@ struct WriteAhead {
     /// Avro or Protobuf records, and their writer.
     messages: Messages,
     framed: Option<MessageWriter>,
+    /// upsert-kafka's writers of keys and values in Avro or Protobuf.
+    sides: SideWriters,
     metrics: Arc<OperatorMetrics>,
 }
 
@@ -196,7 +207,10 @@ impl TransactionWriter for WriteAhead {
                 Some(writer) => {
                     encode_framed(&self.connector, chunk, writer, &mut self.messages).await
                 }
-                None => encode(&self.connector, chunk, &mut self.lines, &mut self.keyed),
+                None => {
+                    let (lines, keyed) = (&mut self.lines, &mut self.keyed);
+                    encode(&self.connector, chunk, lines, keyed, &mut self.sides).await
+                }
             }?;
             OperatorMetrics::add(&self.metrics.records_in, chunk.num_rows() as u64);
             Ok(())
@@ -514,6 +528,8 @@ struct IdempotentProducer {
     /// Avro or Protobuf records, and their writer.
     messages: Messages,
     framed: Option<MessageWriter>,
+    /// upsert-kafka's writers of keys and values in Avro or Protobuf.
+    sides: SideWriters,
     metrics: Arc<OperatorMetrics>,
 }
 
@@ -525,6 +541,7 @@ impl IdempotentProducer {
             .map_err(|e| kafka_error(&connector, "creating a producer", e))?;
         Ok(IdempotentProducer {
             framed: framed_writer(&connector, context)?,
+            sides: side_writers(&connector)?,
             connector,
             producer: Arc::new(producer),
             lines: Vec::new(),
@@ -615,7 +632,8 @@ impl SinkWriter for IdempotentProducer {
                 return Ok(());
             }
             self.lines.clear();
-            encode(&self.connector, chunk, &mut self.lines, &mut self.keyed)?;
+            let (lines, keyed) = (&mut self.lines, &mut self.keyed);
+            encode(&self.connector, chunk, lines, keyed, &mut self.sides).await?;
             let lines = std::mem::take(&mut self.lines);
             for line in lines.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
                 self.send(None, Some(line)).await?;

@@ -16,7 +16,7 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::metadata::{MetadataColumns, RecordFacts};
-use super::upsert::KeyedRecords;
+use super::upsert::{KeyedRecords, SideReaders};
 use super::{KafkaConnector, StartupMode, kafka_error};
 use crate::format::{Format, LinePosition, MessageReader, Messages};
 use crate::{SourceContext, SourceEvent, SourceReader};
@@ -73,6 +73,8 @@ pub(super) struct KafkaReader {
     metadata: MetadataColumns,
     /// Decodes the values of an Avro or Protobuf table.
     framed: Option<MessageReader>,
+    /// Decodes upsert-kafka's keys and values in Avro or Protobuf.
+    sides: SideReaders,
     consumer: Option<Arc<StreamConsumer>>,
     partitions: Vec<Partition>,
     /// Offsets restored from a checkpoint, by partition.
@@ -87,6 +89,7 @@ impl KafkaReader {
         context: &SourceContext,
         metadata: MetadataColumns,
         framed: Option<MessageReader>,
+        sides: SideReaders,
     ) -> Self {
         let physical = context.physical_schema();
         KafkaReader {
@@ -95,6 +98,7 @@ impl KafkaReader {
             physical,
             metadata,
             framed,
+            sides,
             consumer: None,
             partitions: Vec::new(),
             restored: HashMap::new(),
@@ -209,6 +213,9 @@ impl KafkaReader {
                 if let Some(framed) = &mut self.framed {
                     framed.prepare(&batch.messages).await?;
                 }
+                if self.connector.upsert.is_some() {
+                    self.sides.prepare(&batch.keyed).await?;
+                }
                 self.decode_batch(batch).map(Some)
             }
             Gathered::Event(event) => Ok(Some(event)),
@@ -311,7 +318,13 @@ impl KafkaReader {
                         batch.first_offset
                     )
                 };
-                let decoded = layout.decode(&batch.keyed, describe, &mut skipped, traced)?;
+                let decoded = layout.decode(
+                    &batch.keyed,
+                    &mut self.sides,
+                    describe,
+                    &mut skipped,
+                    traced,
+                )?;
                 OperatorMetrics::add(&self.context.metrics.parse_errors_skipped, skipped);
                 decoded
             }

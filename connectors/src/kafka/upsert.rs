@@ -21,11 +21,14 @@ use arrow::datatypes::{Schema, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use eddy_common::chunk::{Chunk, Op};
+use eddy_common::metrics::OperatorMetrics;
 use eddy_common::{EddyError, Result};
 use hashbrown::HashMap;
 
 use crate::Options;
-use crate::format::{Decoded, Format, format_keys};
+use crate::format::{
+    Decoded, Format, LinePosition, MessageReader, MessageWriter, Messages, format_keys,
+};
 
 /// The option keys of upsert-kafka besides the Kafka connector's and the formats'.
 pub(super) const KEYS: &[&str] = &[
@@ -161,11 +164,12 @@ impl UpsertLayout {
     pub(super) fn decode(
         &self,
         records: &KeyedRecords,
+        readers: &mut SideReaders,
         describe: impl Fn(usize) -> String,
         skipped: &mut u64,
         traced: bool,
     ) -> Result<Option<Decoded>> {
-        if let Ok(chunk) = self.decode_all(records) {
+        if let Ok(chunk) = self.decode_all(records, readers) {
             return Ok(chunk.map(|chunk| Decoded {
                 line_of_row: match traced {
                     true => (0..chunk.num_rows() as u32).collect(),
@@ -180,7 +184,7 @@ impl UpsertLayout {
         for (i, (key, value)) in records.iter().enumerate() {
             let mut one = KeyedRecords::default();
             one.push(key, value);
-            match self.decode_all(&one) {
+            match self.decode_all(&one, readers) {
                 Ok(Some(chunk)) => {
                     if traced {
                         line_of_row.extend(std::iter::repeat_n(i as u32, chunk.num_rows()));
@@ -205,31 +209,43 @@ impl UpsertLayout {
         }))
     }
 
-    fn decode_all(&self, records: &KeyedRecords) -> Result<Option<Chunk>, ArrowError> {
+    fn decode_all(
+        &self,
+        records: &KeyedRecords,
+        readers: &mut SideReaders,
+    ) -> Result<Option<Chunk>, String> {
         let count = records.len();
         if count == 0 {
             return Ok(None);
         }
-        let keys = self
-            .key_format
-            .decode_strict(&self.key_schema, &records.keys)?
-            .map(|c| c.rows().clone())
-            .filter(|keys| keys.num_rows() == count);
+        let keys = decode_side(
+            &self.key_format,
+            readers.key.as_mut(),
+            &self.key_schema,
+            &records.keys,
+            |prefix| records.key_messages(prefix),
+        )?
+        .filter(|keys| keys.num_rows() == count);
         let Some(keys) = keys else {
-            return Err(ArrowError::JsonError("a record without a key".into()));
+            return Err("a record without a key".into());
         };
         let present = records.tombstones.iter().filter(|t| !**t).count();
         let values = match present {
             0 => None,
-            _ => self
-                .value_format
-                .decode_strict(&self.value_schema, &records.values)?
-                .map(|c| c.rows().clone()),
+            _ => decode_side(
+                &self.value_format,
+                readers.value.as_mut(),
+                &self.value_schema,
+                &records.values,
+                |prefix| records.value_messages(prefix),
+            )?,
         };
         if values.as_ref().map_or(0, RecordBatch::num_rows) != present {
-            return Err(ArrowError::JsonError("a record with an empty value".into()));
+            return Err("a record with an empty value".into());
         }
-        let rows = self.assemble(&keys, values.as_ref(), &records.tombstones)?;
+        let rows = self
+            .assemble(&keys, values.as_ref(), &records.tombstones)
+            .map_err(|e| e.to_string())?;
         let ops = records
             .tombstones
             .iter()
@@ -281,29 +297,33 @@ impl UpsertLayout {
     /// Appends the records a chunk of changes makes: `+I`/`+U` the row under its key,
     /// `-D` the key's tombstone, `-U` nothing when the key's `+U` follows it, else the
     /// key's tombstone (a filter after an aggregate drops the `+U` of a row that leaves).
-    pub(super) fn encode(&self, chunk: &Chunk, out: &mut KeyedRecords) -> Result<()> {
+    pub(super) async fn encode(
+        &self,
+        chunk: &Chunk,
+        writers: &mut SideWriters,
+        out: &mut KeyedRecords,
+    ) -> Result<()> {
         let rows = chunk.rows();
         let keys = project(rows, &self.key_columns, &self.key_schema)?;
         let values = project(rows, &self.value_columns, &self.value_schema)?;
-        let mut key_text = Vec::new();
-        self.key_format.encode(&keys, &mut key_text)?;
-        let mut value_text = Vec::new();
-        self.value_format.encode(&values, &mut value_text)?;
-        let key_lines: Vec<&[u8]> = key_text.split(|b| *b == b'\n').collect();
-        let value_lines: Vec<&[u8]> = value_text.split(|b| *b == b'\n').collect();
+        let keys = encode_side(&self.key_format, writers.key.as_mut(), &keys).await?;
+        let values = encode_side(&self.value_format, writers.value.as_mut(), &values).await?;
+        let keys: Vec<&[u8]> = keys.iter().collect();
+        let values: Vec<&[u8]> = values.iter().collect();
+        if keys.len() != chunk.num_rows() || values.len() != chunk.num_rows() {
+            return Err(EddyError::Internal(
+                "an encoded row spans lines (a line break in a CSV field)".into(),
+            ));
+        }
         for i in 0..chunk.num_rows() {
-            let (Some(key), Some(value)) = (key_lines.get(i), value_lines.get(i)) else {
-                return Err(EddyError::Internal(
-                    "an encoded row spans lines (a line break in a CSV field)".into(),
-                ));
-            };
+            let (key, value) = (keys[i], values[i]);
             match chunk.op(i) {
                 Op::Insert | Op::UpdateAfter => out.push(key, Some(value)),
                 Op::Delete => out.push(key, None),
                 Op::UpdateBefore => {
                     let replaced = i + 1 < chunk.num_rows()
                         && chunk.op(i + 1) == Op::UpdateAfter
-                        && key_lines.get(i + 1) == Some(key);
+                        && keys[i + 1] == key;
                     if !replaced {
                         out.push(key, None);
                     }
@@ -312,6 +332,114 @@ impl UpsertLayout {
         }
         Ok(())
     }
+
+    /// The readers of a source subtask (for framed key and value formats).
+    pub(super) fn readers(&self, batch_size: usize) -> Result<SideReaders> {
+        Ok(SideReaders {
+            key: MessageReader::new(&self.key_format, &self.key_schema, batch_size).transpose()?,
+            value: MessageReader::new(&self.value_format, &self.value_schema, batch_size)
+                .transpose()?,
+        })
+    }
+
+    /// The writers of a sink subtask (for framed key and value formats).
+    pub(super) fn writers(&self) -> Result<SideWriters> {
+        Ok(SideWriters {
+            key: MessageWriter::new(&self.key_format, &self.table, &self.key_schema).transpose()?,
+            value: MessageWriter::new(&self.value_format, &self.table, &self.value_schema)
+                .transpose()?,
+        })
+    }
+}
+
+/// The readers of an upsert table's keys and values in a framed format (Avro, Protobuf),
+/// one per source subtask; `None` for a line format.
+#[derive(Default)]
+pub struct SideReaders {
+    key: Option<MessageReader>,
+    value: Option<MessageReader>,
+}
+
+impl SideReaders {
+    /// Fetches what decoding `records` needs (Avro writer schemas from a registry).
+    pub async fn prepare(&mut self, records: &KeyedRecords) -> Result<()> {
+        if let Some(key) = &mut self.key {
+            key.prepare(&records.key_messages(key.record_prefix()))
+                .await?;
+        }
+        if let Some(value) = &mut self.value {
+            value
+                .prepare(&records.value_messages(value.record_prefix()))
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// The writers of an upsert table's keys and values in a framed format, one per sink
+/// subtask; `None` for a line format.
+#[derive(Default)]
+pub struct SideWriters {
+    key: Option<MessageWriter>,
+    value: Option<MessageWriter>,
+}
+
+/// Decodes one side (keys or values) of records: lines by the line format, or messages
+/// (each behind the reader's record prefix) by the side's reader.
+fn decode_side(
+    format: &Format,
+    reader: Option<&mut MessageReader>,
+    schema: &SchemaRef,
+    lines: &[u8],
+    messages: impl FnOnce(&[u8]) -> Messages,
+) -> Result<Option<RecordBatch>, String> {
+    let chunk = match reader {
+        None => format
+            .decode_strict(schema, lines)
+            .map_err(|e| e.to_string())?,
+        Some(reader) => {
+            let at = LinePosition {
+                file: "the batch",
+                first_line: 0,
+            };
+            let metrics = OperatorMetrics::default();
+            let records = messages(reader.record_prefix());
+            let decoded = reader.decode(&records, at, false, &metrics, false);
+            decoded.map_err(|e| e.to_string())?.map(|d| d.chunk)
+        }
+    };
+    Ok(chunk.map(|c| c.rows().clone()))
+}
+
+/// Encodes one side (keys or values) of rows, a record each.
+async fn encode_side(
+    format: &Format,
+    writer: Option<&mut MessageWriter>,
+    rows: &RecordBatch,
+) -> Result<Messages> {
+    let mut out = Messages::default();
+    match writer {
+        Some(writer) => writer.encode(rows, &mut out).await?,
+        None => {
+            let mut text = Vec::new();
+            format.encode(rows, &mut text)?;
+            if text.last() == Some(&b'\n') {
+                text.pop();
+            }
+            if rows.num_rows() > 0 {
+                text.split(|b| *b == b'\n').for_each(|line| out.push(line));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The records of `bytes` that end at `ends`, each followed by a line break.
+fn spans<'a>(bytes: &'a [u8], ends: &'a [usize]) -> impl Iterator<Item = &'a [u8]> + 'a {
+    ends.iter().enumerate().map(move |(i, end)| {
+        let start = i.checked_sub(1).map_or(0, |before| ends[before] + 1);
+        &bytes[start..*end]
+    })
 }
 
 /// `columns` of `rows`, renamed as `schema` says.
@@ -341,13 +469,13 @@ fn side_format(
     let what = format!("upsert-kafka ({side} format, options '{prefix}*')");
     let own = Options::validate(options.table(), &what, &own, &format_keys(), &[])?;
     let (format, ignore) = Format::from_options(&own)?;
-    if format.frames_records() {
-        return Err(options.error(format!(
-            "unsupported: option '{side}.format' = '{}' in upsert-kafka (its keys and values \
-             are not read or written yet; 'kafka' tables read and write it)",
-            format.name()
-        )));
-    }
+    // Flink's Kafka tables name a key's and a value's subject after the topic.
+    let format = match (format, options.get("topic")) {
+        (Format::Avro(avro), Some(topic)) => {
+            Format::Avro(avro.with_default_subject(format!("{topic}-{side}")))
+        }
+        (format, _) => format,
+    };
     if format.is_changelog() {
         return Err(options.error(format!(
             "option '{side}.format' = '{}': an upsert-kafka record's {side} is a row, not a \
@@ -358,11 +486,15 @@ fn side_format(
     Ok((format, ignore))
 }
 
-/// Kafka records with keys: keys and values one a line, tombstones (no value) marked.
+/// Kafka records with keys: keys and values each followed by a line break (so that a
+/// line format decodes them as they are), where each ends kept (so that any bytes may be
+/// in them), tombstones (no value) marked.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct KeyedRecords {
     keys: Vec<u8>,
+    key_ends: Vec<usize>,
     values: Vec<u8>,
+    value_ends: Vec<usize>,
     tombstones: Vec<bool>,
 }
 
@@ -370,9 +502,11 @@ impl KeyedRecords {
     /// Adds a record: its key and its value (`None`: a tombstone).
     pub fn push(&mut self, key: &[u8], value: Option<&[u8]>) {
         self.keys.extend_from_slice(key);
+        self.key_ends.push(self.keys.len());
         self.keys.push(b'\n');
         if let Some(value) = value {
             self.values.extend_from_slice(value);
+            self.value_ends.push(self.values.len());
             self.values.push(b'\n');
         }
         self.tombstones.push(value.is_none());
@@ -391,20 +525,36 @@ impl KeyedRecords {
     /// Forgets every record.
     pub fn clear(&mut self) {
         self.keys.clear();
+        self.key_ends.clear();
         self.values.clear();
+        self.value_ends.clear();
         self.tombstones.clear();
     }
 
     /// The records, in order: key and value (`None`: a tombstone).
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
-        let mut values = self.values.split(|b| *b == b'\n');
-        self.keys
-            .split(|b| *b == b'\n')
+        let mut values = spans(&self.values, &self.value_ends);
+        spans(&self.keys, &self.key_ends)
             .zip(&self.tombstones)
             .map(move |(key, tombstone)| match tombstone {
                 true => (key, None),
                 false => (key, Some(values.next().unwrap_or_default())),
             })
+    }
+
+    /// The keys, each a message (behind `prefix`).
+    pub fn key_messages(&self, prefix: &[u8]) -> Messages {
+        let mut out = Messages::default();
+        spans(&self.keys, &self.key_ends).for_each(|key| out.push_prefixed(prefix, key));
+        out
+    }
+
+    /// The values of the records that are not tombstones, each a message (behind
+    /// `prefix`).
+    pub fn value_messages(&self, prefix: &[u8]) -> Messages {
+        let mut out = Messages::default();
+        spans(&self.values, &self.value_ends).for_each(|value| out.push_prefixed(prefix, value));
+        out
     }
 
     /// Only each key's last record, in the order of those last records.
@@ -450,6 +600,8 @@ impl KeyedRecords {
 mod tests {
     use arrow::array::{Int64Array, StringArray};
     use arrow::datatypes::{DataType, Field};
+
+    use futures::executor::block_on;
 
     use super::*;
 
@@ -499,7 +651,7 @@ mod tests {
             vec![Op::Insert, Op::UpdateAfter, Op::UpdateBefore, Op::Delete],
         );
         let mut records = KeyedRecords::default();
-        layout.encode(&chunk, &mut records).unwrap();
+        block_on(layout.encode(&chunk, &mut SideWriters::default(), &mut records)).unwrap();
         let written: Vec<(String, Option<String>)> = records
             .iter()
             .map(|(k, v)| {
@@ -525,7 +677,13 @@ mod tests {
         );
         let mut skipped = 0;
         let read = layout
-            .decode(&records, |i| format!("record {i}"), &mut skipped, true)
+            .decode(
+                &records,
+                &mut SideReaders::default(),
+                |i| format!("record {i}"),
+                &mut skipped,
+                true,
+            )
             .unwrap()
             .unwrap();
         assert_eq!(read.line_of_row, [0, 1, 2, 3]);
@@ -563,7 +721,7 @@ mod tests {
         .unwrap();
         let mut update = KeyedRecords::default();
         let pair = Chunk::from_ops(pair, vec![Op::UpdateBefore, Op::UpdateAfter]);
-        layout.encode(&pair, &mut update).unwrap();
+        block_on(layout.encode(&pair, &mut SideWriters::default(), &mut update)).unwrap();
         assert_eq!(update.len(), 1);
         let mut state = eddy_common::state::StateWriter::new();
         records.save(&mut state);
@@ -581,7 +739,13 @@ mod tests {
         records.push(b"{\"k_id\":\"three\"}", None);
         let mut skipped = 0;
         let error = strict
-            .decode(&records, |i| format!("record {i}"), &mut skipped, true)
+            .decode(
+                &records,
+                &mut SideReaders::default(),
+                |i| format!("record {i}"),
+                &mut skipped,
+                true,
+            )
             .unwrap_err()
             .to_string();
         assert!(
@@ -593,7 +757,13 @@ mod tests {
             ..strict.clone()
         };
         let read = lenient
-            .decode(&records, |i| format!("record {i}"), &mut skipped, true)
+            .decode(
+                &records,
+                &mut SideReaders::default(),
+                |i| format!("record {i}"),
+                &mut skipped,
+                true,
+            )
             .unwrap()
             .unwrap();
         assert_eq!((read.chunk.num_rows(), skipped), (1, 2));
