@@ -594,3 +594,78 @@ print('\n'.join(table[k] for k in sorted(table)))
         .collect();
     assert_eq!(rows, expected);
 }
+
+#[test]
+fn avro_container_files_pass_between_fastavro_and_eddy() {
+    let scratch = Scratch::new("avro-files");
+    let input = scratch.path().join("in");
+    let output = scratch.path().join("out");
+    std::fs::create_dir_all(&input).unwrap();
+    // fastavro writes two files (deflate and snappy) of a schema with a field the table
+    // lacks and an int the table reads as BIGINT; the table's `note` is in neither.
+    python(&format!(
+        r#"
+import fastavro
+schema = fastavro.parse_schema({{'type': 'record', 'name': 'Event', 'fields': [
+    {{'name': 'id', 'type': 'int'}},
+    {{'name': 'extra', 'type': 'string'}},
+    {{'name': 'name', 'type': ['null', 'string']}},
+    {{'name': 'ts', 'type': {{'type': 'long', 'logicalType': 'timestamp-millis'}}}}]}})
+for part, codec in [(0, 'deflate'), (1, 'snappy')]:
+    rows = [{{'id': i, 'extra': 'x', 'name': None if i % 4 == 0 else 'n%d' % i,
+              'ts': 1704067200000 + i}} for i in range(part * 500, part * 500 + 500)]
+    with open('{dir}/part-%d.avro' % part, 'wb') as out:
+        fastavro.writer(out, schema, rows, codec=codec)
+"#,
+        dir = input.display()
+    ));
+    let script = format!(
+        "SET 'execution.checkpointing.interval' = '100ms';
+         CREATE TABLE events (id BIGINT, name STRING, ts TIMESTAMP(3), note STRING) WITH (
+           'connector' = 'filesystem', 'path' = '{}', 'format' = 'avro');
+         CREATE TABLE copy (id BIGINT, name STRING, ts TIMESTAMP(3), note STRING) WITH (
+           'connector' = 'filesystem', 'path' = '{}', 'format' = 'avro',
+           'avro.codec' = 'zstandard');
+         INSERT INTO copy SELECT id * 2, name, ts, note FROM events WHERE id % 3 <> 0;",
+        input.display(),
+        output.display()
+    );
+    run_ok(&scratch, &script, 2);
+    // fastavro reads Eddy's files back: the rows, and the schema Flink would derive.
+    let read = python(&format!(
+        r#"
+import fastavro, glob, json
+rows, schemas = [], set()
+for path in sorted(glob.glob('{dir}/part-*.avro')):
+    with open(path, 'rb') as f:
+        reader = fastavro.reader(f)
+        schemas.add(json.dumps(reader.writer_schema['fields'][1]['type']))
+        for row in reader:
+            rows.append('%d,%s,%s,%s' % (row['id'], row['name'], row['ts'].isoformat()[:23],
+                row['note']))
+rows.sort(key=lambda r: int(r.split(',')[0]))
+print(json.dumps({{'rows': rows, 'schemas': sorted(schemas)}}))
+"#,
+        dir = output.display()
+    ));
+    let answer: serde_json::Value = serde_json::from_str(read.trim()).unwrap();
+    let rows: Vec<String> = answer["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap().to_string())
+        .collect();
+    let expected: Vec<String> = (0..1000i64)
+        .filter(|i| i % 3 != 0)
+        .map(|i| {
+            let name = if i % 4 == 0 {
+                "None".to_string()
+            } else {
+                format!("n{i}")
+            };
+            format!("{},{name},2024-01-01T00:00:00.{:03},None", i * 2, i)
+        })
+        .collect();
+    assert_eq!(rows, expected);
+    assert_eq!(answer["schemas"][0], r#"["null", "string"]"#);
+}

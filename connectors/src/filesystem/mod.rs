@@ -1,9 +1,11 @@
-//! `'connector' = 'filesystem'`: reads and writes CSV, JSON or Parquet ([`parquet`]) files
-//! in a local directory or on S3 (reading in [`source`], writing in [`sink`]), in partition
-//! directories when the table is `PARTITIONED BY` ([`partitions`]), committing partitions
-//! as [`commit`] says.
+//! `'connector' = 'filesystem'`: reads and writes CSV, JSON, Parquet ([`parquet`]) or Avro
+//! ([`avro`]) files in a local directory or on S3 (reading in [`source`], writing in
+//! [`sink`]), in partition directories when the table is `PARTITIONED BY`
+//! ([`partitions`]), committing partitions as [`commit`] says.
 
+mod avro;
 mod commit;
+mod conform;
 mod metadata;
 mod parquet;
 mod partitions;
@@ -22,6 +24,7 @@ use partitions::{DEFAULT_PARTITION_NAME, PartitionColumns};
 use sink::FileSinkConfig;
 use source::FileSourceConfig;
 
+use self::avro::{AVRO_FILE_KEYS, AvroFileFormat};
 use self::parquet::{PARQUET_KEYS, ParquetFormat};
 use crate::format::{FORMAT_NAMES, Format, format_keys};
 use crate::transaction::DeliveryGuarantee;
@@ -58,6 +61,9 @@ pub enum FileFormat {
     Lines(Format),
     /// Parquet, a bulk format: read a row group at a time, written a part file at a time.
     Parquet(ParquetFormat),
+    /// Avro container files, a bulk format: read a file at a time, written a block a
+    /// batch.
+    Avro(AvroFileFormat),
 }
 
 impl FileFormat {
@@ -69,7 +75,11 @@ impl FileFormat {
                 let parquet = ParquetFormat::from_options(options)?;
                 return Ok((FileFormat::Parquet(parquet), false));
             }
-            framed @ ("avro" | "avro-confluent" | "debezium-avro-confluent" | "protobuf") => {
+            "avro" => {
+                let avro = AvroFileFormat::from_options(options)?;
+                return Ok((FileFormat::Avro(avro), false));
+            }
+            framed @ ("avro-confluent" | "debezium-avro-confluent" | "protobuf") => {
                 return Err(options.error(format!(
                     "unsupported: 'format' = '{framed}' in files; Eddy reads and writes \
                      '{framed}' records in Kafka topics"
@@ -83,7 +93,7 @@ impl FileFormat {
                     .filter(|name| {
                         !matches!(
                             *name,
-                            "avro" | "avro-confluent" | "debezium-avro-confluent" | "protobuf"
+                            "avro-confluent" | "debezium-avro-confluent" | "protobuf"
                         )
                     })
                     .collect();
@@ -101,7 +111,7 @@ impl FileFormat {
     fn lines(&self) -> Option<&Format> {
         match self {
             FileFormat::Lines(format) => Some(format),
-            FileFormat::Parquet(_) => None,
+            FileFormat::Parquet(_) | FileFormat::Avro(_) => None,
         }
     }
 
@@ -115,6 +125,7 @@ impl FileFormat {
         match self {
             FileFormat::Lines(format) => format.extension(),
             FileFormat::Parquet(_) => "parquet",
+            FileFormat::Avro(_) => "avro",
         }
     }
 }
@@ -143,6 +154,7 @@ impl FilesystemConnector {
         let mut keys = KEYS.to_vec();
         keys.extend(format_keys());
         keys.extend_from_slice(PARQUET_KEYS);
+        keys.extend_from_slice(AVRO_FILE_KEYS);
         let options = Options::validate(table, "filesystem", values, &keys, &[S3_PREFIX])?;
         let (format, ignore_parse_errors) = FileFormat::from_options(&options)?;
         let s3: Vec<(&str, &str)> = values
@@ -393,9 +405,9 @@ mod tests {
         assert_eq!(
             error("orc"),
             "table 't': option 'format' = 'orc': expected one of csv, json, debezium-json, \
-             canal-json, maxwell-json, parquet"
+             canal-json, maxwell-json, avro, parquet"
         );
-        assert!(error("avro").contains("unsupported: 'format' = 'avro' in files"));
+        assert!(error("avro-confluent").contains("unsupported: 'format' = 'avro-confluent'"));
         assert!(error("protobuf").contains("unsupported: 'format' = 'protobuf' in files"));
     }
 }

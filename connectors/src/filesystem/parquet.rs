@@ -10,10 +10,8 @@ use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, new_null_array};
-use arrow::compute::{CastOptions, can_cast_types, cast_with_options};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use arrow::datatypes::{Field, SchemaRef};
+use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
 use eddy_common::object_storage::StorageLocation;
 use eddy_common::{EddyError, Result};
@@ -32,6 +30,7 @@ use parquet::errors::ParquetError;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
+use super::conform::Conform;
 use crate::Options;
 
 /// The options `'format' = 'parquet'` takes (Flink passes `parquet.*` to Parquet's own
@@ -256,13 +255,15 @@ impl ParquetFooter {
                 .with_batch_size(rows.batch_size.max(1))
                 .build()
                 .map_err(|e| unreadable(shown, "a row group", e))?;
-        let columns = conforming_columns(file_schema, schema, &read, shown)?;
-        Ok(ParquetRows {
-            stream,
-            columns,
-            schema: schema.clone(),
-            shown: shown.to_string(),
-        })
+        // The projected batches hold the columns read, in the file's order.
+        let mut projected: Vec<(usize, &str)> = read
+            .iter()
+            .filter_map(|f| Some((file_schema.index_of(f.name()).ok()?, f.name().as_str())))
+            .collect();
+        projected.sort_unstable();
+        let names: Vec<&str> = projected.into_iter().map(|(_, name)| name).collect();
+        let conform = Conform::new(file_schema, schema, &names, shown)?;
+        Ok(ParquetRows { stream, conform })
     }
 }
 
@@ -279,77 +280,10 @@ pub struct RowGroupRead {
     pub batch_size: usize,
 }
 
-/// Where a table column comes from in a file's projected batches.
-#[derive(Debug, Clone)]
-enum ColumnSource {
-    /// The projected column at this index, cast to the table's type when it differs.
-    File(usize),
-    /// The file lacks the column, or the query does not use it: nulls.
-    Missing,
-}
-
-/// How each table column is found in the projected batches (the columns `read`) of a file
-/// with `file_schema`; fails, naming the file and column, where a column of the table (read
-/// or not) cannot be read as the table's type.
-fn conforming_columns(
-    file_schema: &Schema,
-    table: &Schema,
-    read: &[&Field],
-    shown: &str,
-) -> Result<Vec<ColumnSource>> {
-    for field in table.fields() {
-        let Ok(found) = file_schema.field_with_name(field.name()) else {
-            continue;
-        };
-        if !readable_as(found.data_type(), field.data_type()) {
-            return Err(EddyError::UnreadableFile {
-                file: shown.to_string(),
-                message: format!(
-                    "column '{}' is {} in the file, which cannot be read as the table's {}",
-                    field.name(),
-                    found.data_type(),
-                    field.data_type()
-                ),
-            });
-        }
-    }
-    let mut projected: Vec<(usize, &str)> = read
-        .iter()
-        .filter_map(|f| {
-            file_schema
-                .index_of(f.name())
-                .ok()
-                .map(|i| (i, f.name().as_str()))
-        })
-        .collect();
-    projected.sort_unstable();
-    let sources = table.fields().iter().map(|field| {
-        match projected.iter().position(|(_, n)| *n == field.name()) {
-            Some(at) => ColumnSource::File(at),
-            None => ColumnSource::Missing,
-        }
-    });
-    Ok(sources.collect())
-}
-
-/// Whether a file column of type `found` is read as `wanted`: the same type, or one
-/// Arrow casts to it without turning text into numbers or times (or back).
-fn readable_as(found: &DataType, wanted: &DataType) -> bool {
-    let text = |t: &DataType| {
-        matches!(
-            t,
-            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Dictionary(..)
-        )
-    };
-    found == wanted || (can_cast_types(found, wanted) && text(found) == text(wanted))
-}
-
 /// The rows of one row group as they are read, shaped as the table's.
 pub struct ParquetRows {
     stream: ParquetRecordBatchStream<FileBytes>,
-    columns: Vec<ColumnSource>,
-    schema: SchemaRef,
-    shown: String,
+    conform: Conform,
 }
 
 impl ParquetRows {
@@ -359,36 +293,8 @@ impl ParquetRows {
         let Some(batch) = self.stream.next().await else {
             return Ok(None);
         };
-        let batch = batch.map_err(|e| unreadable(&self.shown, "a row group", e))?;
-        let strict = CastOptions {
-            safe: false,
-            ..CastOptions::default()
-        };
-        let columns = self
-            .columns
-            .iter()
-            .zip(self.schema.fields())
-            .map(|(source, field)| match source {
-                ColumnSource::Missing => Ok(new_null_array(field.data_type(), batch.num_rows())),
-                ColumnSource::File(i) if batch.column(*i).data_type() == field.data_type() => {
-                    Ok(batch.column(*i).clone())
-                }
-                ColumnSource::File(i) => {
-                    cast_with_options(batch.column(*i), field.data_type(), &strict).map_err(|e| {
-                        EddyError::UnreadableFile {
-                            file: self.shown.clone(),
-                            message: format!("column '{}': {e}", field.name()),
-                        }
-                    })
-                }
-            })
-            .collect::<Result<Vec<ArrayRef>>>()?;
-        let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-        Ok(Some(RecordBatch::try_new_with_options(
-            self.schema.clone(),
-            columns,
-            &options,
-        )?))
+        let batch = batch.map_err(|e| unreadable(self.conform.shown(), "a row group", e))?;
+        self.conform.apply(&batch).map(Some)
     }
 }
 
@@ -470,7 +376,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use arrow::array::{Int32Array, Int64Array, StringArray};
-    use arrow::datatypes::Field;
+    use arrow::datatypes::{DataType, Field, Schema};
     use eddy_common::object_storage::resolve;
 
     use super::*;

@@ -34,6 +34,7 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use tokio::io::AsyncWriteExt;
 
 use super::FileFormat;
+use super::avro::AvroPart;
 use super::commit::{PartitionCommit, PendingPartitions};
 use super::parquet::ParquetPart;
 use super::partitions::PartitionColumns;
@@ -121,6 +122,8 @@ enum PartBody {
     },
     /// A Parquet file, a row group at a time.
     Parquet(Box<ParquetPart>),
+    /// An Avro container file, a block a batch.
+    Avro(Box<AvroPart>),
 }
 
 impl PartBody {
@@ -139,6 +142,7 @@ impl PartBody {
                 Ok(())
             }
             PartBody::Parquet(parquet) => parquet.write(rows).await,
+            PartBody::Avro(avro) => avro.write(rows).await,
         }
     }
 
@@ -147,6 +151,7 @@ impl PartBody {
         match self {
             PartBody::Lines { bytes, .. } => *bytes,
             PartBody::Parquet(parquet) => parquet.bytes(),
+            PartBody::Avro(avro) => avro.bytes(),
         }
     }
 
@@ -155,6 +160,7 @@ impl PartBody {
         match self {
             PartBody::Lines { mut upload, .. } => Ok(upload.shutdown().await?),
             PartBody::Parquet(parquet) => (*parquet).close().await,
+            PartBody::Avro(avro) => (*avro).close().await,
         }
     }
 
@@ -163,6 +169,7 @@ impl PartBody {
         match self {
             PartBody::Lines { mut upload, .. } => Ok(upload.abort().await?),
             PartBody::Parquet(parquet) => (*parquet).abort().await,
+            PartBody::Avro(avro) => (*avro).abort().await,
         }
     }
 }
@@ -250,6 +257,9 @@ impl PartWriter {
             },
             FileFormat::Parquet(parquet) => {
                 PartBody::Parquet(Box::new(ParquetPart::new(parquet, upload, rows.schema())?))
+            }
+            FileFormat::Avro(avro) => {
+                PartBody::Avro(Box::new(AvroPart::new(avro, upload, &rows.schema())?))
             }
         };
         Ok(Part {

@@ -30,6 +30,7 @@ use object_store::{
 };
 
 use super::FileFormat;
+use super::avro::AvroFileRows;
 use super::metadata::{FileColumns, FileFacts};
 use super::parquet::{ParquetFooter, ParquetRows, RowGroupRead};
 use super::partitions::PartitionColumns;
@@ -166,6 +167,8 @@ enum SplitBody {
     Lines(LineBuffer),
     /// The batches of a Parquet row group.
     Parquet(ParquetRows),
+    /// The batches of an Avro file.
+    Avro(Box<AvroFileRows>),
 }
 
 /// The bytes of a split of lines, as they arrive.
@@ -256,6 +259,8 @@ async fn all_splits(
         if known.is_empty() {
             known = match config.format {
                 FileFormat::Lines(_) => cut(file.size, config.split_size),
+                // A container file is one split: its rows, counted from 0.
+                FileFormat::Avro(_) => vec![(0, file.size)],
                 FileFormat::Parquet(_) => {
                     let footer = ParquetFooter::read(location, &path, file.size, &name).await?;
                     let ranges = footer.row_ranges();
@@ -309,6 +314,13 @@ async fn open_split(
             let schema = config.data_schema();
             let read = footer.open(location, &split.path, rows, schema, used.as_ref(), &name);
             SplitBody::Parquet(read?)
+        }
+        FileFormat::Avro(_) => {
+            let (next, batch_size) = (progress.next, context.batch_size);
+            let schema = config.data_schema();
+            let rows =
+                AvroFileRows::open(location, &split.path, next, batch_size, schema, &name).await?;
+            SplitBody::Avro(Box::new(rows))
         }
     };
     Ok(OpenSplit {
@@ -475,8 +487,13 @@ async fn read_split(
     context: &SourceContext,
     split: &mut OpenSplit,
 ) -> Result<Option<Option<Chunk>>> {
-    if let SplitBody::Parquet(rows) = &mut split.body {
-        let Some(batch) = rows.next().await? else {
+    let bulk = match &mut split.body {
+        SplitBody::Parquet(rows) => Some(rows.next().await?),
+        SplitBody::Avro(rows) => Some(rows.next()?),
+        SplitBody::Lines(_) => None,
+    };
+    if let Some(batch) = bulk {
+        let Some(batch) = batch else {
             return Ok(None);
         };
         split.progress.next += batch.num_rows() as u64;
