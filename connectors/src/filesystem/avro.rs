@@ -8,12 +8,10 @@
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use arrow::array::ArrayRef;
-use arrow::datatypes::{Schema, SchemaRef};
+use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use arrow_avro::compression::CompressionCodec;
 use arrow_avro::reader::{Reader, ReaderBuilder};
-use arrow_avro::schema::SCHEMA_METADATA_KEY;
 use arrow_avro::writer::WriterBuilder;
 use arrow_avro::writer::format::AvroOcfFormat;
 use bytes::Bytes;
@@ -26,7 +24,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::conform::Conform;
 use crate::Options;
-use crate::format::avro::schema::{codec_type, table_schema};
+use crate::format::avro::schema::{EncoderShape, table_schema};
 
 /// The options `'format' = 'avro'` takes in files.
 pub const AVRO_FILE_KEYS: &[&str] = &["avro.codec", "avro.timestamp_mapping.legacy"];
@@ -89,8 +87,8 @@ pub struct AvroPart {
     writer: arrow_avro::writer::Writer<Pending, AvroOcfFormat>,
     pending: Pending,
     upload: BufWriter,
-    /// The table's columns in the types the encoder takes, the Avro schema attached.
-    codec_schema: SchemaRef,
+    /// The table's columns as the encoder takes them.
+    shape: EncoderShape,
     bytes: u64,
 }
 
@@ -99,15 +97,9 @@ impl AvroPart {
     pub fn new(format: &AvroFileFormat, upload: BufWriter, schema: &SchemaRef) -> Result<Self> {
         let avro_schema = table_schema(schema.fields(), format.legacy_timestamps)
             .map_err(|e| EddyError::Unsupported(e.to_string()))?;
-        let fields: Vec<_> = schema
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone().with_data_type(codec_type(f.data_type())))
-            .collect();
-        let metadata = [(SCHEMA_METADATA_KEY.to_string(), avro_schema)].into();
-        let codec_schema = Arc::new(Schema::new_with_metadata(fields, metadata));
+        let shape = EncoderShape::new(schema, &avro_schema);
         let pending = Pending::default();
-        let writer = WriterBuilder::new(codec_schema.as_ref().clone())
+        let writer = WriterBuilder::new(shape.schema().as_ref().clone())
             .with_compression(format.codec)
             .build::<_, AvroOcfFormat>(pending.clone())
             .map_err(|e| avro_error("opening a part file", e))?;
@@ -115,20 +107,14 @@ impl AvroPart {
             writer,
             pending,
             upload,
-            codec_schema,
+            shape,
             bytes: 0,
         })
     }
 
     /// Appends rows as a block.
     pub async fn write(&mut self, rows: &RecordBatch) -> Result<()> {
-        let columns = rows
-            .columns()
-            .iter()
-            .zip(self.codec_schema.fields())
-            .map(|(column, field)| arrow::compute::cast(column, field.data_type()))
-            .collect::<Result<Vec<ArrayRef>, _>>()?;
-        let batch = RecordBatch::try_new(self.codec_schema.clone(), columns)?;
+        let batch = self.shape.shape(rows)?;
         self.writer
             .write(&batch)
             .map_err(|e| avro_error("writing a part file", e))?;
@@ -250,7 +236,7 @@ mod tests {
 
     use arrow::array::{Int32Array, Int64Array, StringArray, TimestampMillisecondArray};
     use arrow::compute::concat_batches;
-    use arrow::datatypes::{DataType, Field, TimeUnit};
+    use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
     use eddy_common::object_storage::resolve;
 
     use super::*;

@@ -24,7 +24,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use arrow_avro::schema::SCHEMA_METADATA_KEY;
 use eddy_common::Result;
 
 pub use self::reader::AvroReader;
@@ -193,18 +192,9 @@ impl AvroFormat {
     /// A writer of rows of `table` (the columns the format encodes).
     pub fn writer(&self, table: &SchemaRef) -> Result<AvroWriter, schema::Unsupported> {
         let avro_schema = self.table_schema(table)?;
-        let fields: Vec<_> = table
-            .fields()
-            .iter()
-            .map(|f| {
-                let codec_type = schema::codec_type(f.data_type());
-                f.as_ref().clone().with_data_type(codec_type)
-            })
-            .collect();
-        let metadata = [(SCHEMA_METADATA_KEY.to_string(), avro_schema.clone())].into();
         Ok(AvroWriter {
             format: self.clone(),
-            codec_schema: Arc::new(Schema::new_with_metadata(fields, metadata)),
+            shape: schema::EncoderShape::new(table, &avro_schema),
             avro_schema,
             encoder: None,
         })

@@ -4,8 +4,13 @@
 //! path to it, TIMESTAMP(≤3) `timestamp-millis`, DECIMAL `bytes` with `decimal`.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
-use arrow::datatypes::{DataType, Field, Fields, TimeUnit};
+use arrow::array::ArrayRef;
+use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
+use arrow::error::ArrowError;
+use arrow::record_batch::RecordBatch;
+use arrow_avro::schema::SCHEMA_METADATA_KEY;
 use serde_json::{Value, json};
 
 /// The name of the top-level record (Flink's).
@@ -323,6 +328,44 @@ pub fn codec_type(data_type: &DataType) -> DataType {
                 .collect(),
         ),
         other => other.clone(),
+    }
+}
+
+/// A table's columns as the Avro encoder takes them: each of its [`codec_type`], the
+/// table's Avro schema attached (so the encoder writes that schema, not one of its own).
+#[derive(Debug, Clone)]
+pub struct EncoderShape {
+    schema: SchemaRef,
+}
+
+impl EncoderShape {
+    /// The shape of `table`'s columns, whose Avro schema is `avro_schema`.
+    pub fn new(table: &SchemaRef, avro_schema: &str) -> Self {
+        let fields: Vec<_> = table
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_data_type(codec_type(f.data_type())))
+            .collect();
+        let metadata = [(SCHEMA_METADATA_KEY.to_string(), avro_schema.to_string())].into();
+        EncoderShape {
+            schema: Arc::new(Schema::new_with_metadata(fields, metadata)),
+        }
+    }
+
+    /// The columns, with the Avro schema attached.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// `rows` cast to the encoder's types.
+    pub fn shape(&self, rows: &RecordBatch) -> Result<RecordBatch, ArrowError> {
+        let columns = rows
+            .columns()
+            .iter()
+            .zip(self.schema.fields())
+            .map(|(column, field)| arrow::compute::cast(column, field.data_type()))
+            .collect::<Result<Vec<ArrayRef>, _>>()?;
+        RecordBatch::try_new(self.schema.clone(), columns)
     }
 }
 

@@ -12,7 +12,7 @@ use proptest::prelude::*;
 
 use arrow::array::{Array, ArrayRef};
 use arrow::record_batch::RecordBatch;
-use arrow_avro::schema::FingerprintStrategy;
+use arrow_avro::schema::{FingerprintStrategy, SCHEMA_METADATA_KEY};
 use arrow_avro::writer::WriterBuilder;
 use arrow_avro::writer::format::AvroSoeFormat;
 use eddy_common::chunk::Chunk;

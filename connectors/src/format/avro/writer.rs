@@ -2,8 +2,6 @@
 //! behind the Confluent wire header with the id of the table's schema, registered under
 //! the subject on first use (`avro-confluent`).
 
-use arrow::array::ArrayRef;
-use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use arrow_avro::schema::FingerprintStrategy;
 use arrow_avro::writer::format::{AvroBinaryFormat, AvroSoeFormat};
@@ -11,13 +9,14 @@ use arrow_avro::writer::{Encoder, WriterBuilder};
 use eddy_common::{EddyError, Result};
 
 use super::AvroFormat;
+use super::schema::EncoderShape;
 use crate::format::messages::Messages;
 
 /// Encodes rows of a table into Avro records.
 pub struct AvroWriter {
     pub(super) format: AvroFormat,
-    /// The table's columns in the types the encoder takes, the Avro schema attached.
-    pub(super) codec_schema: SchemaRef,
+    /// The table's columns as the encoder takes them.
+    pub(super) shape: EncoderShape,
     pub(super) avro_schema: String,
     /// Made on first use (`avro-confluent` registers the schema first).
     pub(super) encoder: Option<Encoder>,
@@ -29,13 +28,7 @@ impl AvroWriter {
         if self.encoder.is_none() {
             self.encoder = Some(self.make_encoder().await?);
         }
-        let columns = rows
-            .columns()
-            .iter()
-            .zip(self.codec_schema.fields())
-            .map(|(column, field)| arrow::compute::cast(column, field.data_type()))
-            .collect::<Result<Vec<ArrayRef>, _>>()?;
-        let batch = RecordBatch::try_new(self.codec_schema.clone(), columns)?;
+        let batch = self.shape.shape(rows)?;
         let encoder = self.encoder.as_mut().expect("encoder");
         encoder
             .encode(&batch)
@@ -47,7 +40,7 @@ impl AvroWriter {
     }
 
     async fn make_encoder(&self) -> Result<Encoder> {
-        let builder = WriterBuilder::new(self.codec_schema.as_ref().clone());
+        let builder = WriterBuilder::new(self.shape.schema().as_ref().clone());
         let encoder = match (&self.format.registry, &self.format.subject) {
             (Some(registry), Some(subject)) => {
                 let id = registry
