@@ -3,20 +3,17 @@
 use std::collections::BTreeMap as Map;
 
 use arrow::array::{
-    BinaryArray, BooleanArray, Date32Array, Decimal128Array, Float64Array, Int16Array, Int32Array,
-    Int64Array, StringArray, StructArray, TimestampMillisecondArray,
+    Array, ArrayRef, BinaryArray, BooleanArray, Date32Array, Decimal128Array, Float64Array,
+    Int16Array, Int32Array, Int64Array, StringArray, StructArray, TimestampMillisecondArray,
 };
 use arrow::datatypes::{DataType, Field, Fields, TimeUnit};
-use eddy_common::chunk::Op;
-use proptest::prelude::*;
-
-use arrow::array::{Array, ArrayRef};
 use arrow::record_batch::RecordBatch;
 use arrow_avro::schema::{FingerprintStrategy, SCHEMA_METADATA_KEY};
 use arrow_avro::writer::WriterBuilder;
 use arrow_avro::writer::format::AvroSoeFormat;
-use eddy_common::chunk::Chunk;
+use eddy_common::chunk::{Chunk, Op};
 use eddy_common::metrics::OperatorMetrics;
+use proptest::prelude::*;
 
 use super::*;
 use crate::format::{LinePosition, Messages};
