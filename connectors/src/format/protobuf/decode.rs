@@ -5,12 +5,12 @@
 
 use std::sync::Arc;
 
-use arrow::array::NullBufferBuilder;
 use arrow::array::{
     ArrayRef, BinaryBuilder, BooleanBuilder, Float32Builder, Float64Builder, Int32Builder,
-    Int64Builder, StringBuilder, StructArray,
+    Int64Builder, NullBufferBuilder, StringArray, StructArray,
 };
 use arrow::datatypes::{DataType, Fields};
+use arrow::error::ArrowError;
 
 use super::plan::{Absent, ColumnPlan, FieldType, MessagePlan, enum_name};
 use super::wire::{WireError, WireReader, WireType, WireValue, unzigzag32, unzigzag64};
@@ -22,7 +22,9 @@ enum Builder {
     Float32(Float32Builder),
     Float64(Float64Builder),
     Bool(BooleanBuilder),
-    Text(StringBuilder),
+    /// Strings (and enum names) as bytes, each checked to be UTF-8 as it is read: the
+    /// column is made text when finished.
+    Text(BinaryBuilder),
     Binary(BinaryBuilder),
     /// A ROW: the nested message's decoder and the ROW's validity.
     Row(Box<MessageDecoder>, NullBufferBuilder),
@@ -136,7 +138,7 @@ impl MessageDecoder {
     }
 
     /// The columns decoded so far, as arrays; the builders start again.
-    pub fn finish(&mut self) -> Vec<ArrayRef> {
+    pub fn finish(&mut self) -> Result<Vec<ArrayRef>, ArrowError> {
         self.rows = 0;
         self.builders
             .iter_mut()
@@ -163,7 +165,7 @@ fn builder(column: &ColumnPlan, data_type: &DataType) -> Builder {
         (_, DataType::Float64) => Builder::Float64(Float64Builder::new()),
         (_, DataType::Boolean) => Builder::Bool(BooleanBuilder::new()),
         (_, DataType::Binary) => Builder::Binary(BinaryBuilder::new()),
-        _ => Builder::Text(StringBuilder::new()),
+        _ => Builder::Text(BinaryBuilder::new()),
     }
 }
 
@@ -238,14 +240,11 @@ fn append(builder: &mut Builder, plan: &ColumnPlan, slot: Option<WireValue>, rec
         (Builder::Text(b), WireValue::Varint(v)) => match &plan.field_type {
             FieldType::Enum(descriptor) => match descriptor.get_value(v as i32) {
                 Some(value) => b.append_value(value.name()),
-                None => b.append_value(enum_name(descriptor, v as i32)),
+                None => b.append_value(enum_name(descriptor, v as i32).as_bytes()),
             },
             _ => b.append_null(),
         },
-        (Builder::Text(b), WireValue::Delimited(from, to)) => {
-            // Checked to be UTF-8 when read.
-            b.append_value(std::str::from_utf8(&record[from..to]).unwrap_or_default())
-        }
+        (Builder::Text(b), WireValue::Delimited(from, to)) => b.append_value(&record[from..to]),
         (Builder::Binary(b), WireValue::Delimited(from, to)) => b.append_value(&record[from..to]),
         (builder, _) => append_absent(builder, &Absent::Null),
     }
@@ -271,24 +270,27 @@ fn append_absent(builder: &mut Builder, absent: &Absent) {
     }
 }
 
-fn finish(builder: &mut Builder, data_type: &DataType) -> ArrayRef {
-    match builder {
+fn finish(builder: &mut Builder, data_type: &DataType) -> Result<ArrayRef, ArrowError> {
+    Ok(match builder {
         Builder::Int32(b) => Arc::new(b.finish()),
         Builder::Int64(b) => Arc::new(b.finish()),
         Builder::Float32(b) => Arc::new(b.finish()),
         Builder::Float64(b) => Arc::new(b.finish()),
         Builder::Bool(b) => Arc::new(b.finish()),
-        Builder::Text(b) => Arc::new(b.finish()),
+        // One check of the whole column (each value was checked as read).
+        Builder::Text(b) => Arc::new(StringArray::try_from_binary(b.finish())?),
         Builder::Binary(b) => Arc::new(b.finish()),
         Builder::Row(nested, validity) => {
             let DataType::Struct(fields) = data_type else {
-                unreachable!("a ROW column's builder is made for a struct type");
+                return Err(ArrowError::SchemaError(format!(
+                    "a ROW column's builder for a {data_type} column"
+                )));
             };
-            let children = nested.finish();
+            let children = nested.finish()?;
             let nulls = validity.finish();
-            Arc::new(StructArray::new(fields.clone(), children, nulls))
+            Arc::new(StructArray::try_new(fields.clone(), children, nulls)?)
         }
-    }
+    })
 }
 
 impl std::fmt::Debug for MessageDecoder {

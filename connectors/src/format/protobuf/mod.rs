@@ -151,7 +151,7 @@ impl ProtobufReader {
         if self.decoder.rows() == 0 {
             return Ok(None);
         }
-        let columns = self.decoder.finish();
+        let columns = self.decoder.finish()?;
         let rows = RecordBatch::try_new(self.table.clone(), columns)?;
         Ok(Some(Decoded {
             chunk: Chunk::inserts(rows),

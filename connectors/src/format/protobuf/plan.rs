@@ -7,6 +7,9 @@ use std::collections::HashMap;
 use arrow::datatypes::{DataType, Fields};
 use prost_reflect::{EnumDescriptor, FieldDescriptor, Kind, MessageDescriptor, Value};
 
+/// Field numbers below this are looked up in a table indexed by the number.
+const DENSE_NUMBERS: usize = 4096;
+
 /// A column that cannot be read from or written to the message.
 #[derive(Debug, thiserror::Error)]
 #[error("column '{column}': {reason}")]
@@ -95,8 +98,10 @@ pub struct MessagePlan {
     pub name: String,
     /// One per column.
     pub columns: Vec<ColumnPlan>,
-    /// The column of each field number read.
-    by_number: HashMap<u32, usize>,
+    /// The column of each field number read below [`DENSE_NUMBERS`], indexed by the
+    /// number (field numbers are small and dense in practice), and of the others.
+    by_number: Vec<Option<usize>>,
+    by_large_number: HashMap<u32, usize>,
 }
 
 impl MessagePlan {
@@ -110,7 +115,8 @@ impl MessagePlan {
         path: &str,
     ) -> Result<MessagePlan, Mismatch> {
         let mut columns = Vec::with_capacity(fields.len());
-        let mut by_number = HashMap::with_capacity(fields.len());
+        let mut by_number = Vec::new();
+        let mut by_large_number = HashMap::new();
         for (i, column) in fields.iter().enumerate() {
             let name = match path {
                 "" => column.name().clone(),
@@ -142,7 +148,17 @@ impl MessagePlan {
                 (FieldType::Message(_), false) => Absent::Message,
                 (_, false) => absent_value(&field),
             };
-            by_number.insert(field.number(), i);
+            match field.number() as usize {
+                number if number < DENSE_NUMBERS => {
+                    if by_number.len() <= number {
+                        by_number.resize(number + 1, None);
+                    }
+                    by_number[number] = Some(i);
+                }
+                _ => {
+                    by_large_number.insert(field.number(), i);
+                }
+            }
             columns.push(ColumnPlan {
                 number: field.number(),
                 field_type,
@@ -154,12 +170,16 @@ impl MessagePlan {
             name: message.full_name().to_string(),
             columns,
             by_number,
+            by_large_number,
         })
     }
 
     /// The column read from field `number`, if the table has it.
     pub fn column_of(&self, number: u32) -> Option<usize> {
-        self.by_number.get(&number).copied()
+        match self.by_number.get(number as usize) {
+            Some(column) => *column,
+            None => self.by_large_number.get(&number).copied(),
+        }
     }
 }
 
