@@ -127,6 +127,14 @@ fn decode_all(
     Ok(decoded.map(|d| d.chunk.rows().clone()))
 }
 
+/// `records` of `message` read as `schema` with `protobuf.read-default-values`.
+fn read_defaults(message: &str, schema: &SchemaRef, records: &Messages) -> RecordBatch {
+    let format = protobuf(message, &[("protobuf.read-default-values", "true")]).unwrap();
+    decode_all(&mut format.reader(schema).unwrap(), records, false)
+        .unwrap()
+        .unwrap()
+}
+
 #[test]
 fn rows_round_trip_and_absent_fields_read_as_proto3_says() {
     let format = protobuf("eddy.test.Order", &[]).unwrap();
@@ -167,14 +175,7 @@ fn null_scalars_of_proto3_read_back_as_defaults_and_fields_with_presence_as_null
     );
     assert!(read.column(2).is_null(0) && read.column(3).is_null(0) && read.column(4).is_null(0));
     // With read-default-values, fields with presence read as their defaults too.
-    let defaults = protobuf(
-        "eddy.test.Order",
-        &[("protobuf.read-default-values", "true")],
-    )
-    .unwrap();
-    let read = decode_all(&mut defaults.reader(&schema).unwrap(), &records, false)
-        .unwrap()
-        .unwrap();
+    let read = read_defaults("eddy.test.Order", &schema, &records);
     assert_eq!(
         read.column(2).as_ref(),
         &StringArray::from(vec![""]) as &dyn arrow::array::Array
@@ -205,14 +206,7 @@ fn proto2_defaults_are_read_when_asked_for() {
     .unwrap()
     .unwrap();
     assert!(read.column(1).is_null(0) && read.column(2).is_null(0));
-    let defaults = protobuf(
-        "eddy.test.Legacy",
-        &[("protobuf.read-default-values", "true")],
-    )
-    .unwrap();
-    let read = decode_all(&mut defaults.reader(&schema).unwrap(), &records, false)
-        .unwrap()
-        .unwrap();
+    let read = read_defaults("eddy.test.Legacy", &schema, &records);
     assert_eq!(
         read.column(1).as_ref(),
         &StringArray::from(vec!["none"]) as &dyn arrow::array::Array
