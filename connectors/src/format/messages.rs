@@ -115,11 +115,20 @@ impl MessageReader {
         }
     }
 
-    /// Fetches what decoding `records` needs (Avro writer schemas from a registry).
-    pub async fn prepare(&mut self, records: &Messages) -> Result<()> {
+    /// What decoding `records` (as they came, without the record prefix) needs fetched
+    /// first: the Avro schema ids not yet known (see [`MessageReader::fetch`]).
+    pub fn unknown_ids<'a>(&self, records: impl IntoIterator<Item = &'a [u8]>) -> Vec<u32> {
         match self {
-            MessageReader::Avro(avro) => avro.fetch_schemas(records).await,
-            MessageReader::Protobuf(_) => Ok(()),
+            MessageReader::Avro(avro) => avro.unknown_ids(records),
+            MessageReader::Protobuf(_) => Vec::new(),
+        }
+    }
+
+    /// Fetches the writer schemas of `ids` from the registry.
+    pub async fn fetch(&mut self, ids: Vec<u32>) -> Result<()> {
+        match self {
+            MessageReader::Avro(avro) if !ids.is_empty() => avro.fetch_schemas(ids).await,
+            _ => Ok(()),
         }
     }
 

@@ -127,20 +127,6 @@ impl Format {
         }
     }
 
-    /// Whether the format's records are messages that frame themselves (Avro,
-    /// Protobuf), not lines.
-    pub fn frames_records(&self) -> bool {
-        matches!(self, Format::Avro(_) | Format::Protobuf(_))
-    }
-
-    /// The Avro format, if this is one.
-    pub fn as_avro(&self) -> Option<&AvroFormat> {
-        match self {
-            Format::Avro(avro) => Some(avro),
-            _ => None,
-        }
-    }
-
     /// Why a table in this format cannot be written, if it cannot.
     pub fn write_refusal(&self) -> Option<String> {
         self.is_changelog().then(|| {

@@ -69,11 +69,7 @@ pub(super) fn create(
         connector: connector.clone(),
         writer_id: writer_id.clone(),
         job: context.execution.job.to_string(),
-        lines: Vec::new(),
-        keyed: KeyedRecords::default(),
-        messages: Messages::default(),
-        framed: framed_writer(&connector, context)?,
-        sides: side_writers(&connector)?,
+        outbox: Outbox::new(&connector, context)?,
         metrics: context.metrics.clone(),
     };
     let committer = KafkaTransactions(Arc::new(Transactions {
@@ -126,57 +122,74 @@ fn keyed_record<'a>(
     record
 }
 
-/// The writer of a sink subtask of an Avro or Protobuf table.
-fn framed_writer(
-    connector: &KafkaConnector,
-    context: &SinkContext,
-) -> Result<Option<MessageWriter>> {
-    MessageWriter::new(&connector.format, &connector.table, &context.schema).transpose()
+/// A sink subtask's records not yet sent or prepared, as its table's format makes them,
+/// and the writers that make them.
+struct Outbox {
+    /// A line format's records, a line each.
+    lines: Vec<u8>,
+    /// upsert-kafka's records.
+    keyed: KeyedRecords,
+    /// Avro or Protobuf records, and their writer.
+    messages: Messages,
+    framed: Option<MessageWriter>,
+    /// upsert-kafka's writers of keys and values in Avro or Protobuf.
+    sides: SideWriters,
 }
 
-/// The writers of upsert-kafka's keys and values in Avro or Protobuf, for a sink subtask.
-fn side_writers(connector: &KafkaConnector) -> Result<SideWriters> {
-    match &connector.upsert {
-        Some(layout) => layout.writers(),
-        None => Ok(SideWriters::default()),
+impl Outbox {
+    fn new(connector: &KafkaConnector, context: &SinkContext) -> Result<Self> {
+        let sides = match &connector.upsert {
+            Some(layout) => layout.writers()?,
+            None => SideWriters::default(),
+        };
+        Ok(Outbox {
+            lines: Vec::new(),
+            keyed: KeyedRecords::default(),
+            messages: Messages::default(),
+            framed: MessageWriter::new(&connector.format, &connector.table, &context.schema)
+                .transpose()?,
+            sides,
+        })
     }
-}
 
-/// The records of a chunk: one line each, or, for upsert-kafka, keyed records.
-async fn encode(
-    connector: &KafkaConnector,
-    chunk: &Chunk,
-    lines: &mut Vec<u8>,
-    keyed: &mut KeyedRecords,
-    sides: &mut SideWriters,
-) -> Result<()> {
-    match &connector.upsert {
-        Some(layout) => layout.encode(chunk, sides, keyed).await,
-        None => {
-            inserts_only(connector, chunk)?;
-            connector.format.encode(chunk.rows(), lines)
+    /// Adds the records of a chunk: keyed records for upsert-kafka, else one record a row
+    /// (a chunk of inserts only).
+    async fn add(&mut self, connector: &KafkaConnector, chunk: &Chunk) -> Result<()> {
+        if let Some(layout) = &connector.upsert {
+            return layout.encode(chunk, &mut self.sides, &mut self.keyed).await;
+        }
+        if !chunk.is_append_only() {
+            return Err(
+                connector.error("a Kafka table takes inserts only (an append-only stream)".into())
+            );
+        }
+        match &mut self.framed {
+            Some(writer) => writer.encode(chunk.rows(), &mut self.messages).await,
+            None => connector.format.encode(chunk.rows(), &mut self.lines),
         }
     }
-}
 
-/// The Avro or Protobuf records of a chunk, one a row.
-async fn encode_framed(
-    connector: &KafkaConnector,
-    chunk: &Chunk,
-    writer: &mut MessageWriter,
-    out: &mut Messages,
-) -> Result<()> {
-    inserts_only(connector, chunk)?;
-    writer.encode(chunk.rows(), out).await
-}
+    /// The records of a row each (lines or messages), in order.
+    fn rows(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        let lines = self.lines.split(|b| *b == b'\n').filter(|l| !l.is_empty());
+        lines.chain(self.messages.iter())
+    }
 
-/// Fails on a chunk with changes other than inserts.
-fn inserts_only(connector: &KafkaConnector, chunk: &Chunk) -> Result<()> {
-    match chunk.is_append_only() {
-        true => Ok(()),
-        false => {
-            Err(connector.error("a Kafka table takes inserts only (an append-only stream)".into()))
-        }
+    /// Whether nothing is held.
+    fn is_empty(&self) -> bool {
+        self.lines.is_empty() && self.keyed.is_empty() && self.messages.is_empty()
+    }
+
+    /// Forgets the records of a row each (not the keyed ones).
+    fn clear_rows(&mut self) {
+        self.lines.clear();
+        self.messages.clear();
+    }
+
+    /// Forgets every record.
+    fn clear(&mut self) {
+        self.clear_rows();
+        self.keyed.clear();
     }
 }
 
@@ -189,29 +202,14 @@ struct WriteAhead {
     /// prefix is the same in every job using the prefix, and another job's marker says
     /// nothing of this job's checkpoints.
     job: String,
-    lines: Vec<u8>,
-    /// upsert-kafka's records.
-    keyed: KeyedRecords,
-    /// Avro or Protobuf records, and their writer.
-    messages: Messages,
-    framed: Option<MessageWriter>,
-    /// upsert-kafka's writers of keys and values in Avro or Protobuf.
-    sides: SideWriters,
+    outbox: Outbox,
     metrics: Arc<OperatorMetrics>,
 }
 
 impl TransactionWriter for WriteAhead {
     fn write<'a>(&'a mut self, chunk: &'a Chunk) -> BoxFuture<'a, Result<()>> {
         async move {
-            match &mut self.framed {
-                Some(writer) => {
-                    encode_framed(&self.connector, chunk, writer, &mut self.messages).await
-                }
-                None => {
-                    let (lines, keyed) = (&mut self.lines, &mut self.keyed);
-                    encode(&self.connector, chunk, lines, keyed, &mut self.sides).await
-                }
-            }?;
+            self.outbox.add(&self.connector, chunk).await?;
             OperatorMetrics::add(&self.metrics.records_in, chunk.num_rows() as u64);
             Ok(())
         }
@@ -219,36 +217,37 @@ impl TransactionWriter for WriteAhead {
     }
 
     fn prepare(&mut self, checkpoint: u64) -> BoxFuture<'_, Result<Option<Vec<u8>>>> {
-        let pending = !self.lines.is_empty() || !self.keyed.is_empty() || !self.messages.is_empty();
-        let handle = pending.then(|| {
+        let handle = (!self.outbox.is_empty()).then(|| {
+            let Outbox {
+                lines,
+                keyed,
+                messages,
+                ..
+            } = &mut self.outbox;
             let mut out = StateWriter::new();
             out.bytes(self.writer_id.as_bytes())
                 .u64(checkpoint)
-                .bytes(&self.lines)
+                .bytes(lines)
                 .bytes(self.job.as_bytes());
             // Within one transaction only a key's last record matters to a reader.
             match (&self.connector.upsert, self.connector.buffer_flush()) {
-                (None, _) if !self.messages.is_empty() => {
+                (None, _) if !messages.is_empty() => {
                     // Avro and Protobuf records follow an empty set of keyed records.
-                    self.keyed.save(&mut out);
-                    self.messages.save(&mut out);
+                    keyed.save(&mut out);
+                    messages.save(&mut out);
                 }
                 (None, _) => {}
-                (Some(_), Some(_)) => self.keyed.reduced().save(&mut out),
-                (Some(_), None) => self.keyed.save(&mut out),
+                (Some(_), Some(_)) => keyed.reduced().save(&mut out),
+                (Some(_), None) => keyed.save(&mut out),
             }
-            self.lines.clear();
-            self.keyed.clear();
-            self.messages.clear();
+            self.outbox.clear();
             out.finish()
         });
         async move { Ok(handle) }.boxed()
     }
 
     fn abort(&mut self) -> BoxFuture<'_, Result<()>> {
-        self.lines.clear();
-        self.keyed.clear();
-        self.messages.clear();
+        self.outbox.clear();
         async { Ok(()) }.boxed()
     }
 }
@@ -520,16 +519,11 @@ impl ProducerContext for DeliveryErrors {
 struct IdempotentProducer {
     connector: Arc<KafkaConnector>,
     producer: Arc<ThreadedProducer<DeliveryErrors>>,
-    lines: Vec<u8>,
-    /// upsert-kafka's records not yet sent: with `sink.buffer-flush.*`, until the buffer
-    /// holds that many records or is that old (each key's last record is sent).
-    keyed: KeyedRecords,
+    /// The records of a chunk being sent; upsert-kafka's keyed records not yet sent: with
+    /// `sink.buffer-flush.*`, until the buffer holds that many records or is that old (each
+    /// key's last record is sent).
+    outbox: Outbox,
     buffered_since: Option<std::time::Instant>,
-    /// Avro or Protobuf records, and their writer.
-    messages: Messages,
-    framed: Option<MessageWriter>,
-    /// upsert-kafka's writers of keys and values in Avro or Protobuf.
-    sides: SideWriters,
     metrics: Arc<OperatorMetrics>,
 }
 
@@ -540,14 +534,10 @@ impl IdempotentProducer {
             .create_with_context(DeliveryErrors::default())
             .map_err(|e| kafka_error(&connector, "creating a producer", e))?;
         Ok(IdempotentProducer {
-            framed: framed_writer(&connector, context)?,
-            sides: side_writers(&connector)?,
+            outbox: Outbox::new(&connector, context)?,
             connector,
             producer: Arc::new(producer),
-            lines: Vec::new(),
-            keyed: KeyedRecords::default(),
             buffered_since: None,
-            messages: Messages::default(),
             metrics: context.metrics.clone(),
         })
     }
@@ -569,7 +559,7 @@ impl IdempotentProducer {
 
     /// Sends the keyed records held back (each key's last one when buffering).
     async fn send_keyed(&mut self) -> Result<()> {
-        let mut records = std::mem::take(&mut self.keyed);
+        let mut records = std::mem::take(&mut self.outbox.keyed);
         if self.connector.buffer_flush().is_some() {
             records = records.reduced();
         }
@@ -586,7 +576,7 @@ impl IdempotentProducer {
         match self.connector.buffer_flush() {
             None => true,
             Some((rows, interval)) => {
-                self.keyed.len() >= rows
+                self.outbox.keyed.len() >= rows
                     || self
                         .buffered_since
                         .is_some_and(|since| since.elapsed() >= interval)
@@ -620,26 +610,12 @@ impl IdempotentProducer {
 impl SinkWriter for IdempotentProducer {
     fn write<'a>(&'a mut self, chunk: &'a Chunk) -> BoxFuture<'a, Result<()>> {
         async move {
-            if let Some(writer) = &mut self.framed {
-                let mut messages = std::mem::take(&mut self.messages);
-                messages.clear();
-                encode_framed(&self.connector, chunk, writer, &mut messages).await?;
-                for record in messages.iter() {
-                    self.send(None, Some(record)).await?;
-                }
-                self.messages = messages;
-                OperatorMetrics::add(&self.metrics.records_in, chunk.num_rows() as u64);
-                return Ok(());
+            self.outbox.add(&self.connector, chunk).await?;
+            for record in self.outbox.rows() {
+                self.send(None, Some(record)).await?;
             }
-            self.lines.clear();
-            let (lines, keyed) = (&mut self.lines, &mut self.keyed);
-            encode(&self.connector, chunk, lines, keyed, &mut self.sides).await?;
-            let lines = std::mem::take(&mut self.lines);
-            for line in lines.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-                self.send(None, Some(line)).await?;
-            }
-            self.lines = lines;
-            if !self.keyed.is_empty() {
+            self.outbox.clear_rows();
+            if !self.outbox.keyed.is_empty() {
                 self.buffered_since
                     .get_or_insert_with(std::time::Instant::now);
                 if self.keyed_due() {
@@ -661,7 +637,7 @@ impl SinkWriter for IdempotentProducer {
     }
 
     fn settled(&self) -> bool {
-        self.keyed.is_empty()
+        self.outbox.keyed.is_empty()
     }
 
     fn finish(&mut self, _end: StreamEnd) -> BoxFuture<'_, Result<()>> {

@@ -211,7 +211,8 @@ impl KafkaReader {
         match self.gather(&consumer).await? {
             Gathered::Batch(batch) => {
                 if let Some(framed) = &mut self.framed {
-                    framed.prepare(&batch.messages).await?;
+                    let ids = framed.unknown_ids(batch.messages.iter());
+                    framed.fetch(ids).await?;
                 }
                 if self.connector.upsert.is_some() {
                     self.sides.prepare(&batch.keyed).await?;

@@ -364,13 +364,12 @@ impl SideReaders {
     /// Fetches what decoding `records` needs (Avro writer schemas from a registry).
     pub async fn prepare(&mut self, records: &KeyedRecords) -> Result<()> {
         if let Some(key) = &mut self.key {
-            key.prepare(&records.key_messages(key.record_prefix()))
-                .await?;
+            let ids = key.unknown_ids(records.iter().map(|(key, _)| key));
+            key.fetch(ids).await?;
         }
         if let Some(value) = &mut self.value {
-            value
-                .prepare(&records.value_messages(value.record_prefix()))
-                .await?;
+            let ids = value.unknown_ids(records.iter().filter_map(|(_, value)| value));
+            value.fetch(ids).await?;
         }
         Ok(())
     }

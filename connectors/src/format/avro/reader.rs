@@ -2,7 +2,7 @@
 //! header by the source), into rows of a table: each id's writer schema resolved against
 //! the table's, a record that cannot be read named by its offset.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::ArrayRef;
@@ -50,16 +50,29 @@ impl AvroReader {
         }
     }
 
-    /// Fetches from the registry the writer schemas of the records' ids not yet known.
-    pub async fn fetch_schemas(&mut self, records: &Messages) -> Result<()> {
+    /// The schema ids of `records` (as they came) neither known nor refused yet, each
+    /// once; none for plain `avro` (no registry).
+    pub fn unknown_ids<'a>(&self, records: impl IntoIterator<Item = &'a [u8]>) -> Vec<u32> {
+        if self.format.registry.is_none() {
+            return Vec::new();
+        }
+        let mut ids: Vec<u32> = records
+            .into_iter()
+            .filter_map(schema_id)
+            .filter(|id| !self.writers.contains_key(id) && !self.refused.contains_key(id))
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// Fetches from the registry the writer schemas of `ids` (see
+    /// [`AvroReader::unknown_ids`]).
+    pub async fn fetch_schemas(&mut self, ids: Vec<u32>) -> Result<()> {
         let Some(registry) = self.format.registry.clone() else {
             return Ok(());
         };
-        let ids: BTreeSet<u32> = records.iter().filter_map(schema_id).collect();
         for id in ids {
-            if self.writers.contains_key(&id) || self.refused.contains_key(&id) {
-                continue;
-            }
             let fetched = registry.schema(id).await;
             match fetched.map_err(|e| e.for_table(&self.format.table))? {
                 Some(schema) => {
