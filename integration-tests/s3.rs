@@ -52,11 +52,16 @@ impl S3Server {
 
     /// Runs a Python program with `s3`, a boto3 client of this server (boto3 comes with
     /// moto); returns what it printed.
+    ///
+    /// The program ends with `os._exit(0)` once it has printed: pyarrow's and boto3's
+    /// threads can abort the interpreter's teardown ("terminate called without an active
+    /// exception", seen once in CI), after the answer is complete.
     fn boto3(&self, program: &str) -> String {
         python(&format!(
-            "import boto3, json\n\
+            "import boto3, json, os, sys\n\
              s3 = boto3.client('s3', endpoint_url='{}', aws_access_key_id='test', \
-             aws_secret_access_key='test', region_name='us-east-1')\n{program}",
+             aws_secret_access_key='test', region_name='us-east-1')\n{program}\n\
+             sys.stdout.flush()\nos._exit(0)",
             self.endpoint
         ))
     }
