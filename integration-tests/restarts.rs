@@ -197,3 +197,39 @@ fn exponential_delay_resets_its_budget_after_running_long_enough() {
     let reason = status["reason"].as_str().unwrap();
     assert!(reason.contains("attempts-before-reset-backoff"), "{status}");
 }
+
+/// A job whose one source subtask fails on a malformed record fails naming that record,
+/// not one of the broken channels its neighbours then fail on (the aggregations lose an
+/// input, the other sources their downstream; on two TaskManagers, whose reports race):
+/// those failures only wait for the cause. Several jobs, so the cause is not reported
+/// first by luck.
+#[test]
+fn a_failed_job_is_failed_by_the_task_that_failed_not_by_the_channels_it_broke() {
+    let cluster = Cluster::start("failure-cause", 2, 4);
+    let input = cluster.scratch.path().join("events");
+    std::fs::create_dir_all(&input).unwrap();
+    for file in 0..4 {
+        let mut lines: String = (0..20_000).map(|i| format!("{},{}\n", i % 97, i)).collect();
+        if file == 2 {
+            lines.push_str("13,not a number\n");
+        }
+        std::fs::write(input.join(format!("part-{file}.csv")), lines).unwrap();
+    }
+    let script = format!(
+        "SET 'restart-strategy.type' = 'none';
+         CREATE TABLE events (k BIGINT, v BIGINT)
+           WITH ('connector' = 'filesystem', 'path' = '{}', 'format' = 'csv');
+         CREATE TABLE totals (k BIGINT, total BIGINT) WITH ('connector' = 'blackhole');
+         INSERT INTO totals SELECT k, SUM(v) FROM events GROUP BY k;",
+        input.display()
+    );
+    for run in 0..6 {
+        let job_id = cluster.submit(&script, 4);
+        let status = cluster.wait_for(&job_id, "FAILED", TWO_MINUTES);
+        let reason = status["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains("malformed record in") && reason.contains("part-2.csv"),
+            "job {run} is not failed by the malformed record: {reason}"
+        );
+    }
+}

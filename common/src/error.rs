@@ -143,6 +143,12 @@ pub enum EddyError {
 }
 
 impl EddyError {
+    /// Whether this is a consequence of another task's failure (a channel to a task that
+    /// is gone), not a cause of its own: that task's failure says why.
+    pub fn is_consequential(&self) -> bool {
+        matches!(self, EddyError::Exchange(_))
+    }
+
     /// Whether the same request may succeed when tried again: a failure of a connection
     /// or of an external system that says so, not bad input, bad state or a bug.
     pub fn is_transient(&self) -> bool {

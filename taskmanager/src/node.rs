@@ -286,15 +286,11 @@ impl TaskManager {
                     let message = eddy_common::error::panic_message(&*panic, "a panic");
                     Err(EddyError::Internal(format!("the task panicked: {message}")))
                 });
-            let (state, error) = match &result {
-                Ok(end) => (task_state(*end), String::new()),
-                Err(e) => {
-                    tracing::warn!(job = %execution, task = %name, error = %e, "task failed");
-                    (pb::TaskState::Failed, e.to_string())
-                }
-            };
-            node.report(&execution, key, state, error, &task_metrics)
-                .await;
+            if let Err(e) = &result {
+                tracing::warn!(job = %execution, task = %name, error = %e, "task failed");
+            }
+            let ended = TaskEnded::of(&result);
+            node.report(&execution, key, ended, &task_metrics).await;
             let mut last = false;
             remaining.send_modify(|left| {
                 *left -= 1;
@@ -455,9 +451,8 @@ impl TaskManager {
         for (task, task_metrics, handle) in &job.tasks {
             if !handle.is_finished() {
                 handle.abort();
-                let state = pb::TaskState::Cancelled;
-                self.report(execution, *task, state, String::new(), task_metrics)
-                    .await;
+                let ended = TaskEnded::of(&Ok(TaskEnd::Cancelled));
+                self.report(execution, *task, ended, task_metrics).await;
             }
         }
         tracing::info!(job = %execution, "cancelled");
@@ -481,19 +476,19 @@ impl TaskManager {
         &self,
         execution: &ExecutionId,
         key: TaskKey,
-        state: pb::TaskState,
-        error: String,
+        ended: TaskEnded,
         metrics: &TaskMetrics,
     ) {
         let sample = metrics.sample();
         let report = pb::TaskStateReport {
             taskmanager_id: self.id.clone(),
             task: Some(task_id(execution, key)),
-            state: state as i32,
-            error,
+            state: ended.state as i32,
+            error: ended.error,
             records_in: sample.records_in,
             records_out: sample.records_out,
             input_ended: false,
+            consequential: ended.consequential,
         };
         self.send_report(execution, report).await;
     }
@@ -521,12 +516,34 @@ fn state_file(file: StateFile) -> pb::StateFile {
     }
 }
 
-/// The state a task that ended as `end` is reported in.
-fn task_state(end: TaskEnd) -> pb::TaskState {
-    match end {
-        TaskEnd::Finished => pb::TaskState::Finished,
-        TaskEnd::Stopped => pb::TaskState::Stopped,
-        TaskEnd::Cancelled => pb::TaskState::Cancelled,
+/// How a task ended, as its report says.
+struct TaskEnded {
+    state: pb::TaskState,
+    /// Why it failed.
+    error: String,
+    /// It failed because a task it exchanges data with is gone.
+    consequential: bool,
+}
+
+impl TaskEnded {
+    /// The report of a task whose run returned `result`.
+    fn of(result: &Result<TaskEnd, EddyError>) -> TaskEnded {
+        match result {
+            Ok(end) => TaskEnded {
+                state: match end {
+                    TaskEnd::Finished => pb::TaskState::Finished,
+                    TaskEnd::Stopped => pb::TaskState::Stopped,
+                    TaskEnd::Cancelled => pb::TaskState::Cancelled,
+                },
+                error: String::new(),
+                consequential: false,
+            },
+            Err(e) => TaskEnded {
+                state: pb::TaskState::Failed,
+                error: e.to_string(),
+                consequential: e.is_consequential(),
+            },
+        }
     }
 }
 

@@ -93,6 +93,12 @@ impl JobManager {
     /// A run of a job failed: restart it from its latest checkpoint when its restart
     /// strategy allows, or fail it for good.
     pub(super) fn fail(self: &Arc<Self>, job_id: &str, reason: String) {
+        self.fail_attempt(job_id, None, reason);
+    }
+
+    /// Fails the job's run as [`JobManager::fail`] does; only run `attempt` when it is
+    /// given.
+    fn fail_attempt(self: &Arc<Self>, job_id: &str, attempt: Option<u32>, reason: String) {
         let actions = {
             let mut guard = self.lock();
             let State {
@@ -101,7 +107,9 @@ impl JobManager {
             let Some(job) = jobs.get_mut(job_id) else {
                 return;
             };
-            if !job.state().allows(Transition::Failed { restart: true }) {
+            if !job.state().allows(Transition::Failed { restart: true })
+                || attempt.is_some_and(|attempt| attempt != job.attempt)
+            {
                 return;
             }
             let decision = match job.storage {
@@ -158,10 +166,7 @@ impl JobManager {
 
     /// A failure reported for a run: applies only to the job's current run.
     pub(super) fn execution_failed(self: &Arc<Self>, execution: &ExecutionId, reason: String) {
-        let current = self.lock().jobs.get(&execution.job).map(|j| j.attempt);
-        if current == Some(execution.attempt) {
-            self.fail(&execution.job, reason);
-        }
+        self.fail_attempt(&execution.job, Some(execution.attempt), reason);
     }
 
     /// Restarts the failed run `execution` after `backoff`, from the newest checkpoint.

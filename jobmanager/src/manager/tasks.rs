@@ -13,6 +13,9 @@ use crate::error::JobManagerError;
 use crate::gateway::TaskExecutorGateway;
 use crate::lifecycle::{JobState, Transition};
 
+/// How long a consequential task failure waits for the failure that caused it.
+const CAUSE_GRACE: Duration = Duration::from_secs(1);
+
 /// The run and task a message (`what`: "a report", ...) names.
 pub(super) fn reported_task(
     task: Option<&pb::TaskId>,
@@ -154,13 +157,27 @@ impl JobManager {
                     ),
                     error => format!("task {key} failed: {error}"),
                 };
-                self.fail(job_id, reason);
+                match report.consequential {
+                    true => self.fail_unless_caused(execution, reason),
+                    false => self.fail(job_id, reason),
+                }
             }
             ReportOutcome::Finished | ReportOutcome::Stopped => {
                 self.end(job_id, outcome);
             }
         }
         Ok(())
+    }
+
+    /// A task of `execution` failed because a task it exchanges data with is gone: that
+    /// task's own report (or the loss of its TaskManager) names the cause, and may arrive
+    /// a moment later. The run fails with this reason only if nothing failed it by then.
+    fn fail_unless_caused(self: &Arc<Self>, execution: ExecutionId, reason: String) {
+        let manager = Arc::clone(self);
+        tokio::spawn(async move {
+            tokio::time::sleep(CAUSE_GRACE).await;
+            manager.execution_failed(&execution, reason);
+        });
     }
 
     /// Records a report in the job's task; what it means for the job, and whether the
