@@ -225,36 +225,49 @@ impl Cluster {
         env: &[(&str, &str)],
         client_env: &[(&str, &str)],
     ) -> Cluster {
-        let port = free_port();
-        let http = format!("127.0.0.1:{}", free_port());
-        let scratch = Scratch::new(name);
-        let address = format!("http://127.0.0.1:{port}");
-        secure_clients_of(&address, client_env);
-        let jobmanager = Daemon::spawn(jobmanager_command(
-            (port, &http),
-            &scratch,
-            jobmanager_args,
-            env,
-        ));
-        let mut cluster = Cluster {
-            address,
-            http,
-            jobmanager,
-            taskmanagers: Vec::new(),
-            standbys: Vec::new(),
-            scratch,
-            env: env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            jobmanager_args: jobmanager_args.iter().map(|a| a.to_string()).collect(),
-            next_id: 0,
-        };
-        for _ in 0..count {
-            cluster.add_taskmanager(slots);
+        // A port probed free can be taken (another test's ephemeral port) before the
+        // JobManager binds it; it then exits, and the cluster starts again on other ports.
+        let mut spare = Some(Scratch::new(name));
+        for _ in 0..3 {
+            let port = free_port();
+            let http = format!("127.0.0.1:{}", free_port());
+            let address = format!("http://127.0.0.1:{port}");
+            secure_clients_of(&address, client_env);
+            let scratch = spare.take().expect("scratch");
+            let jobmanager = Daemon::spawn(jobmanager_command(
+                (port, &http),
+                &scratch,
+                jobmanager_args,
+                env,
+            ));
+            let mut cluster = Cluster {
+                address,
+                http,
+                jobmanager,
+                taskmanagers: Vec::new(),
+                standbys: Vec::new(),
+                scratch,
+                env: env
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                jobmanager_args: jobmanager_args.iter().map(|a| a.to_string()).collect(),
+                next_id: 0,
+            };
+            for _ in 0..count {
+                cluster.add_taskmanager(slots);
+            }
+            match cluster.wait_for_slots(count * slots) {
+                Ok(()) => return cluster,
+                Err(status) => {
+                    eprintln!(
+                        "the JobManager exited ({status}) before the cluster came up; starting again on other ports"
+                    );
+                    spare = Some(cluster.into_scratch());
+                }
+            }
         }
-        cluster.wait_for_slots(count * slots);
-        cluster
+        panic!("the JobManager exited before the cluster came up, three times");
     }
 
     /// Two JobManagers electing a leader through a lease in their shared checkpoint
@@ -307,7 +320,9 @@ impl Cluster {
         for _ in 0..count {
             cluster.add_taskmanager(slots);
         }
-        cluster.wait_for_slots(count * slots);
+        if let Err(status) = cluster.wait_for_slots(count * slots) {
+            panic!("the first JobManager exited ({status}) before the cluster came up");
+        }
         cluster
     }
 
@@ -423,23 +438,37 @@ impl Cluster {
     }
 
     /// Waits until the JobManager offers `slots` slots: a probe job needing that many
-    /// is accepted and runs.
-    fn wait_for_slots(&self, slots: usize) {
+    /// is accepted and runs. `Err` with its exit status when the JobManager exited first.
+    fn wait_for_slots(&mut self, slots: usize) -> Result<(), std::process::ExitStatus> {
         let probe = format!(
             "SET 'parallelism.default' = '{slots}';
              CREATE TABLE t (id BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '1');
              CREATE TABLE o (id BIGINT) WITH ('connector' = 'blackhole');
              INSERT INTO o SELECT id FROM t;"
         );
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            if let Ok(job) = self.try_submit(&probe, &[]) {
-                self.wait_for(&job, "FINISHED", Duration::from_secs(30));
-                return;
+            if let Some(status) = self.jobmanager.child.try_wait().unwrap() {
+                return Err(status);
             }
-            assert!(Instant::now() < deadline, "the JobManager did not come up");
+            match self.try_submit(&probe, &[]) {
+                Ok(job) => {
+                    self.wait_for(&job, "FINISHED", Duration::from_secs(30));
+                    return Ok(());
+                }
+                Err(error) => assert!(
+                    Instant::now() < deadline,
+                    "the JobManager did not come up: {error}"
+                ),
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// Stops every daemon of the cluster (on drop), keeping its scratch space.
+    fn into_scratch(self) -> Scratch {
+        let Cluster { scratch, .. } = self;
+        scratch
     }
 
     /// Runs an `eddy` client command against this cluster.
