@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sink throughput: Nexmark bids written by `eddy run` (release build, parallelism 1) into
-# PostgreSQL, local files and a Kafka-protocol broker, at least once and exactly once
+# PostgreSQL, local files (CSV, Parquet), an Iceberg table and a Kafka-protocol broker, at
+# least once and exactly once
 # (1 s checkpoints); rows/s is rows written over the job's wall time, start-up included.
 # Starts its own PostgreSQL (Debian package) and noida-db broker on free loopback ports.
 # Usage: bench/sinks.sh [EVENTS]   (default 2000000 Nexmark events, 46 of 50 are bids)
@@ -94,3 +95,42 @@ for guarantee in at-least-once exactly-once; do
     'properties.bootstrap.servers' = '127.0.0.1:$kafka_port', 'sink.delivery-guarantee' = '$guarantee')" "$checkpoints")
   report "Kafka (noida-db), CSV records" "$guarantee" "$bids" "$elapsed"
 done
+
+# Lake sinks, exactly once: Parquet part files, and an Iceberg table (Parquet data files, a
+# snapshot per checkpoint, committed in a SQL catalog on the PostgreSQL above).
+elapsed=$(run parquet exactly-once "(auction BIGINT, bidder BIGINT, price BIGINT) WITH (
+  'connector' = 'filesystem', 'path' = '$work/parquet', 'format' = 'parquet')" "$checkpoints")
+report "files, local Parquet" exactly-once \
+  "$(python3 -c "import pyarrow.dataset as d; print(d.dataset('$work/parquet').count_rows())")" "$elapsed"
+
+elapsed=$(run iceberg exactly-once "(auction BIGINT, bidder BIGINT, price BIGINT) WITH (
+  'connector' = 'iceberg', 'catalog-name' = 'bench', 'uri' = '$url', 'catalog-database' = 'nexmark',
+  'catalog-table' = 'bids', 'warehouse' = '$work/warehouse')" "$checkpoints")
+rows=$(python3 -c "
+from pyiceberg.catalog.sql import SqlCatalog
+table = SqlCatalog('bench', uri='postgresql+psycopg2://postgres@127.0.0.1:$pg_port/postgres').load_table('nexmark.bids')
+print(table.current_snapshot().summary['total-records'])")
+report "Iceberg, local warehouse (SQL catalog on PostgreSQL)" exactly-once "$rows" "$elapsed"
+
+# The same upsert GROUP BY as PostgreSQL's, into an Iceberg table with a primary key:
+# equality deletes of keys committed before, position deletes of keys updated again between
+# two checkpoints. The rows read back (iceberg-rust through DataFusion) are the auctions.
+elapsed=$(run iceberg-upsert exactly-once "(auction BIGINT, bids BIGINT, top BIGINT, PRIMARY KEY (auction) NOT ENFORCED)
+  WITH ('connector' = 'iceberg', 'catalog-name' = 'bench', 'uri' = '$url', 'catalog-database' = 'nexmark',
+  'catalog-table' = 'per_auction', 'warehouse' = '$work/warehouse')" \
+  "$checkpoints" "SELECT auction, COUNT(*), MAX(price) FROM bid GROUP BY auction")
+python3 - <<PY >&2
+import datafusion
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg_core.datafusion import IcebergDataFusionTable
+table = SqlCatalog('bench', uri='postgresql+psycopg2://postgres@127.0.0.1:$pg_port/postgres').load_table('nexmark.per_auction')
+ctx = datafusion.SessionContext()
+ctx.register_table('t', IcebergDataFusionTable(identifier=list(table.name()),
+    metadata_location=table.metadata_location, file_io_properties={}))
+auctions = ctx.sql('SELECT count(*) AS n FROM t').to_pylist()[0]['n']
+summary = table.current_snapshot().summary
+print(f"iceberg upsert: {auctions} auctions; {summary['total-equality-deletes']} equality and "
+      f"{summary['total-position-deletes']} position deletes in {summary['total-delete-files']} delete files, "
+      f"{summary['total-data-files']} data files")
+PY
+report "Iceberg, upsert GROUP BY (input bids; equality + position deletes)" exactly-once "$bids" "$elapsed"

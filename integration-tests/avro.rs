@@ -13,19 +13,31 @@ use crate::support::{Scratch, python, python_float, run_ok, run_script, visible_
 const USER_INFO: &str = "eddy:s3cret";
 
 /// A schema registry on a free loopback port, stopped on drop.
-struct Registry {
+pub struct Registry {
     child: Child,
-    url: String,
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
 }
 
 impl Registry {
+    /// A registry asking for [`USER_INFO`].
     fn start() -> Registry {
+        Registry::start_with(&["--user-info", USER_INFO])
+    }
+
+    /// A registry without authentication.
+    pub fn open() -> Registry {
+        Registry::start_with(&[])
+    }
+
+    fn start_with(args: &[&str]) -> Registry {
         let script = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/integration-tests/schema_registry.py"
         );
         let mut child = Command::new("python3")
-            .args([script, "--user-info", USER_INFO])
+            .arg(script)
+            .args(args)
             .stdout(Stdio::piped())
             .spawn()
             .expect("start the schema registry");
@@ -77,7 +89,7 @@ const USERS_V2: &str = r#"{"type": "record", "name": "User", "namespace": "com.e
 
 /// Produces, with confluent-kafka's `AvroSerializer` (which registers each schema under
 /// `<topic>-value`), 3 records of [`USERS_V1`] and 3 of [`USERS_V2`], interleaved.
-fn produce_users(broker: &Broker, registry: &Registry, topic: &str) {
+pub fn produce_users(broker: &Broker, registry: &Registry, topic: &str) {
     python(&format!(
         r#"
 from confluent_kafka import Producer
@@ -106,7 +118,7 @@ producer.flush(30)
 }
 
 /// The CSV lines the users' records are, as Eddy writes them.
-fn expected_users() -> Vec<String> {
+pub fn expected_users() -> Vec<String> {
     let mut lines = Vec::new();
     for i in 0..3i64 {
         let name = if i == 1 {

@@ -9,13 +9,14 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::faults::FaultyProxy;
+use crate::iceberg::{RUST_READER, iceberg_options, pyiceberg_catalog};
 use crate::kafka::Broker;
 use crate::postgres::Postgres;
 use crate::processes::Cluster;
 use crate::recovery::{next, seeded};
 use crate::s3::S3Server;
 use crate::security::{Credentials, secured_cluster};
-use crate::support::{exclusive, run_ok};
+use crate::support::{exclusive, python, run_ok};
 
 const BUCKET: &str = "eddy";
 const EVENTS: u64 = 300_000;
@@ -54,9 +55,10 @@ impl Systems {
 
 /// The job: a retracting two-level GROUP BY, an upsert GROUP BY, a Top-N over the bids and
 /// a deduplication keeping each bidder's last bid into PostgreSQL, and an append stream into
-/// PostgreSQL, into CSV and Parquet files on S3 and into a Kafka topic, all named after
-/// `name`. (One event
-/// per millisecond: no bidder bids twice at one time, so the last bid is one bid.)
+/// PostgreSQL, into CSV and Parquet files and an Iceberg table (partitioned by channel) on
+/// S3 and into a Kafka topic, the per-auction upserts also into an Iceberg table with a
+/// primary key (equality and position deletes), all named after `name`. (One event per millisecond: no bidder
+/// bids twice at one time, so the last bid is one bid.)
 pub fn job(name: &str, events: u64, rate: u64, guarantee: &str, systems: &Systems) -> String {
     let with_pg = |table: &str| {
         systems
@@ -89,6 +91,10 @@ pub fn job(name: &str, events: u64, rate: u64, guarantee: &str, systems: &System
            WITH ('connector' = 'filesystem', 'path' = 's3://{BUCKET}/{name}-parquet',
            'format' = 'parquet', 'sink.rolling-policy.file-size' = '20000',
            'sink.delivery-guarantee' = '{guarantee}', {});
+         CREATE TABLE cheap_iceberg (auction BIGINT, bidder BIGINT, price BIGINT,
+           channel VARCHAR) PARTITIONED BY (channel) WITH ({}, {});
+         CREATE TABLE per_auction_iceberg (auction BIGINT, bids BIGINT, top BIGINT,
+           PRIMARY KEY (auction) NOT ENFORCED) WITH ({}, {});
          CREATE TABLE cheap_kafka (auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR)
            WITH ('connector' = 'kafka', 'topic' = '{name}-cheap', 'format' = 'csv',
            'properties.bootstrap.servers' = '{}', 'sink.delivery-guarantee' = '{guarantee}'{});
@@ -104,6 +110,10 @@ pub fn job(name: &str, events: u64, rate: u64, guarantee: &str, systems: &System
          INSERT INTO cheap_files SELECT auction, bidder, price, channel FROM bid WHERE price < 1000;
          INSERT INTO cheap_parquet SELECT auction, bidder, price, channel FROM bid
            WHERE price < 1000;
+         INSERT INTO cheap_iceberg SELECT auction, bidder, price, channel FROM bid
+           WHERE price < 1000;
+         INSERT INTO per_auction_iceberg SELECT auction, COUNT(*), MAX(price) FROM bid
+           GROUP BY auction;
          INSERT INTO cheap_kafka SELECT auction, bidder, price, channel FROM bid WHERE price < 1000;",
         with_pg("per_auction"),
         with_pg("per_count"),
@@ -111,6 +121,20 @@ pub fn job(name: &str, events: u64, rate: u64, guarantee: &str, systems: &System
         with_pg("last_bid"),
         with_pg("cheap"),
         systems.s3_options(),
+        systems.s3_options(),
+        iceberg_options(
+            &systems.pg,
+            "lake",
+            &format!("{name}_cheap"),
+            &format!("s3://{BUCKET}/{name}-iceberg")
+        ),
+        systems.s3_options(),
+        iceberg_options(
+            &systems.pg,
+            "lake",
+            &format!("{name}_per_auction"),
+            &format!("s3://{BUCKET}/{name}-iceberg")
+        ),
         systems.s3_options(),
         systems.kafka.address,
         systems.kafka_options
@@ -169,6 +193,9 @@ pub fn seen(systems: &Systems, name: &str) -> Seen {
     let (parquet_rows, hidden_parquet) = s3.parquet_rows(BUCKET, &format!("{name}-parquet/"));
     tables.insert("cheap_parquet", parquet_rows);
     hidden_files.extend(hidden_parquet);
+    let (iceberg_tables, orphans) = iceberg_rows(systems, name);
+    tables.extend(iceberg_tables);
+    hidden_files.extend(orphans);
     let topic = format!("{name}-cheap");
     let positioned = systems.kafka.read_committed_at(&topic);
     if let Some(dir) = std::env::var_os("EDDY_TEST_TOPIC_DUMP") {
@@ -182,6 +209,58 @@ pub fn seen(systems: &Systems, name: &str) -> Seen {
         hidden_files,
         records,
     }
+}
+
+/// A table's rows, each value as text.
+type TableRows = Vec<Vec<String>>;
+
+/// The rows of the Iceberg tables of the run `name`, each value as Python prints it,
+/// sorted: `cheap_iceberg` as pyiceberg reads it, `per_auction_iceberg` (equality and
+/// position deletes) as iceberg-rust does; and the files in their directories that their
+/// metadata does not list (orphans).
+fn iceberg_rows(systems: &Systems, name: &str) -> (Vec<(&'static str, TableRows)>, Vec<String>) {
+    let s3 = format!(
+        "{{'s3.endpoint': '{}', 's3.access-key-id': 'test', 's3.secret-access-key': 'test', \
+         's3.region': 'us-east-1'}}",
+        systems.s3.endpoint
+    );
+    let catalog = pyiceberg_catalog(&systems.pg, "", &format!(", **{s3}"));
+    let printed = python(&format!(
+        "import json{RUST_READER}
+catalog = {catalog}
+cheap = catalog.load_table('lake.{name}_cheap')
+per_auction = catalog.load_table('lake.{name}_per_auction')
+print(json.dumps({{
+    'cheap': [[str(r[c]) for c in ('auction', 'bidder', 'price', 'channel')]
+        for r in cheap.scan().to_arrow().to_pylist()],
+    'per_auction': [[str(r[c]) for c in ('auction', 'bids', 'top')]
+        for r in rust_rows(per_auction, {{**{s3}, 's3.path-style-access': 'true'}})],
+    'files': [f for t in (cheap, per_auction)
+        for f in t.inspect.files().column('file_path').to_pylist()]}}))"
+    ));
+    let read: serde_json::Value = serde_json::from_str(&printed).unwrap();
+    let rows = |key: &str| {
+        let mut rows: Vec<Vec<String>> = serde_json::from_value(read[key].clone()).unwrap();
+        rows.sort();
+        rows
+    };
+    let listed: Vec<String> = serde_json::from_value(read["files"].clone()).unwrap();
+    let mut orphans = Vec::new();
+    for table in ["cheap", "per_auction"] {
+        let prefix = format!("{name}-iceberg/lake/{name}_{table}/data/");
+        orphans.extend(
+            systems
+                .s3
+                .keys(BUCKET, &prefix)
+                .into_iter()
+                .filter(|key| !listed.contains(&format!("s3://{BUCKET}/{key}"))),
+        );
+    }
+    let tables = vec![
+        ("cheap_iceberg", rows("cheap")),
+        ("per_auction_iceberg", rows("per_auction")),
+    ];
+    (tables, orphans)
 }
 
 /// Writes a topic's records with their partitions and offsets to `{dir}/{topic}.txt`, one
@@ -404,6 +483,22 @@ fn exactly_once_sinks_survive_chaos() {
         parquet_lines == got.file_lines,
         "the Parquet files' rows differ from the CSV files'"
     );
+    // The same rows in the Iceberg table, as pyiceberg reads them, as in Parquet; the
+    // per-auction upserts the same in Iceberg as in PostgreSQL.
+    assert!(
+        got.tables["cheap_iceberg"] == got.tables["cheap_parquet"],
+        "the Iceberg table's rows differ from the Parquet files'"
+    );
+    let mut in_postgres = got.tables["per_auction"].clone();
+    in_postgres.sort();
+    assert!(
+        got.tables["per_auction_iceberg"] == in_postgres,
+        "the Iceberg per-auction table's rows differ from PostgreSQL's: {:?}",
+        difference(&got.tables["per_auction_iceberg"], &in_postgres)
+            .into_iter()
+            .take(10)
+            .collect::<Vec<_>>()
+    );
     let prepared = systems.pg.query("SELECT gid FROM pg_prepared_xacts");
     assert!(
         prepared.is_empty(),
@@ -491,6 +586,13 @@ fn at_least_once_sinks_lose_nothing_under_chaos() {
             got.len(),
             expected.len(),
             got.len() - expected.len()
+        );
+    }
+    // The Iceberg sink commits exactly once in any job that checkpoints.
+    for table in ["cheap_iceberg", "per_auction_iceberg"] {
+        assert!(
+            got.tables[table] == expected.tables[table],
+            "the Iceberg table {table} differs from the failure-free run's"
         );
     }
 }

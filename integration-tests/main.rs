@@ -23,6 +23,7 @@ mod group_windows;
 mod high_availability;
 mod hostile_requests;
 mod http;
+mod iceberg;
 mod interval_joins;
 mod joins;
 mod kafka;

@@ -4,6 +4,7 @@ pub mod blackhole;
 pub mod datagen;
 pub mod filesystem;
 pub mod format;
+pub mod iceberg;
 pub mod kafka;
 pub mod lookup;
 pub mod metadata;
@@ -16,6 +17,7 @@ pub mod progress;
 mod random;
 mod throttle;
 pub mod transaction;
+mod url;
 
 use eddy_common::secrets::SecretReferences;
 use std::collections::BTreeMap;
@@ -39,6 +41,7 @@ const CONNECTORS: &[&str] = &[
     "blackhole",
     "datagen",
     "filesystem",
+    "iceberg",
     "kafka",
     "nexmark",
     "postgres",
@@ -334,7 +337,7 @@ fn resolve_secrets(
 }
 
 /// Creates the connector a table's options name, validating every option; a table
-/// `PARTITIONED BY` (`partition_keys`) must be a filesystem table.
+/// `PARTITIONED BY` (`partition_keys`) must be a filesystem or an Iceberg table.
 pub fn create(
     table: &str,
     options: &BTreeMap<String, String>,
@@ -360,12 +363,12 @@ pub fn create(
             ),
         });
     };
-    if !partition_keys.is_empty() && name != "filesystem" {
+    if !partition_keys.is_empty() && name != "filesystem" && name != "iceberg" {
         return Err(EddyError::Connector {
             table: table.to_string(),
             message: format!(
                 "the '{name}' connector cannot write a partitioned table (PARTITIONED BY); only \
-                 'filesystem' can"
+                 'filesystem' and 'iceberg' can"
             ),
         });
     }
@@ -377,6 +380,12 @@ pub fn create(
             options,
             schema,
             partition_keys,
+        )?),
+        "iceberg" => Arc::new(iceberg::IcebergConnector::new(
+            table,
+            options,
+            partition_keys,
+            primary_key,
         )?),
         "kafka" => Arc::new(kafka::KafkaConnector::new(table, options)?),
         "upsert-kafka" => Arc::new(kafka::KafkaConnector::upsert(

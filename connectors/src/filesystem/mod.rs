@@ -25,7 +25,8 @@ use sink::FileSinkConfig;
 use source::FileSourceConfig;
 
 use self::avro::{AVRO_FILE_KEYS, AvroFileFormat};
-use self::parquet::{PARQUET_KEYS, ParquetFormat};
+use self::parquet::PARQUET_KEYS;
+pub(crate) use self::parquet::{ParquetFormat, ParquetPart};
 use crate::format::{FORMAT_NAMES, Format, format_keys};
 use crate::transaction::DeliveryGuarantee;
 use crate::{Options, SinkContext, SinkWriter, SourceContext, SourceReader, TableConnector};

@@ -132,13 +132,13 @@ impl ParquetPart {
         (self.writer.bytes_written() + self.writer.in_progress_size()) as u64
     }
 
-    /// Writes the last row group and the footer, and completes the upload.
-    pub async fn close(self) -> Result<()> {
+    /// Writes the last row group and the footer, and completes the upload; returns the
+    /// footer.
+    pub async fn close(self) -> Result<ParquetMetaData> {
         self.writer
             .close()
             .await
-            .map_err(|e| parquet_error("closing a part file", e))?;
-        Ok(())
+            .map_err(|e| parquet_error("closing a part file", e))
     }
 
     /// Gives up the file: nothing of it becomes an object.

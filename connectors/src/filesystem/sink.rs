@@ -159,7 +159,7 @@ impl PartBody {
     async fn close(self) -> Result<()> {
         match self {
             PartBody::Lines { mut upload, .. } => Ok(upload.shutdown().await?),
-            PartBody::Parquet(parquet) => (*parquet).close().await,
+            PartBody::Parquet(parquet) => (*parquet).close().await.map(|_| ()),
             PartBody::Avro(avro) => (*avro).close().await,
         }
     }

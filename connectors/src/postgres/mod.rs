@@ -68,16 +68,7 @@ impl PostgresConnector {
     ) -> Result<Self> {
         let keys: Vec<&str> = KEYS.iter().chain(LOOKUP_KEYS).copied().collect();
         let options = Options::validate(table, "postgres", values, &keys, &[])?;
-        let url = options.required("url")?;
-        let url = url.strip_prefix("jdbc:").unwrap_or(url);
-        let mut config = tokio_postgres::Config::from_str(url)
-            .map_err(|e| options.error(format!("option 'url' = '{url}': {e}")))?;
-        if let Some(user) = options.get("username") {
-            config.user(user);
-        }
-        if let Some(password) = options.get("password") {
-            config.password(password);
-        }
+        let config = connection_config(&options, ["url", "username", "password"])?;
         let target = match (options.get("table"), options.get("table-name")) {
             (Some(t), _) | (None, Some(t)) => t.to_string(),
             (None, None) => options.required("table")?.to_string(),
@@ -157,6 +148,25 @@ impl TableConnector for PostgresConnector {
             Arc::new(committer),
         )?))
     }
+}
+
+/// A connection's configuration from the options named `[url, user, password]`: the URL
+/// (`postgres://…`, also `jdbc:postgresql://…`), the user and password when given.
+pub(crate) fn connection_config(
+    options: &Options<'_>,
+    [url_key, user_key, password_key]: [&str; 3],
+) -> Result<tokio_postgres::Config> {
+    let url = options.required(url_key)?;
+    let bare = url.strip_prefix("jdbc:").unwrap_or(url);
+    let mut config = tokio_postgres::Config::from_str(bare)
+        .map_err(|e| options.error(format!("option '{url_key}' = '{url}': {e}")))?;
+    if let Some(user) = options.get(user_key) {
+        config.user(user);
+    }
+    if let Some(password) = options.get(password_key) {
+        config.password(password);
+    }
+    Ok(config)
 }
 
 /// Connects, running the connection in the background.

@@ -329,7 +329,8 @@ impl Planner {
                 message: format!(
                     "table '{}' ({} connector) accepts only inserts, but the query produces a {} \
                      changelog (updates and deletes) from {}; write it to a table that takes \
-                     updates (postgres, print), or aggregate in windows",
+                     updates (postgres, upsert-kafka, print, an iceberg table with a PRIMARY KEY), \
+                     or aggregate in windows",
                     sink.name,
                     sink.connector.name(),
                     changelog,

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::url::percent_encode;
+
 /// How long one request may take.
 const TIMEOUT: Duration = Duration::from_secs(30);
 /// The registry's media type.
@@ -153,7 +155,7 @@ impl Registry {
         if let Some(id) = self.registered.lock().expect("registered lock").get(&key) {
             return Ok(*id);
         }
-        let url = format!("{}/subjects/{}/versions", self.url, encode_path(subject));
+        let url = format!("{}/subjects/{}/versions", self.url, percent_encode(subject));
         let body = serde_json::json!({ "schema": schema }).to_string();
         let request = self
             .client
@@ -207,30 +209,5 @@ impl Registry {
             });
         }
         response.json::<T>().await.map(Some).map_err(unreachable)
-    }
-}
-
-/// `text` as one path segment: every byte but unreserved ones percent-encoded.
-fn encode_path(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                out.push(byte as char)
-            }
-            other => out.push_str(&format!("%{other:02X}")),
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn subjects_are_one_path_segment() {
-        assert_eq!(encode_path("orders-value"), "orders-value");
-        assert_eq!(encode_path("a/b c"), "a%2Fb%20c");
     }
 }
