@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use tokio_postgres::Client;
+use tokio_postgres::error::SqlState;
 
 use super::sqlite;
 use crate::iceberg::IcebergError;
@@ -82,10 +83,7 @@ impl SqlCatalog {
             CatalogDatabase::Postgres(config) => config,
         };
         let client = self.connect(config).await?;
-        client
-            .batch_execute(CREATE_TABLES)
-            .await
-            .map_err(|e| catalog_error("creating the catalog's tables", &e))?;
+        create_catalog_tables(&client).await?;
         client
             .execute(
                 "INSERT INTO iceberg_namespace_properties VALUES ($1, $2, 'exists', 'true') \
@@ -129,6 +127,35 @@ impl SqlCatalog {
         connect_with(config, &self.table)
             .await
             .map_err(|e| catalog_error("connecting to the catalog", &e))
+    }
+}
+
+/// Creates the catalog's tables where they are missing. PostgreSQL's `CREATE TABLE IF NOT
+/// EXISTS` races with itself: of writers creating the same table at once (a sink's
+/// subtasks, writing to a new catalog), all but one fail on a unique index of the system
+/// catalog; each of those tries again, and then finds the table.
+async fn create_catalog_tables(client: &Client) -> Result<(), IcebergError> {
+    const TRIES: u32 = 5;
+    let lost_race = |e: &tokio_postgres::Error| {
+        e.code().is_some_and(|code| {
+            [
+                SqlState::UNIQUE_VIOLATION,
+                SqlState::DUPLICATE_TABLE,
+                SqlState::DUPLICATE_OBJECT,
+            ]
+            .contains(code)
+        })
+    };
+    let mut tried = 0;
+    loop {
+        tried += 1;
+        match client.batch_execute(CREATE_TABLES).await {
+            Ok(()) => return Ok(()),
+            Err(e) if tried < TRIES && lost_race(&e) => {
+                tokio::time::sleep(std::time::Duration::from_millis(20 * u64::from(tried))).await;
+            }
+            Err(e) => return Err(catalog_error("creating the catalog's tables", &e)),
+        }
     }
 }
 
