@@ -249,6 +249,44 @@ print('snapshots', len(table.snapshots()))
 /// file's partition tuple equal to its own transforms of every row in the file, and
 /// filtered scans, which prune files by those tuples and the manifest lists' summaries,
 /// find exactly the rows they should while planning fewer files.
+/// Twelve sink subtasks (three tables at parallelism 4) start on a PostgreSQL server that
+/// has no catalog tables yet, so all of them create the catalog's tables at once (without
+/// restarts: the job may not fail), and every table registers once.
+#[test]
+fn a_new_catalog_is_created_by_many_subtasks_at_once() {
+    let pg = Postgres::start("iceberg-race");
+    let scratch = Scratch::new("iceberg-race");
+    let warehouse = scratch.path().join("wh").display().to_string();
+    let tables: Vec<String> = ["a", "b", "c"]
+        .iter()
+        .map(|t| {
+            let options = iceberg_options(&pg, "race", t, &warehouse);
+            format!("CREATE TABLE {t} (id BIGINT) WITH ({options});")
+        })
+        .collect();
+    run_ok(
+        &scratch,
+        &format!(
+            "SET 'execution.checkpointing.interval' = '100ms';
+             SET 'restart-strategy.type' = 'none';
+             CREATE TABLE seq (id BIGINT) WITH ('connector' = 'datagen',
+               'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '300');
+             {}
+             INSERT INTO a SELECT id FROM seq;
+             INSERT INTO b SELECT id FROM seq;
+             INSERT INTO c SELECT id FROM seq;",
+            tables.join("\n")
+        ),
+        4,
+    );
+    let printed = python(&format!(
+        "catalog = {}\nprint([catalog.load_table('race.' + t).scan().to_arrow().num_rows \
+         for t in 'abc'])",
+        pyiceberg_catalog(&pg, "", "")
+    ));
+    assert_eq!(printed.trim(), "[300, 300, 300]");
+}
+
 #[test]
 fn partitioned_tables_hold_each_tuple_in_its_own_files_as_pyiceberg_computes_them() {
     let (pg, scratch, warehouse, catalog) = local_lake("iceberg-partitioned");
