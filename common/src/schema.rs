@@ -104,6 +104,14 @@ pub fn sql_name(data_type: &DataType) -> String {
                 .collect();
             format!("ROW<{}>", fields.join(", "))
         }
+        DataType::List(element) | DataType::LargeList(element) => {
+            let not_null = if element.is_nullable() {
+                ""
+            } else {
+                " NOT NULL"
+            };
+            format!("ARRAY<{}{not_null}>", sql_name(element.data_type()))
+        }
         other => other.to_string(),
     }
 }

@@ -3,6 +3,7 @@
 
 mod as_of;
 pub mod catalog;
+mod column_type;
 mod create_table;
 pub mod depth;
 mod field_names;
@@ -380,5 +381,46 @@ mod tests {
             assert!(error.contains("at 2:1"), "{error}");
             assert!(error.contains("for a query of 2 columns"), "{error}");
         }
+    }
+
+    #[test]
+    fn array_expressions_are_typed_and_refused_as_flink_refuses_them() {
+        let table = "CREATE TABLE o (a ARRAY<BIGINT>, e BIGINT, n INT) WITH ('connector' = \
+                     'print');\n";
+        compiled(&format!(
+            "{table}INSERT INTO o SELECT ARRAY[auction, price], ARRAY[auction, price][2], \
+             CARDINALITY(ARRAY[auction]) FROM bid;"
+        ))
+        .unwrap();
+        let refused = |select: &str| {
+            compiled(&format!("{table}INSERT INTO o {select} FROM bid;"))
+                .err()
+                .unwrap()
+                .to_string()
+        };
+        let error = refused("SELECT ARRAY[price], ARRAY[price][0], 1");
+        assert!(
+            error.contains("Array element access needs an index starting at 1 but was 0."),
+            "{error}"
+        );
+        let error = refused("SELECT ARRAY[price], ARRAY[price][-CAST(2 AS INT)], 1");
+        assert!(error.contains("starting at 1 but was -2."), "{error}");
+        let error = refused("SELECT ARRAY[price], price[1], 1");
+        assert!(error.contains("is not an ARRAY"), "{error}");
+        let error = refused("SELECT ARRAY[price], 1, CARDINALITY(price)");
+        assert!(
+            error.contains("CARDINALITY() takes an ARRAY, not BIGINT"),
+            "{error}"
+        );
+        let error = refused("SELECT ARRAY[price, 'x'], 1, 1");
+        assert!(error.contains("no common type"), "{error}");
+        let error = compiled(&format!(
+            "{table}INSERT INTO o SELECT ARRAY[x], x, 1 FROM bid CROSS JOIN UNNEST(ARRAY[price]) \
+             AS t(x);"
+        ))
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(error.contains("unsupported: UNNEST"), "{error}");
     }
 }

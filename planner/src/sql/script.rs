@@ -1,16 +1,16 @@
 //! Splits a SQL script into statements and parses them, Flink syntax included
 //! (`CREATE TABLE ... WITH (...)`, `WATERMARK FOR`, `SET 'key' = 'value'`, window TVFs).
 
-use arrow::datatypes::{DataType, Field};
+use arrow::datatypes::DataType;
 use datafusion_sql::sqlparser::ast;
 use datafusion_sql::sqlparser::dialect::GenericDialect;
 use datafusion_sql::sqlparser::keywords::Keyword;
 use datafusion_sql::sqlparser::parser::{Parser, ParserError};
 use datafusion_sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer, Whitespace};
 use eddy_common::error::Location;
-use eddy_common::schema::arrow_type;
 use eddy_common::{EddyError, Result};
 
+use super::column_type::parse_type;
 use super::depth;
 
 /// A statement with the position of its first token.
@@ -332,70 +332,7 @@ fn parse_column(parser: &mut Parser) -> Result<ColumnStatement, ParserError> {
     })
 }
 
-/// A column's (or a ROW field's) type: a Flink type name, or `ROW<name TYPE, ...>` (also
-/// `ROW(name TYPE, ...)`) as an Arrow struct.
-fn parse_type(parser: &mut Parser, column: &str) -> Result<DataType, ParserError> {
-    if peek_word(parser, "ROW") {
-        parser.next_token();
-        return parse_row(parser, column);
-    }
-    let type_token = parser.peek_token();
-    let sql_type = parser.parse_data_type()?;
-    let type_text = sql_type.to_string();
-    arrow_type(&type_text).ok_or_else(|| {
-        ParserError::ParserError(format!(
-            "unsupported column type {type_text} for column '{column}' (supported: BOOLEAN, \
-             TINYINT, SMALLINT, INT, BIGINT, FLOAT, DOUBLE, DECIMAL(p, s), STRING, VARCHAR, \
-             BYTES, DATE, TIMESTAMP(p), TIMESTAMP_LTZ(p), ROW<name TYPE, ...>){}",
-            type_token.span.start
-        ))
-    })
-}
-
-/// The fields of a `ROW<...>` or `ROW(...)`, after `ROW`.
-fn parse_row(parser: &mut Parser, column: &str) -> Result<DataType, ParserError> {
-    let close = match parser.next_token().token {
-        Token::Lt => Token::Gt,
-        Token::LParen => Token::RParen,
-        _ => {
-            return parser_error(
-                &format!("expected '<' after ROW in column '{column}'"),
-                parser,
-            );
-        }
-    };
-    let mut fields = Vec::new();
-    loop {
-        let name = parse_name(parser)?;
-        if peek_word(parser, "ROW") {
-            return parser_error(
-                &format!("unsupported: a ROW inside ROW column '{column}'"),
-                parser,
-            );
-        }
-        let data_type = parse_type(parser, &format!("{column}.{name}"))?;
-        let mut nullable = true;
-        if eat_word(parser, "NOT") {
-            expect_word(parser, "NULL")?;
-            nullable = false;
-        }
-        skip_comment(parser)?;
-        if fields.iter().any(|f: &Field| f.name() == &name) {
-            return parser_error(
-                &format!("field '{name}' is declared twice in '{column}'"),
-                parser,
-            );
-        }
-        fields.push(Field::new(name, data_type, nullable));
-        if !parser.consume_token(&Token::Comma) {
-            break;
-        }
-    }
-    parser.expect_token(&close)?;
-    Ok(DataType::Struct(fields.into()))
-}
-
-fn skip_comment(parser: &mut Parser) -> Result<(), ParserError> {
+pub(super) fn skip_comment(parser: &mut Parser) -> Result<(), ParserError> {
     if eat_word(parser, "COMMENT") {
         parser.parse_literal_string()?;
     }
@@ -426,7 +363,7 @@ fn fold_backquoted(mut token: TokenWithSpan) -> TokenWithSpan {
 
 /// A table, view or column name: unquoted names are folded to lower case, as DataFusion
 /// does when it binds queries.
-fn parse_name(parser: &mut Parser) -> Result<String, ParserError> {
+pub(super) fn parse_name(parser: &mut Parser) -> Result<String, ParserError> {
     let ident = parser.parse_identifier()?;
     Ok(normalize(&ident))
 }
@@ -481,12 +418,12 @@ fn parse_option_text(parser: &mut Parser) -> Result<String, ParserError> {
     }
 }
 
-fn peek_word(parser: &Parser, word: &str) -> bool {
+pub(super) fn peek_word(parser: &Parser, word: &str) -> bool {
     matches!(&parser.peek_token().token, Token::Word(w)
         if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(word))
 }
 
-fn eat_word(parser: &mut Parser, word: &str) -> bool {
+pub(super) fn eat_word(parser: &mut Parser, word: &str) -> bool {
     let found = peek_word(parser, word);
     if found {
         parser.next_token();
@@ -494,14 +431,14 @@ fn eat_word(parser: &mut Parser, word: &str) -> bool {
     found
 }
 
-fn expect_word(parser: &mut Parser, word: &str) -> Result<(), ParserError> {
+pub(super) fn expect_word(parser: &mut Parser, word: &str) -> Result<(), ParserError> {
     if eat_word(parser, word) {
         return Ok(());
     }
     parser.expected(word, parser.peek_token())
 }
 
-fn parser_error<T>(message: &str, parser: &Parser) -> Result<T, ParserError> {
+pub(super) fn parser_error<T>(message: &str, parser: &Parser) -> Result<T, ParserError> {
     Err(ParserError::ParserError(format!(
         "{message}{}",
         parser.peek_token().span.start
@@ -783,7 +720,7 @@ mod tests {
         assert_eq!(table.partition_keys, ["dt"]);
         let nested = "CREATE TABLE t (r ROW<a ROW<b INT>>) WITH ('connector' = 'print');";
         let error = parse_script(nested).unwrap_err().to_string();
-        assert!(error.contains("a ROW inside ROW column 'r'"), "{error}");
+        assert!(error.contains("a ROW inside ROW column 'r.a'"), "{error}");
     }
 
     #[test]
