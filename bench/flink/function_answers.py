@@ -8,7 +8,9 @@ Eddy's answers with these; it does not need Flink.
 
 Usage (PyFlink from PyPI and a Java 17 runtime):
     python3 -m venv ~/flink-venv && ~/flink-venv/bin/pip install apache-flink==2.3.0
-    ~/flink-venv/bin/python bench/flink/function_answers.py
+    ~/flink-venv/bin/python bench/flink/function_answers.py [--all]
+
+Expressions that already have an answer keep it; --all asks Flink again for every one.
 """
 
 import pathlib
@@ -41,14 +43,25 @@ def answer(env, expression):
     return "NULL" if value is None else value.replace("\t", "\\t").replace("\n", "\\n")
 
 
+def known_answers():
+    """The answers already written, by expression (none with --all: every case runs)."""
+    if "--all" in sys.argv or not ANSWERS.exists():
+        return {}
+    lines = ANSWERS.read_text().splitlines()
+    return dict(line.split("\t", 1) for line in lines if line)
+
+
 def main():
     env = TableEnvironment.create(EnvironmentSettings.in_batch_mode())
     env.get_config().set("parallelism.default", "1")
     env.get_config().set("table.local-time-zone", "UTC")
+    known = known_answers()
     lines = []
     for expression in expressions():
-        value = answer(env, expression)
-        print(f"{expression}  =>  {value}", file=sys.stderr)
+        value = known.get(expression)
+        if value is None:
+            value = answer(env, expression)
+            print(f"{expression}  =>  {value}", file=sys.stderr)
         lines.append(f"{expression}\t{value}")
     ANSWERS.write_text("\n".join(lines) + "\n")
 

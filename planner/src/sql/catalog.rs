@@ -219,7 +219,10 @@ static FUNCTIONS: LazyLock<Functions> = LazyLock::new(|| {
             Arc::new(datafusion_functions::datetime::planner::DatetimeFunctionPlanner),
             Arc::new(datafusion_functions_aggregate::planner::AggregateFunctionPlanner),
         ],
-        relation_planners: vec![Arc::new(super::window_tvf::WindowTvfPlanner)],
+        relation_planners: vec![
+            Arc::new(super::window_tvf::WindowTvfPlanner),
+            Arc::new(super::functions::arrays::UnnestRefusal),
+        ],
         options,
     }
 });

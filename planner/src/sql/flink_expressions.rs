@@ -3,6 +3,7 @@
 //! - `CAST(b AS STRING)` of a BOOLEAN is `'TRUE'` or `'FALSE'` (Arrow's cast gives
 //!   `true`/`false`), and of a `TIMESTAMP(3)` is `2024-01-01 23:59:33.004`, as SQL writes it
 //!   (Arrow's cast gives ISO 8601's `T`);
+//! - `CAST(a AS STRING)` of an ARRAY is `[1, NULL, 3]`;
 //! - a `DECIMAL` divided by a `DECIMAL` (or an integer) has Flink's scale,
 //!   `max(6, s1 + p2 + 1)`, rounded half up (Arrow's keeps `s1 + 4`, truncated).
 
@@ -96,6 +97,9 @@ fn rewrite_cast(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
         }
         Some(DataType::Timestamp(TimeUnit::Microsecond | TimeUnit::Nanosecond, None)) => {
             timestamp_text_udf().call(vec![inner.clone()])
+        }
+        Some(DataType::List(element)) => {
+            super::functions::arrays::cast_to_text(inner.clone(), element.data_type())?
         }
         _ => return Ok(Transformed::no(expr)),
     };

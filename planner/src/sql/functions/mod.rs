@@ -8,6 +8,7 @@
 //! checks the answers against Apache Flink's.
 
 pub(crate) mod aggregates;
+pub(crate) mod arrays;
 mod conditional;
 pub(crate) mod datetime;
 mod java_format;
@@ -160,13 +161,14 @@ pub fn all() -> Vec<Arc<ScalarUDF>> {
     all.extend(timestamp_arithmetic::functions());
     all.extend(json::functions());
     all.extend(conditional::functions());
+    all.extend(arrays::functions());
     all.extend(processing_time::functions());
     all.extend(refused::functions());
     all
 }
 
-/// Plans the SQL syntax forms of Flink functions (`SUBSTRING(s FROM i FOR n)`) with Flink's
-/// implementations instead of DataFusion's.
+/// Plans the SQL syntax forms of Flink functions (`SUBSTRING(s FROM i FOR n)`, `ARRAY[...]`,
+/// `array[i]`) with Flink's implementations instead of DataFusion's.
 #[derive(Debug, Default)]
 pub struct FlinkSyntaxPlanner;
 
@@ -176,5 +178,21 @@ impl ExprPlanner for FlinkSyntaxPlanner {
         Ok(PlannerResult::Planned(Expr::ScalarFunction(
             datafusion_expr::expr::ScalarFunction::new_udf(substr, args),
         )))
+    }
+
+    fn plan_array_literal(
+        &self,
+        exprs: Vec<Expr>,
+        schema: &datafusion_common::DFSchema,
+    ) -> Result<PlannerResult<Vec<Expr>>> {
+        arrays::plan_constructor(exprs, schema)
+    }
+
+    fn plan_field_access(
+        &self,
+        access: datafusion_expr::planner::RawFieldAccessExpr,
+        schema: &datafusion_common::DFSchema,
+    ) -> Result<PlannerResult<datafusion_expr::planner::RawFieldAccessExpr>> {
+        arrays::plan_subscript(access, schema)
     }
 }
