@@ -86,7 +86,7 @@ pub enum MessageReader {
     /// `avro`, `avro-confluent`.
     Avro(Box<AvroReader>),
     /// `protobuf`.
-    Protobuf(ProtobufReader),
+    Protobuf(Box<ProtobufReader>),
 }
 
 impl MessageReader {
@@ -100,7 +100,7 @@ impl MessageReader {
                 .map_err(|e| e.to_string()),
             Format::Protobuf(protobuf) => protobuf
                 .reader(table)
-                .map(MessageReader::Protobuf)
+                .map(|reader| MessageReader::Protobuf(Box::new(reader)))
                 .map_err(|e| e.to_string()),
             _ => return None,
         };

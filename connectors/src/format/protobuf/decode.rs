@@ -1,14 +1,16 @@
 //! Decodes records of a message straight into Arrow builders: a record's fields are
 //! scanned into slots (the last value of a field wins; a nested message's occurrences
-//! merge, as protobuf merges them), then each column appends its slot, its default or
-//! NULL. Nothing is allocated per record.
+//! merge, as protobuf merges them; a repeated field keeps every occurrence), then each
+//! column appends its slot, its default or NULL, or its elements. Nothing is allocated per
+//! record once the buffers have grown.
 
 use std::sync::Arc;
 
 use arrow::array::{
     ArrayRef, BinaryBuilder, BooleanBuilder, Float32Builder, Float64Builder, Int32Builder,
-    Int64Builder, NullBufferBuilder, StringArray, StructArray,
+    Int64Builder, ListArray, NullBufferBuilder, StringArray, StructArray,
 };
+use arrow::buffer::OffsetBuffer;
 use arrow::datatypes::{DataType, Fields};
 use arrow::error::ArrowError;
 
@@ -28,6 +30,9 @@ enum Builder {
     Binary(BinaryBuilder),
     /// A ROW: the nested message's decoder and the ROW's validity.
     Row(Box<MessageDecoder>, NullBufferBuilder),
+    /// An ARRAY: its elements' builder, each row's number of elements, the ARRAY's
+    /// validity.
+    List(Box<Builder>, Vec<usize>, NullBufferBuilder),
 }
 
 /// Decodes records of one message into the columns of a table (or of a ROW).
@@ -37,6 +42,8 @@ pub struct MessageDecoder {
     builders: Vec<Builder>,
     /// Each column's value in the record being read.
     slots: Vec<Option<WireValue>>,
+    /// Each repeated column's occurrences in the record being read.
+    occurrences: Vec<Vec<WireValue>>,
     rows: usize,
 }
 
@@ -51,6 +58,7 @@ impl MessageDecoder {
             .collect();
         MessageDecoder {
             slots: vec![None; plan.columns.len()],
+            occurrences: vec![Vec::new(); plan.columns.len()],
             plan,
             fields,
             builders,
@@ -80,6 +88,11 @@ impl MessageDecoder {
                 continue;
             };
             let plan = &self.plan.columns[column];
+            if let Builder::List(element, ..) = &mut self.builders[column] {
+                check_element(plan, element, record, wire_type, number, value)?;
+                self.occurrences[column].push(value);
+                continue;
+            }
             check_wire_type(plan, wire_type, number, value)?;
             match (&mut self.builders[column], value) {
                 (Builder::Row(nested, _), WireValue::Delimited(from, to)) => {
@@ -104,9 +117,16 @@ impl MessageDecoder {
     /// Forgets the slots of a record that failed.
     fn clear(&mut self) {
         self.slots.iter_mut().for_each(|slot| *slot = None);
+        self.occurrences.iter_mut().for_each(Vec::clear);
         for builder in &mut self.builders {
-            if let Builder::Row(nested, _) = builder {
-                nested.clear();
+            match builder {
+                Builder::Row(nested, _) => nested.clear(),
+                Builder::List(element, ..) => {
+                    if let Builder::Row(nested, _) = element.as_mut() {
+                        nested.clear();
+                    }
+                }
+                _ => {}
             }
         }
     }
@@ -116,6 +136,17 @@ impl MessageDecoder {
     fn append(&mut self, record: &[u8], present: bool) {
         for (column, builder) in self.builders.iter_mut().enumerate() {
             let plan = &self.plan.columns[column];
+            if let Builder::List(element, lengths, validity) = builder {
+                let occurrences = match present {
+                    true => &self.occurrences[column][..],
+                    false => &[],
+                };
+                let count = append_elements(element, plan, occurrences, record);
+                lengths.push(count);
+                validity.append_non_null();
+                self.occurrences[column].clear();
+                continue;
+            }
             let slot = self.slots[column].take().filter(|_| present);
             append(builder, plan, slot, record);
         }
@@ -130,6 +161,10 @@ impl MessageDecoder {
                 Builder::Row(nested, validity) => {
                     validity.append_null();
                     nested.append_nulls();
+                }
+                Builder::List(_, lengths, validity) => {
+                    lengths.push(0);
+                    validity.append_null();
                 }
                 other => append_absent(other, &Absent::Null),
             }
@@ -155,6 +190,11 @@ impl MessageDecoder {
 
 fn builder(column: &ColumnPlan, data_type: &DataType) -> Builder {
     match (&column.field_type, data_type) {
+        (_, DataType::List(element)) => Builder::List(
+            Box::new(builder(column, element.data_type())),
+            Vec::new(),
+            NullBufferBuilder::new(0),
+        ),
         (FieldType::Message(plan), DataType::Struct(fields)) => Builder::Row(
             Box::new(MessageDecoder::new((**plan).clone(), fields.clone())),
             NullBufferBuilder::new(0),
@@ -169,6 +209,88 @@ fn builder(column: &ColumnPlan, data_type: &DataType) -> Builder {
     }
 }
 
+/// The wire type a value of `field_type` has (unpacked).
+fn wire_type_of(field_type: &FieldType) -> WireType {
+    match field_type {
+        FieldType::Fixed32 | FieldType::Sfixed32 | FieldType::Float => WireType::Fixed32,
+        FieldType::Fixed64 | FieldType::Sfixed64 | FieldType::Double => WireType::Fixed64,
+        FieldType::String | FieldType::Bytes | FieldType::Message(_) => WireType::Delimited,
+        _ => WireType::Varint,
+    }
+}
+
+/// Checks one occurrence of a repeated field: a packed run of scalars (which readers take
+/// whether or not the field is declared packed), or one element, a nested message scanned
+/// whole (its elements are read again when the row is appended).
+fn check_element(
+    plan: &ColumnPlan,
+    element: &mut Builder,
+    record: &[u8],
+    wire_type: WireType,
+    number: u32,
+    value: WireValue,
+) -> Result<(), WireError> {
+    let scalar = wire_type_of(&plan.field_type);
+    match (value, element) {
+        (WireValue::Delimited(from, to), _) if scalar != WireType::Delimited => {
+            let mut run = WireReader::new(record, from, to);
+            while run.next_packed(scalar)?.is_some() {}
+            Ok(())
+        }
+        (WireValue::Delimited(from, to), Builder::Row(nested, _)) => {
+            let scanned = nested.scan(record, from, to);
+            nested.clear();
+            scanned
+        }
+        (WireValue::Delimited(from, to), _)
+            if matches!(plan.field_type, FieldType::String)
+                && std::str::from_utf8(&record[from..to]).is_err() =>
+        {
+            Err(WireError {
+                message: format!("an element of field {number} is not UTF-8"),
+                at: from,
+            })
+        }
+        _ => check_wire_type(plan, wire_type, number, value),
+    }
+}
+
+/// Appends a repeated field's elements (its occurrences, checked when the record was
+/// scanned, packed runs unpacked); returns how many.
+fn append_elements(
+    element: &mut Builder,
+    plan: &ColumnPlan,
+    occurrences: &[WireValue],
+    record: &[u8],
+) -> usize {
+    let scalar = wire_type_of(&plan.field_type);
+    let mut count = 0;
+    for value in occurrences {
+        match (*value, &mut *element) {
+            (WireValue::Delimited(from, to), Builder::Row(nested, validity)) => {
+                // Scanned without an error when the record was.
+                if nested.scan(record, from, to).is_ok() {
+                    validity.append_non_null();
+                    nested.append(record, true);
+                    count += 1;
+                }
+            }
+            (WireValue::Delimited(from, to), element) if scalar != WireType::Delimited => {
+                let mut run = WireReader::new(record, from, to);
+                while let Ok(Some(value)) = run.next_packed(scalar) {
+                    append(element, plan, Some(value), record);
+                    count += 1;
+                }
+            }
+            (value, element) => {
+                append(element, plan, Some(value), record);
+                count += 1;
+            }
+        }
+    }
+    count
+}
+
 /// Fails when a field comes with a wire type its type never has.
 fn check_wire_type(
     plan: &ColumnPlan,
@@ -176,12 +298,7 @@ fn check_wire_type(
     number: u32,
     value: WireValue,
 ) -> Result<(), WireError> {
-    let expected = match plan.field_type {
-        FieldType::Fixed32 | FieldType::Sfixed32 | FieldType::Float => WireType::Fixed32,
-        FieldType::Fixed64 | FieldType::Sfixed64 | FieldType::Double => WireType::Fixed64,
-        FieldType::String | FieldType::Bytes | FieldType::Message(_) => WireType::Delimited,
-        _ => WireType::Varint,
-    };
+    let expected = wire_type_of(&plan.field_type);
     match wire_type == expected {
         true => Ok(()),
         false => Err(WireError {
@@ -267,6 +384,7 @@ fn append_absent(builder: &mut Builder, absent: &Absent) {
         (Builder::Text(b), _) => b.append_null(),
         (Builder::Binary(b), _) => b.append_null(),
         (Builder::Row(..), _) => unreachable!("ROW columns append through their decoder"),
+        (Builder::List(..), _) => unreachable!("ARRAY columns append through their elements"),
     }
 }
 
@@ -289,6 +407,21 @@ fn finish(builder: &mut Builder, data_type: &DataType) -> Result<ArrayRef, Arrow
             let children = nested.finish()?;
             let nulls = validity.finish();
             Arc::new(StructArray::try_new(fields.clone(), children, nulls)?)
+        }
+        Builder::List(element, lengths, validity) => {
+            let DataType::List(field) = data_type else {
+                return Err(ArrowError::SchemaError(format!(
+                    "an ARRAY column's builder for a {data_type} column"
+                )));
+            };
+            let values = finish(element, field.data_type())?;
+            let offsets = OffsetBuffer::from_lengths(lengths.drain(..));
+            Arc::new(ListArray::try_new(
+                field.clone(),
+                offsets,
+                values,
+                validity.finish(),
+            )?)
         }
     })
 }

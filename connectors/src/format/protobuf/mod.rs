@@ -6,7 +6,9 @@
 //!
 //! Columns match fields by name; a field the table lacks is skipped, as are fields the
 //! descriptor does not know (a newer writer's). A nested message is a ROW; an enum is a
-//! STRING of value names; repeated fields and maps are not read yet. An absent field reads
+//! STRING of value names; a repeated field is an ARRAY (absent, an empty one; a NULL
+//! element written as its type's default, as Flink writes it); maps are not read yet. An
+//! absent field reads
 //! as proto says: a proto3 scalar as its default (0, "", false, the first enum value); a
 //! field with presence (proto2, proto3 `optional`, oneof members, messages) as NULL, or,
 //! with `protobuf.read-default-values`, as its default.

@@ -89,6 +89,12 @@ pub struct ColumnPlan {
     /// `optional` and oneof fields, messages): NULL writes nothing, a default value is
     /// written; else (proto3 scalars) the default value is not written.
     pub has_presence: bool,
+    /// A repeated field, an ARRAY column: every occurrence (or every value of a packed
+    /// run) is an element, in order; absent, the ARRAY is empty. `field_type` is the
+    /// elements'.
+    pub repeated: bool,
+    /// A repeated scalar field the encoder writes as one packed run.
+    pub packed: bool,
 }
 
 /// A message's columns, in the table's order.
@@ -133,17 +139,36 @@ impl MessagePlan {
                     column.name()
                 )));
             };
-            if field.is_list() || field.is_map() {
+            if field.is_map() {
                 return Err(mismatch(format!(
-                    "unsupported: field '{}' is repeated (ARRAY and MAP columns are not \
-                     supported yet; leave the column out to skip the field)",
+                    "unsupported: field '{}' is a map (MAP columns are not supported yet; \
+                     leave the column out to skip the field)",
                     field.name()
                 )));
             }
-            let field_type = field_type(&field, column.data_type(), read_default_values, &name)
-                .map_err(mismatch)?;
-            let has_presence = field.supports_presence();
+            let repeated = field.is_list();
+            let data_type = match (repeated, column.data_type()) {
+                (true, DataType::List(element)) => element.data_type(),
+                (false, DataType::List(_)) => {
+                    return Err(mismatch(format!(
+                        "field '{}' is not repeated: an ARRAY column reads a repeated field",
+                        field.name()
+                    )));
+                }
+                (true, other) => {
+                    return Err(mismatch(format!(
+                        "field '{}' is repeated: the column must be an ARRAY, not {}",
+                        field.name(),
+                        eddy_common::schema::sql_name(other)
+                    )));
+                }
+                (false, other) => other,
+            };
+            let field_type =
+                field_type(&field, data_type, read_default_values, &name).map_err(mismatch)?;
+            let has_presence = field.supports_presence() && !repeated;
             let absent = match (&field_type, has_presence && !read_default_values) {
+                _ if repeated => Absent::Null,
                 (_, true) => Absent::Null,
                 (FieldType::Message(_), false) => Absent::Message,
                 (_, false) => absent_value(&field),
@@ -164,6 +189,8 @@ impl MessagePlan {
                 field_type,
                 absent,
                 has_presence,
+                repeated,
+                packed: field.is_packed(),
             });
         }
         Ok(MessagePlan {

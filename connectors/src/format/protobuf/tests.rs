@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, BinaryArray, BooleanArray, Float32Array, Float64Array, Int32Array, Int64Array,
-    StringArray, StructArray,
+    Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Float32Array, Float64Array, Int32Array,
+    Int64Array, StringArray, StructArray,
 };
 use arrow::datatypes::{DataType, Field, Fields, Schema};
 use proptest::prelude::*;
@@ -324,7 +324,7 @@ fn tables_the_message_cannot_hold_and_bad_options_are_refused() {
     };
     let error = refused(vec![Field::new("tags", DataType::Utf8, true)]);
     assert!(
-        error.contains("unsupported: field 'tags' is repeated"),
+        error.contains("field 'tags' is repeated: the column must be an ARRAY, not STRING"),
         "{error}"
     );
     let error = refused(vec![Field::new("id", DataType::Int32, true)]);
@@ -348,7 +348,7 @@ fn tables_the_message_cannot_hold_and_bad_options_are_refused() {
     assert!(error.contains("column 'address.town'"), "{error}");
     let error = protobuf("eddy.test.Nope", &[]).unwrap_err().to_string();
     assert!(
-        error.contains("eddy.test.Address, eddy.test.Legacy, eddy.test.Order"),
+        error.contains("eddy.test.Address, eddy.test.Basket, eddy.test.Basket.Item"),
         "{error}"
     );
     let error = protobuf(
@@ -358,6 +358,193 @@ fn tables_the_message_cannot_hold_and_bad_options_are_refused() {
     .unwrap_err()
     .to_string();
     assert!(error.contains("loads no Java classes"), "{error}");
+}
+
+fn list(element: DataType) -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(element, true)))
+}
+
+fn basket_table() -> SchemaRef {
+    let item = DataType::Struct(Fields::from(vec![
+        Field::new("sku", DataType::Utf8, true),
+        Field::new("price", DataType::Float64, true),
+        Field::new("sizes", list(DataType::Int32), true),
+    ]));
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("tags", list(DataType::Utf8), true),
+        Field::new("counts", list(DataType::Int64), true),
+        Field::new("deltas", list(DataType::Int32), true),
+        Field::new("items", list(item), true),
+        Field::new("kinds", list(DataType::Utf8), true),
+        Field::new("weights", list(DataType::Float64), true),
+    ]))
+}
+
+/// Rows of `basket_table` from JSON lines.
+fn baskets(lines: &str) -> RecordBatch {
+    let mut reader = arrow::json::ReaderBuilder::new(basket_table())
+        .build(std::io::Cursor::new(lines.as_bytes().to_vec()))
+        .unwrap();
+    reader.next().unwrap().unwrap()
+}
+
+fn read_baskets(records: &Messages) -> Result<Option<RecordBatch>> {
+    let format = protobuf("eddy.test.Basket", &[]).unwrap();
+    decode_all(&mut format.reader(&basket_table()).unwrap(), records, false)
+}
+
+/// The (field number, wire type) of each field of `record`, in order.
+fn wire_fields(record: &[u8]) -> Vec<(u32, WireType)> {
+    let mut reader = super::wire::WireReader::new(record, 0, record.len());
+    let mut fields = Vec::new();
+    while let Some((number, wire_type, _)) = reader.next_field().unwrap() {
+        fields.push((number, wire_type));
+    }
+    fields
+}
+
+#[test]
+fn arrays_round_trip_as_repeated_fields_packed_where_the_field_is() {
+    let rows = baskets(
+        r#"{"id":1,"tags":["a","","b"],"counts":[0,1,-5,300],"deltas":[-1,0,2],"items":[{"sku":"x","price":1.5,"sizes":[1,2]},{"sku":"","price":0.0,"sizes":[]}],"kinds":["FRUIT","NONE","TOOL"],"weights":[0.5,-0.0]}
+{"id":2,"tags":[],"counts":[],"deltas":[],"items":[],"kinds":[],"weights":[]}
+{"id":3,"tags":["only"],"counts":[9],"deltas":[],"items":[{"sku":"y","price":2.0,"sizes":[3]}],"kinds":[],"weights":[1e300]}"#,
+    );
+    let format = protobuf("eddy.test.Basket", &[]).unwrap();
+    let mut records = Messages::default();
+    format
+        .writer(&basket_table())
+        .unwrap()
+        .encode(&rows, &mut records)
+        .unwrap();
+    let fields = wire_fields(records.iter().next().unwrap());
+    let count = |field: (u32, WireType)| fields.iter().filter(|f| **f == field).count();
+    // proto3 packs scalars unless the field says not to; strings and messages never pack.
+    assert_eq!(count((3, WireType::Delimited)), 1, "{fields:?}");
+    assert_eq!(count((4, WireType::Varint)), 3, "{fields:?}");
+    assert_eq!(count((2, WireType::Delimited)), 3, "{fields:?}");
+    assert_eq!(count((5, WireType::Delimited)), 2, "{fields:?}");
+    // Empty arrays write nothing.
+    assert_eq!(records.iter().nth(1).unwrap(), [0x08, 0x02]);
+    assert_eq!(read_baskets(&records).unwrap().unwrap(), rows);
+}
+
+#[test]
+fn repeated_fields_read_packed_and_unpacked_runs_in_order_and_absent_as_empty() {
+    let mut record = Vec::new();
+    put_tag(&mut record, 1, WireType::Varint);
+    put_varint(&mut record, 7);
+    // counts: 7 alone, then a packed run of 8 and 9, then 10 alone.
+    put_tag(&mut record, 3, WireType::Varint);
+    put_varint(&mut record, 7);
+    put_delimited(&mut record, 3, &[8, 9]);
+    put_tag(&mut record, 3, WireType::Varint);
+    put_varint(&mut record, 10);
+    // deltas, declared unpacked, in a packed run (zigzag -1, 1).
+    put_delimited(&mut record, 4, &[0x01, 0x02]);
+    // Two items, each a whole message (not merged as a singular message would be).
+    put_delimited(&mut record, 5, &[0x0a, 0x01, b'p', 0x1a, 0x02, 0x04, 0x05]);
+    put_delimited(&mut record, 5, &[0x1a, 0x01, 0x06]);
+    // An enum number the descriptor lacks, and a tag between the elements.
+    put_tag(&mut record, 6, WireType::Varint);
+    put_varint(&mut record, 2);
+    put_delimited(&mut record, 2, b"t");
+    put_tag(&mut record, 6, WireType::Varint);
+    put_varint(&mut record, 5);
+    let mut records = Messages::default();
+    records.push(&record);
+    records.push(&[]);
+    let expected = baskets(
+        r#"{"id":7,"tags":["t"],"counts":[7,8,9,10],"deltas":[-1,1],"items":[{"sku":"p","price":0.0,"sizes":[4,5]},{"sku":"","price":0.0,"sizes":[6]}],"kinds":["TOOL","5"],"weights":[]}
+{"id":0,"tags":[],"counts":[],"deltas":[],"items":[],"kinds":[],"weights":[]}"#,
+    );
+    assert_eq!(read_baskets(&records).unwrap().unwrap(), expected);
+}
+
+#[test]
+fn null_arrays_and_elements_are_written_as_protobuf_can_hold_them() {
+    // A NULL ARRAY is an empty field; a NULL element is its type's default (Flink's way).
+    let rows = baskets(
+        r#"{"id":1,"tags":null,"counts":[null,4],"deltas":[null],"items":[null],"kinds":[null,"TOOL"],"weights":[null]}"#,
+    );
+    let format = protobuf("eddy.test.Basket", &[]).unwrap();
+    let mut records = Messages::default();
+    format
+        .writer(&basket_table())
+        .unwrap()
+        .encode(&rows, &mut records)
+        .unwrap();
+    let expected = baskets(
+        r#"{"id":1,"tags":[],"counts":[0,4],"deltas":[0],"items":[{"sku":"","price":0.0,"sizes":[]}],"kinds":["NONE","TOOL"],"weights":[0.0]}"#,
+    );
+    assert_eq!(read_baskets(&records).unwrap().unwrap(), expected);
+}
+
+#[test]
+fn malformed_repeated_fields_fail_naming_the_byte_and_change_no_column() {
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        // A packed run whose last varint is cut.
+        (
+            vec![0x1a, 0x02, 0x01, 0x80],
+            "a varint runs past the end at byte 4",
+        ),
+        // A packed run of fixed64 values (doubles) one byte short.
+        (vec![0x3a, 0x03, 0, 0, 0], "(3 bytes left) at byte 2"),
+        // An item whose string runs past the item's end.
+        (
+            vec![0x2a, 0x03, 0x0a, 0x05, b'a'],
+            "(1 bytes left) at byte 4",
+        ),
+        // A tag that is not UTF-8.
+        (
+            vec![0x12, 0x01, 0xff],
+            "an element of field 2 is not UTF-8 at byte 2",
+        ),
+    ];
+    for (bad, expected) in cases {
+        let mut good = Vec::new();
+        put_delimited(&mut good, 3, &[1, 2]);
+        let mut records = Messages::default();
+        records.push(&good);
+        records.push(&bad);
+        let error = read_baskets(&records).unwrap_err().to_string();
+        assert!(error.contains(expected), "{expected}: {error}");
+        // Skipped, the bad record leaves the good one's row whole.
+        let format = protobuf("eddy.test.Basket", &[]).unwrap();
+        let mut reader = format.reader(&basket_table()).unwrap();
+        let read = decode_all(&mut reader, &records, true).unwrap().unwrap();
+        assert_eq!(read.num_rows(), 1);
+        let counts = read.column(2).as_list::<i32>();
+        assert_eq!(
+            counts
+                .value(0)
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .values(),
+            &[1, 2]
+        );
+    }
+}
+
+#[test]
+fn arrays_are_refused_where_the_fields_are_not_repeated_and_maps_are_named() {
+    let refused = |field: Field| {
+        let schema = Arc::new(Schema::new(vec![field]));
+        protobuf("eddy.test.Basket", &[])
+            .unwrap()
+            .reader(&schema)
+            .unwrap_err()
+            .to_string()
+    };
+    let error = refused(Field::new("id", list(DataType::Int64), true));
+    assert!(error.contains("field 'id' is not repeated"), "{error}");
+    let error = refused(Field::new("totals", list(DataType::Int64), true));
+    assert!(error.contains("field 'totals' is a map"), "{error}");
+    let error = refused(Field::new("counts", list(DataType::Utf8), true));
+    assert!(
+        error.contains("a column of type STRING cannot hold field 'counts' of type int64"),
+        "{error}"
+    );
 }
 
 proptest! {

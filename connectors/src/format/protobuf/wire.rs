@@ -114,6 +114,14 @@ impl<'a> WireReader<'a> {
         Ok(Some((number as u32, wire_type, value)))
     }
 
+    /// The next value of a packed run of `wire_type` values; `None` at its end.
+    pub fn next_packed(&mut self, wire_type: WireType) -> Result<Option<WireValue>, WireError> {
+        match self.at >= self.bytes.len() {
+            true => Ok(None),
+            false => self.value(wire_type).map(Some),
+        }
+    }
+
     fn value(&mut self, wire_type: WireType) -> Result<WireValue, WireError> {
         Ok(match wire_type {
             WireType::Varint => WireValue::Varint(self.varint()?),
