@@ -162,6 +162,69 @@ duckdb.sql("COPY (SELECT i::BIGINT AS id, (i % 100)::INTEGER AS small, "
     assert_result_in(&scratch, &count, vec![row![5000]]);
 }
 
+/// pyarrow writes lists (of numbers with NULL elements and NULL lists, of strings, of
+/// structs holding lists); Eddy reads them as ARRAY columns, reads elements, and writes
+/// them back to Parquet, where pyarrow reads the same lists and DuckDB lists of its types.
+#[test]
+fn parquet_lists_are_arrays_read_and_written() {
+    let scratch = Scratch::new("parquet-lists");
+    let (input, out) = (scratch.path().join("in"), scratch.path().join("out"));
+    std::fs::create_dir_all(&input).unwrap();
+    let lists = r#"
+ids = list(range(200))
+def nums(i): return None if i % 11 == 0 else [None if j == 2 else i * j for j in range(i % 5)]
+def items(i): return [{'sku': f's{i}_{j}', 'sizes': list(range(j))} for j in range(i % 3)]
+def tags(i): return [f't{j}' for j in range(i % 4)]
+"#;
+    python(&format!(
+        r#"
+import pyarrow as pa, pyarrow.parquet as pq
+{lists}
+item = pa.struct([('sku', pa.string()), ('sizes', pa.list_(pa.int32()))])
+pq.write_table(pa.table({{'id': pa.array(ids, pa.int64()),
+    'nums': pa.array([nums(i) for i in ids], pa.list_(pa.int64())),
+    'items': pa.array([items(i) for i in ids], pa.list_(item)),
+    'tags': pa.array([tags(i) for i in ids], pa.list_(pa.string()))}}),
+    '{dir}/a.parquet', row_group_size=64)
+"#,
+        dir = input.display()
+    ));
+    let columns = "id BIGINT, nums ARRAY<BIGINT>, items ARRAY<ROW<sku STRING, sizes ARRAY<INT>>>,
+        tags ARRAY<STRING>";
+    run_ok(
+        &scratch,
+        &format!(
+            "CREATE TABLE src ({columns}) WITH ('connector' = 'filesystem', 'path' = '{}',
+               'format' = 'parquet');
+             CREATE TABLE out ({columns}, n INT, second BIGINT) WITH ('connector' = 'filesystem',
+               'path' = '{}', 'format' = 'parquet');
+             INSERT INTO out SELECT *, CARDINALITY(nums), nums[2] FROM src;",
+            input.display(),
+            out.display()
+        ),
+        2,
+    );
+    let printed = python(&format!(
+        r#"
+import glob, duckdb, pyarrow as pa, pyarrow.parquet as pq
+{lists}
+table = pa.concat_tables([pq.read_table(f) for f in sorted(glob.glob('{dir}/*.parquet'))])
+rows = sorted(table.to_pylist(), key=lambda r: r['id'])
+def want(i):
+    n = nums(i)
+    return {{'id': i, 'nums': n, 'items': items(i), 'tags': tags(i),
+        'n': None if n is None else len(n), 'second': n[1] if n and len(n) > 1 else None}}
+assert rows == [want(i) for i in ids], [r for r in rows if r != want(r['id'])][:3]
+total, kind = duckdb.sql("SELECT sum(len(nums)), typeof(any_value(items)) "
+    "FROM read_parquet('{dir}/*.parquet')").fetchall()[0]
+assert total == sum(len(nums(i)) for i in ids if nums(i) is not None), total
+print(kind)
+"#,
+        dir = out.display()
+    ));
+    assert_eq!(printed.trim(), "STRUCT(sku VARCHAR, sizes INTEGER[])[]");
+}
+
 /// A file that is not Parquet, and one whose column cannot be read as the table's type,
 /// fail the job with errors naming the file; nothing panics.
 #[test]

@@ -106,6 +106,14 @@ fn value_type(field: &Field, column: &str, name: &str, legacy: bool) -> Result<V
             }
         }
         DataType::Struct(fields) => record(fields, name, column, legacy)?,
+        // An ARRAY's element records are named as the ARRAY column's ROW would be.
+        DataType::List(element) => {
+            let items = value_type(element, &format!("{column}[]"), name, legacy)?;
+            match element.is_nullable() {
+                true => json!({"type": "array", "items": ["null", items]}),
+                false => json!({"type": "array", "items": items}),
+            }
+        }
         _ => return Err(unsupported("no Avro type")),
     })
 }
@@ -160,8 +168,10 @@ pub fn named_as_table(
     Ok(schema.to_string())
 }
 
+/// The type names that name no defined type: the primitives, and the keywords of the
+/// complex types that are not named (`{"type": "array", ...}`).
 const PRIMITIVES: &[&str] = &[
-    "null", "boolean", "int", "long", "float", "double", "bytes", "string",
+    "null", "boolean", "int", "long", "float", "double", "bytes", "string", "array", "map",
 ];
 
 /// Whether `value` is the definition of a named type.
@@ -263,12 +273,31 @@ fn collect_names(
     };
     names.insert(name, target.to_string());
     for field in fields {
-        if let (DataType::Struct(nested), Some(nested_type)) =
-            (field.data_type(), field_type(schema, field.name()))
-        {
-            let nested_target = format!("{target}_{}", field.name());
-            collect_names(nested_type, &nested_target, nested, names);
+        let nested_target = format!("{target}_{}", field.name());
+        match (field.data_type(), field_type(schema, field.name())) {
+            (DataType::Struct(nested), Some(nested_type)) => {
+                collect_names(nested_type, &nested_target, nested, names);
+            }
+            (DataType::List(element), Some(list_type)) => {
+                if let (DataType::Struct(nested), Some(items)) =
+                    (element.data_type(), items_of(list_type))
+                {
+                    collect_names(items, &nested_target, nested, names);
+                }
+            }
+            _ => {}
         }
+    }
+}
+
+/// The element type of an array type (or of a union holding one).
+fn items_of(value: &Value) -> Option<&Value> {
+    match value {
+        Value::Array(branches) => branches.iter().find_map(items_of),
+        Value::Object(object) if object.get("type").and_then(Value::as_str) == Some("array") => {
+            object.get("items")
+        }
+        _ => None,
     }
 }
 
@@ -327,6 +356,12 @@ pub fn codec_type(data_type: &DataType) -> DataType {
                 .map(|f| f.as_ref().clone().with_data_type(codec_type(f.data_type())))
                 .collect(),
         ),
+        DataType::List(element) => DataType::List(Arc::new(
+            element
+                .as_ref()
+                .clone()
+                .with_data_type(codec_type(element.data_type())),
+        )),
         other => other.clone(),
     }
 }

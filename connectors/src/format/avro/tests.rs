@@ -125,6 +125,98 @@ async fn rows_round_trip_through_plain_avro_records() {
     assert_eq!(chunk.num_rows(), 3);
 }
 
+fn array_table() -> SchemaRef {
+    let item = DataType::Struct(Fields::from(vec![
+        Field::new("sku", DataType::Utf8, true),
+        Field::new("sizes", list_of(DataType::Int16, false), true),
+    ]));
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("tags", list_of(DataType::Utf8, true), true),
+        Field::new("items", list_of(item, true), true),
+    ]))
+}
+
+fn list_of(element: DataType, nullable: bool) -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(element, nullable)))
+}
+
+/// Rows of `table` from JSON lines.
+fn json_rows(table: &SchemaRef, lines: &str) -> RecordBatch {
+    arrow::json::ReaderBuilder::new(table.clone())
+        .build(std::io::Cursor::new(lines.as_bytes().to_vec()))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+}
+
+const ARRAY_ROWS: &str = r#"{"id":1,"tags":["a",null,""],"items":[{"sku":"x","sizes":[1,-2]},null,{"sku":null,"sizes":[]}]}
+{"id":2,"tags":[],"items":[]}
+{"id":3,"tags":null,"items":null}"#;
+
+#[tokio::test]
+async fn arrays_round_trip_with_null_elements_and_rows_inside() {
+    let table = array_table();
+    let schema: serde_json::Value =
+        serde_json::from_str(&schema::table_schema(table.fields(), true).unwrap()).unwrap();
+    // As Flink derives it: a nullable ARRAY of nullable elements, its ROWs named by path.
+    assert_eq!(
+        schema["fields"][1]["type"],
+        serde_json::json!(["null", {"type": "array", "items": ["null", "string"]}])
+    );
+    assert_eq!(
+        schema["fields"][2]["type"][1]["items"][1]["name"],
+        "record_items"
+    );
+    let rows = json_rows(&table, ARRAY_ROWS);
+    let format = plain();
+    let records = encoded(&format, &rows).await;
+    let mut reader = format.reader(&table, 8).unwrap();
+    let gathered = gathered(&reader, &records);
+    let chunk = decode(&mut reader, &gathered, false).unwrap().unwrap();
+    assert_eq!(chunk.rows(), &rows);
+}
+
+#[test]
+fn arrays_of_records_another_writer_named_are_read_by_the_table() {
+    // A writer (fastavro's, say) with its own record names, and an int array widened to
+    // long in the table.
+    let writer = r#"{"type": "record", "name": "Basket", "namespace": "shop", "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "items", "type": {"type": "array", "items": {"type": "record",
+          "name": "Item", "fields": [{"name": "sku", "type": "string"},
+          {"name": "sizes", "type": {"type": "array", "items": "int"}}]}}}]}"#;
+    let item = DataType::Struct(Fields::from(vec![
+        Field::new("sku", DataType::Utf8, false),
+        Field::new("sizes", list_of(DataType::Int32, false), false),
+    ]));
+    let written = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("items", list_of(item, false), false),
+    ]));
+    let rows = json_rows(
+        &written,
+        r#"{"id":5,"items":[{"sku":"a","sizes":[1,2]},{"sku":"b","sizes":[]}]}"#,
+    );
+    let records = confluent_records(&rows, writer, 4);
+    let item = DataType::Struct(Fields::from(vec![
+        Field::new("sku", DataType::Utf8, true),
+        Field::new("sizes", list_of(DataType::Int64, true), true),
+    ]));
+    let table = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("items", list_of(item, true), true),
+    ]));
+    let mut reader = confluent_reader(&table, &[(4, writer)]);
+    let chunk = decode(&mut reader, &records, false).unwrap().unwrap();
+    let expected = json_rows(
+        &table,
+        r#"{"id":5,"items":[{"sku":"a","sizes":[1,2]},{"sku":"b","sizes":[]}]}"#,
+    );
+    assert_eq!(chunk.rows(), &expected);
+}
+
 /// The Confluent framing of `rows` written by `schema` (an Avro schema) as id `id`.
 fn confluent_records(rows: &RecordBatch, schema: &str, id: u32) -> Messages {
     let metadata = [(SCHEMA_METADATA_KEY.to_string(), schema.to_string())].into();
