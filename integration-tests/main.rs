@@ -5,6 +5,7 @@
 // A test crate: a failed unwrap is a failed test (clippy.toml allows it in #[test] code).
 #![allow(clippy::unwrap_used)]
 
+mod arrays;
 mod avro;
 mod changelog_formats;
 mod chaos;

@@ -336,6 +336,53 @@ fn resolve_secrets(
         .collect()
 }
 
+/// The formats whose records hold ARRAY columns (as JSON arrays, Avro arrays, repeated
+/// Protobuf fields, Parquet lists).
+const ARRAY_FORMATS: &[&str] = &["json", "avro", "avro-confluent", "protobuf", "parquet"];
+
+/// Refuses a table with an ARRAY column (or a ROW holding one) where its connector or
+/// format cannot carry ARRAYs yet, naming the column.
+fn check_array_columns(
+    table: &str,
+    connector: &str,
+    options: &BTreeMap<String, String>,
+    schema: &SchemaRef,
+) -> Result<()> {
+    fn holds_array(data_type: &arrow::datatypes::DataType) -> bool {
+        use arrow::datatypes::DataType;
+        match data_type {
+            DataType::List(_) => true,
+            DataType::Struct(fields) => fields.iter().any(|f| holds_array(f.data_type())),
+            _ => false,
+        }
+    }
+    let Some(column) = schema.fields().iter().find(|f| holds_array(f.data_type())) else {
+        return Ok(());
+    };
+    let format = ["format", "key.format", "value.format"]
+        .iter()
+        .filter_map(|key| options.get(*key))
+        .find(|format| !ARRAY_FORMATS.contains(&format.as_str()));
+    let refusal = match (connector, format) {
+        ("print" | "blackhole", _) => return Ok(()),
+        ("filesystem" | "kafka" | "upsert-kafka", None) => return Ok(()),
+        ("filesystem" | "kafka" | "upsert-kafka", Some(format)) => {
+            format!("the '{format}' format cannot hold it yet")
+        }
+        (connector, _) => format!("the '{connector}' connector cannot carry it yet"),
+    };
+    Err(EddyError::Connector {
+        table: table.to_string(),
+        message: format!(
+            "unsupported: ARRAY column '{}' ({}): {refusal} (ARRAY columns are read and \
+             written in the formats {} of the filesystem and Kafka connectors, and printed)",
+            column.name(),
+            eddy_common::schema::sql_name(column.data_type()),
+            ARRAY_FORMATS.join(", ")
+        ),
+    })
+}
+
 /// Creates the connector a table's options name, validating every option; a table
 /// `PARTITIONED BY` (`partition_keys`) must be a filesystem or an Iceberg table.
 pub fn create(
@@ -372,6 +419,7 @@ pub fn create(
             ),
         });
     }
+    check_array_columns(table, name, options, schema)?;
     let connector: Arc<dyn TableConnector> = match name.as_str() {
         "blackhole" => Arc::new(blackhole::BlackholeConnector::new(table, options)?),
         "datagen" => Arc::new(datagen::DatagenConnector::new(table, options, schema)?),
