@@ -389,6 +389,17 @@ fn baskets(lines: &str) -> RecordBatch {
     reader.next().unwrap().unwrap()
 }
 
+fn write_baskets(rows: &RecordBatch) -> Messages {
+    let format = protobuf("eddy.test.Basket", &[]).unwrap();
+    let mut records = Messages::default();
+    format
+        .writer(&basket_table())
+        .unwrap()
+        .encode(rows, &mut records)
+        .unwrap();
+    records
+}
+
 fn read_baskets(records: &Messages) -> Result<Option<RecordBatch>> {
     let format = protobuf("eddy.test.Basket", &[]).unwrap();
     decode_all(&mut format.reader(&basket_table()).unwrap(), records, false)
@@ -411,13 +422,7 @@ fn arrays_round_trip_as_repeated_fields_packed_where_the_field_is() {
 {"id":2,"tags":[],"counts":[],"deltas":[],"items":[],"kinds":[],"weights":[]}
 {"id":3,"tags":["only"],"counts":[9],"deltas":[],"items":[{"sku":"y","price":2.0,"sizes":[3]}],"kinds":[],"weights":[1e300]}"#,
     );
-    let format = protobuf("eddy.test.Basket", &[]).unwrap();
-    let mut records = Messages::default();
-    format
-        .writer(&basket_table())
-        .unwrap()
-        .encode(&rows, &mut records)
-        .unwrap();
+    let records = write_baskets(&rows);
     let fields = wire_fields(records.iter().next().unwrap());
     let count = |field: (u32, WireType)| fields.iter().filter(|f| **f == field).count();
     // proto3 packs scalars unless the field says not to; strings and messages never pack.
@@ -468,13 +473,7 @@ fn null_arrays_and_elements_are_written_as_protobuf_can_hold_them() {
     let rows = baskets(
         r#"{"id":1,"tags":null,"counts":[null,4],"deltas":[null],"items":[null],"kinds":[null,"TOOL"],"weights":[null]}"#,
     );
-    let format = protobuf("eddy.test.Basket", &[]).unwrap();
-    let mut records = Messages::default();
-    format
-        .writer(&basket_table())
-        .unwrap()
-        .encode(&rows, &mut records)
-        .unwrap();
+    let records = write_baskets(&rows);
     let expected = baskets(
         r#"{"id":1,"tags":[],"counts":[0,4],"deltas":[0],"items":[{"sku":"","price":0.0,"sizes":[]}],"kinds":["NONE","TOOL"],"weights":[0.0]}"#,
     );

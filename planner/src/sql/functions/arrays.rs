@@ -223,11 +223,7 @@ impl ScalarUDFImpl for ArrayFunction {
     }
 
     fn return_field_from_args(&self, args: ReturnFieldArgs<'_>) -> Result<FieldRef> {
-        let types: Vec<DataType> = args
-            .arg_fields
-            .iter()
-            .map(|f| f.data_type().clone())
-            .collect();
+        let types = super::argument_types(&args);
         let expected = match self {
             ArrayFunction::Constructor => None,
             ArrayFunction::Item => Some(2),
@@ -252,25 +248,14 @@ impl ScalarUDFImpl for ArrayFunction {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let all_scalars = args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
-        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let result = match self {
+        super::over_arrays(&args.args, |arrays| match self {
             // As long as the arguments (one row when every one is a constant).
-            ArrayFunction::Constructor => construct(&arrays, arrays[0].len())?,
-            ArrayFunction::Item => item(arrays[0].as_list::<i32>(), &arrays[1])?,
-            ArrayFunction::Cardinality => cardinality(arrays[0].as_list::<i32>()),
-            ArrayFunction::Element => element(arrays[0].as_list::<i32>())?,
-            ArrayFunction::Text => text(arrays[0].as_list::<i32>())?,
-        };
-        if all_scalars && result.len() == 1 {
-            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(
-                &result, 0,
-            )?));
-        }
-        Ok(ColumnarValue::Array(result))
+            ArrayFunction::Constructor => construct(arrays, arrays[0].len()),
+            ArrayFunction::Item => item(arrays[0].as_list::<i32>(), &arrays[1]),
+            ArrayFunction::Cardinality => Ok(cardinality(arrays[0].as_list::<i32>())),
+            ArrayFunction::Element => element(arrays[0].as_list::<i32>()),
+            ArrayFunction::Text => text(arrays[0].as_list::<i32>()),
+        })
     }
 }
 

@@ -92,11 +92,7 @@ impl ScalarUDFImpl for FlinkFunction {
     }
 
     fn return_field_from_args(&self, args: ReturnFieldArgs<'_>) -> Result<FieldRef> {
-        let types: Vec<DataType> = args
-            .arg_fields
-            .iter()
-            .map(|f| f.data_type().clone())
-            .collect();
+        let types = argument_types(&args);
         let data_type = match (&self.return_type, &types[0]) {
             (Returns::Truncated, DataType::Decimal128(precision, scale)) => {
                 let places = match args.scalar_arguments.get(1) {
@@ -122,21 +118,38 @@ impl ScalarUDFImpl for FlinkFunction {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let all_scalars = args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
-        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let mut result = (self.invoke)(&arrays)?;
-        if result.data_type() != args.return_field.data_type() {
-            result = arrow::compute::cast(&result, args.return_field.data_type())?;
-        }
-        if all_scalars && result.len() == 1 {
-            let scalar = datafusion_common::ScalarValue::try_from_array(&result, 0)?;
-            return Ok(ColumnarValue::Scalar(scalar));
-        }
-        Ok(ColumnarValue::Array(result))
+        let return_type = args.return_field.data_type().clone();
+        over_arrays(&args.args, |arrays| {
+            let result = (self.invoke)(arrays)?;
+            match result.data_type() == &return_type {
+                true => Ok(result),
+                false => Ok(arrow::compute::cast(&result, &return_type)?),
+            }
+        })
     }
+}
+
+/// Evaluates `f` over the arguments as arrays (constants expanded); a constant when every
+/// argument is one.
+pub(crate) fn over_arrays(
+    args: &[ColumnarValue],
+    f: impl FnOnce(&[ArrayRef]) -> Result<ArrayRef>,
+) -> Result<ColumnarValue> {
+    let all_scalars = args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+    let result = f(&ColumnarValue::values_to_arrays(args)?)?;
+    if all_scalars && result.len() == 1 {
+        let scalar = ScalarValue::try_from_array(&result, 0)?;
+        return Ok(ColumnarValue::Scalar(scalar));
+    }
+    Ok(ColumnarValue::Array(result))
+}
+
+/// The types of a call's arguments.
+pub(crate) fn argument_types(args: &ReturnFieldArgs<'_>) -> Vec<DataType> {
+    args.arg_fields
+        .iter()
+        .map(|f| f.data_type().clone())
+        .collect()
 }
 
 /// What a [`FlinkFunction`] returns.
