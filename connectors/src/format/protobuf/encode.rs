@@ -8,7 +8,7 @@ use arrow::datatypes::{
 };
 
 use super::plan::{ColumnPlan, FieldType, MessagePlan};
-use super::wire::{WireType, put_delimited, put_tag, put_varint, zigzag32, zigzag64};
+use super::wire::{WireType, put_delimited, put_tag, put_varint, varint_bytes, zigzag32, zigzag64};
 
 /// Why a row cannot be written.
 #[derive(Debug, thiserror::Error)]
@@ -156,9 +156,9 @@ fn encode_elements(
             false => scalar(&column.field_type, cell(values, element)?, column.number)?.put(out),
         }
     }
-    let mut length = Vec::with_capacity(10);
-    put_varint(&mut length, (out.len() - start) as u64);
-    out.splice(start..start, length);
+    // The run's length goes before it, now that it is known.
+    let (length, size) = varint_bytes((out.len() - start) as u64);
+    out.splice(start..start, length[..size].iter().copied());
     Ok(())
 }
 

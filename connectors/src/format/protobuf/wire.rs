@@ -203,12 +203,22 @@ impl<'a> WireReader<'a> {
 }
 
 /// Appends `value` as a varint.
-pub fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+pub fn put_varint(out: &mut Vec<u8>, value: u64) {
+    let (bytes, size) = varint_bytes(value);
+    out.extend_from_slice(&bytes[..size]);
+}
+
+/// `value` as a varint: its bytes, and how many of them there are.
+pub fn varint_bytes(mut value: u64) -> ([u8; 10], usize) {
+    let mut bytes = [0u8; 10];
+    let mut size = 0;
     while value >= 0x80 {
-        out.push((value as u8) | 0x80);
+        bytes[size] = (value as u8) | 0x80;
         value >>= 7;
+        size += 1;
     }
-    out.push(value as u8);
+    bytes[size] = value as u8;
+    (bytes, size + 1)
 }
 
 /// Appends a field's tag.
