@@ -44,6 +44,7 @@ fn main() -> anyhow::Result<()> {
         completed: None,
         metadata: Vec::new(),
         columns_used: None,
+        bounds: Vec::new(),
     };
     let runtime = tokio::runtime::Builder::new_current_thread().build()?;
     let started = Instant::now();

@@ -14,6 +14,7 @@ pub mod postgres;
 pub mod postgres_cdc;
 pub mod print;
 pub mod progress;
+pub mod pushdown;
 mod random;
 mod throttle;
 pub mod transaction;
@@ -105,6 +106,12 @@ pub trait TableConnector: Debug + Send + Sync {
     /// reason more particular than the connector's.
     fn write_refusal(&self) -> Option<String> {
         None
+    }
+
+    /// Whether the source's reader skips rows by [`SourceContext::bounds`] (by statistics
+    /// it keeps): only then are a query's bounds worth giving it.
+    fn skips_by_bounds(&self) -> bool {
+        false
     }
 
     /// Whether the sink can take updates and deletes (`-U`, `+U`, `-D`), not only inserts.
@@ -201,6 +208,9 @@ pub struct SourceContext {
     /// The columns of [`SourceContext::schema`] the query uses, when it uses fewer than
     /// all: a reader that can skip a column (Parquet's) may leave the others NULL.
     pub columns_used: Option<Vec<usize>>,
+    /// Bounds every row the query keeps passes: a reader that keeps statistics (Parquet's)
+    /// may skip rows that cannot pass them.
+    pub bounds: Vec<pushdown::ColumnBound>,
     /// This subtask's index.
     pub subtask: usize,
     /// How many subtasks read the table.

@@ -171,6 +171,7 @@ impl FullTable {
             completed: None,
             metadata: Vec::new(),
             columns_used: None,
+            bounds: Vec::new(),
         };
         let mut reader = self.connector.create_reader(&source)?;
         reader.open().await?;

@@ -864,6 +864,7 @@ mod tests {
             completed: None,
             metadata: Vec::new(),
             columns_used: None,
+            bounds: Vec::new(),
         };
         let mut reader = connector.create_reader(&context).unwrap();
         let mut uncancelled = connector.create_reader(&context).unwrap();
@@ -909,6 +910,7 @@ mod tests {
             completed: None,
             metadata: Vec::new(),
             columns_used: None,
+            bounds: Vec::new(),
         };
         let mut reader = connector.create_reader(&context).unwrap();
         let Some(SourceEvent::Rows { rows, .. }) = reader.next().await.unwrap() else {

@@ -308,6 +308,7 @@ async fn read_source(
         completed: pipeline.checkpointing.as_ref().map(|c| c.completed.clone()),
         metadata: source.metadata.clone(),
         columns_used: source.columns_used.clone(),
+        bounds: source.bounds.clone(),
     };
     let scan = OperatorChain::build(
         &source.scan_operators,

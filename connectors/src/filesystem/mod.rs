@@ -361,6 +361,10 @@ impl TableConnector for FilesystemConnector {
         self.source.format.lines().and_then(Format::write_refusal)
     }
 
+    fn skips_by_bounds(&self) -> bool {
+        matches!(self.source.format, FileFormat::Parquet(_))
+    }
+
     fn lookup_kind(&self) -> Option<crate::lookup::LookupKind> {
         // A changelog is a table's history, not its rows: it cannot be looked up whole.
         if self.source.format.is_changelog() {

@@ -20,6 +20,7 @@ use futures::{FutureExt, TryFutureExt};
 use object_store::buffered::BufWriter;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
+use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, RowSelection, RowSelector,
 };
@@ -32,6 +33,7 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 use super::conform::Conform;
 use crate::Options;
+use crate::pushdown::ColumnBound;
 
 /// The options `'format' = 'parquet'` takes (Flink passes `parquet.*` to Parquet's own
 /// writer; these are the ones a Rust writer has).
@@ -207,17 +209,19 @@ impl ParquetFooter {
 
     /// Reads rows `next..end` of the row group that starts at row `start`, `batch_size`
     /// rows at a time, shaped as `schema`: of its columns, those the file has and the
-    /// query `used` (all when `None`; a column that cannot be NULL always) are read, the
-    /// others are NULL.
+    /// query uses (`pushdown`; a column that cannot be NULL always) are read, the others
+    /// are NULL. A row group whose statistics show that no row passes the query's bounds
+    /// reads as no rows.
     pub fn open(
         &self,
         location: &StorageLocation,
         path: &Path,
         rows: RowGroupRead,
         schema: &SchemaRef,
-        used: Option<&HashSet<&str>>,
+        pushdown: &Pushdown<'_>,
         shown: &str,
     ) -> Result<ParquetRows> {
+        let used = pushdown.used;
         let groups = self.row_groups();
         let Some(&(group, first, end)) = groups.iter().find(|(_, first, _)| *first == rows.start)
         else {
@@ -263,8 +267,60 @@ impl ParquetFooter {
         projected.sort_unstable();
         let names: Vec<&str> = projected.into_iter().map(|(_, name)| name).collect();
         let conform = Conform::new(file_schema, schema, &names, shown)?;
-        Ok(ParquetRows { stream, conform })
+        let skipped = !self.may_pass(group, schema, pushdown.bounds);
+        if skipped {
+            tracing::debug!(file = %shown, row_group = group, "skipped by its statistics");
+        }
+        Ok(ParquetRows {
+            stream: (!skipped).then_some(stream),
+            conform,
+        })
     }
+
+    /// Whether row group `group` may hold a row passing every bound, by its statistics:
+    /// only a column of the table's own type in the file is judged (any other is cast,
+    /// and its statistics would bound the file's values, not the table's).
+    fn may_pass(&self, group: usize, schema: &SchemaRef, bounds: &[ColumnBound]) -> bool {
+        let file_schema = self.metadata.schema();
+        let metadata = self.metadata.metadata();
+        let row_group = metadata.row_group(group);
+        bounds.iter().all(|bound| {
+            let same_type = match (
+                schema.field_with_name(&bound.column),
+                file_schema.field_with_name(&bound.column),
+            ) {
+                (Ok(table), Ok(file)) => table.data_type() == file.data_type(),
+                _ => false,
+            };
+            if !same_type {
+                return true;
+            }
+            let Ok(converter) = StatisticsConverter::try_new(
+                &bound.column,
+                file_schema,
+                self.metadata.parquet_schema(),
+            ) else {
+                return true;
+            };
+            match (
+                converter.row_group_mins([row_group]),
+                converter.row_group_maxes([row_group]),
+            ) {
+                (Ok(min), Ok(max)) => bound.may_pass(&min, &max),
+                _ => true,
+            }
+        })
+    }
+}
+
+/// What the query tells a Parquet reader: the columns it uses (all when `None`), and
+/// bounds its rows pass.
+#[derive(Debug, Default)]
+pub struct Pushdown<'a> {
+    /// The columns used, by name.
+    pub used: Option<&'a HashSet<&'a str>>,
+    /// Bounds every row kept passes.
+    pub bounds: &'a [ColumnBound],
 }
 
 /// Which rows of a row group to read.
@@ -282,7 +338,8 @@ pub struct RowGroupRead {
 
 /// The rows of one row group as they are read, shaped as the table's.
 pub struct ParquetRows {
-    stream: ParquetRecordBatchStream<FileBytes>,
+    /// `None` for a row group skipped by its statistics.
+    stream: Option<ParquetRecordBatchStream<FileBytes>>,
     conform: Conform,
 }
 
@@ -290,7 +347,10 @@ impl ParquetRows {
     /// The next batch, or `None` at the row group's end.
     pub async fn next(&mut self) -> Result<Option<RecordBatch>> {
         use futures::StreamExt;
-        let Some(batch) = self.stream.next().await else {
+        let Some(stream) = &mut self.stream else {
+            return Ok(None);
+        };
+        let Some(batch) = stream.next().await else {
             return Ok(None);
         };
         let batch = batch.map_err(|e| unreadable(self.conform.shown(), "a row group", e))?;
@@ -434,16 +494,17 @@ mod tests {
         start: u64,
         next: u64,
     ) -> Result<Vec<RecordBatch>> {
-        read_used(file, table, start, next, None).await
+        read_used(file, table, start, next, None, &[]).await
     }
 
-    /// As [`read`], of the columns `used` only.
+    /// As [`read`], of the columns `used` only, with the query's `bounds`.
     async fn read_used(
         (location, path, size): &(StorageLocation, Path, u64),
         table: &SchemaRef,
         start: u64,
         next: u64,
         used: Option<&HashSet<&str>>,
+        bounds: &[ColumnBound],
     ) -> Result<Vec<RecordBatch>> {
         let footer = ParquetFooter::read(location, path, *size, "f").await?;
         let rows = RowGroupRead {
@@ -452,12 +513,53 @@ mod tests {
             file_size: *size,
             batch_size: 2,
         };
-        let mut reader = footer.open(location, path, rows, table, used, "f")?;
+        let pushdown = Pushdown { used, bounds };
+        let mut reader = footer.open(location, path, rows, table, &pushdown, "f")?;
         let mut batches = Vec::new();
         while let Some(batch) = reader.next().await? {
             batches.push(batch);
         }
         Ok(batches)
+    }
+
+    #[tokio::test]
+    async fn row_groups_whose_statistics_miss_a_bound_read_as_no_rows() {
+        use crate::pushdown::BoundOp;
+        // Row groups of ids 0-3, 4-7 and 8-11.
+        let file = written("bounds", 0..12, 4).await;
+        let table = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int32, false),
+            Field::new("name", DataType::Utf8, true),
+        ]));
+        let bound = |op, v: i32| {
+            let value = Arc::new(Int32Array::from(vec![v]));
+            ColumnBound::new("id", &DataType::Int32, op, value).unwrap()
+        };
+        let rows = |batches: Vec<RecordBatch>| batches.iter().map(|b| b.num_rows()).sum();
+        let cases = [
+            (vec![bound(BoundOp::Gt, 5)], [0, 4, 4]),
+            (vec![bound(BoundOp::Eq, 4)], [0, 4, 0]),
+            (vec![bound(BoundOp::Lt, 4)], [4, 0, 0]),
+            (
+                vec![bound(BoundOp::LtEq, 4), bound(BoundOp::GtEq, 3)],
+                [4, 4, 0],
+            ),
+            (vec![], [4, 4, 4]),
+        ];
+        for (bounds, expected) in cases {
+            let mut read: Vec<usize> = Vec::new();
+            for start in [0, 4, 8] {
+                let batches = read_used(&file, &table, start, start, None, &bounds).await;
+                read.push(rows(batches.unwrap()));
+            }
+            assert_eq!(read, expected, "{bounds:?}");
+        }
+        // A table reading the column as another type is not judged by the file's.
+        let wider = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
+        let value = Arc::new(arrow::array::Int64Array::from(vec![100]));
+        let past = ColumnBound::new("id", &DataType::Int64, BoundOp::Gt, value).unwrap();
+        let batches = read_used(&file, &wider, 0, 0, None, &[past]).await;
+        assert_eq!(rows(batches.unwrap()), 4);
     }
 
     #[tokio::test]
@@ -494,7 +596,9 @@ mod tests {
         // A query that uses the names only: the ids are not read (NULL); none, only counted.
         for (used, nulls) in [(vec!["name"], [3, 0, 3]), (vec![], [3, 3, 3])] {
             let used: HashSet<&str> = used.into_iter().collect();
-            let batches = read_used(&file, &table, 0, 1, Some(&used)).await.unwrap();
+            let batches = read_used(&file, &table, 0, 1, Some(&used), &[])
+                .await
+                .unwrap();
             let rows = arrow::compute::concat_batches(&table, &batches).unwrap();
             assert_eq!(rows.num_rows(), 3);
             let found: Vec<usize> = rows.columns().iter().map(|c| c.null_count()).collect();
@@ -502,7 +606,7 @@ mod tests {
         }
         // A column that cannot be NULL is read all the same.
         let strict = Arc::new(Schema::new(vec![Field::new("id", DataType::Int32, false)]));
-        let batches = read_used(&file, &strict, 0, 0, Some(&HashSet::new()))
+        let batches = read_used(&file, &strict, 0, 0, Some(&HashSet::new()), &[])
             .await
             .unwrap();
         assert_eq!(batches[0].column(0).null_count(), 0);

@@ -32,7 +32,7 @@ use object_store::{
 use super::FileFormat;
 use super::avro::AvroFileRows;
 use super::metadata::{FileColumns, FileFacts};
-use super::parquet::{ParquetFooter, ParquetRows, RowGroupRead};
+use super::parquet::{ParquetFooter, ParquetRows, Pushdown, RowGroupRead};
 use super::partitions::PartitionColumns;
 use crate::format::LinePosition;
 use crate::{SourceContext, SourceEvent, SourceReader};
@@ -312,7 +312,11 @@ async fn open_split(
             });
             let footer = &footers[&split.path];
             let schema = config.data_schema();
-            let read = footer.open(location, &split.path, rows, schema, used.as_ref(), &name);
+            let pushdown = Pushdown {
+                used: used.as_ref(),
+                bounds: &context.bounds,
+            };
+            let read = footer.open(location, &split.path, rows, schema, &pushdown, &name);
             SplitBody::Parquet(read?)
         }
         FileFormat::Avro(_) => {
@@ -925,6 +929,7 @@ mod tests {
             completed: None,
             metadata: Vec::new(),
             columns_used: None,
+            bounds: Vec::new(),
         };
         let mut seen = Vec::new();
         let mut positions = Vec::new();

@@ -73,10 +73,12 @@ pub fn operators(vertex: &Vertex) -> Vec<ExplainedOperator> {
     let mut out = Vec::new();
     if let Some(source) = &vertex.source {
         let changelog = Changelog::of_source(source.connector.as_ref());
-        out.push(explained(
-            format!("Source: {} [{}]", source.table, source.connector.name()),
-            changelog.to_string(),
-        ));
+        let mut description = format!("Source: {} [{}]", source.table, source.connector.name());
+        if !source.bounds.is_empty() {
+            let bounds: Vec<String> = source.bounds.iter().map(|b| b.to_string()).collect();
+            description.push_str(&format!(" (skips by statistics: {})", bounds.join(" AND ")));
+        }
+        out.push(explained(description, changelog.to_string()));
         for op in &source.scan_operators {
             out.push(explained(op.description.clone(), op.changelog.to_string()));
         }

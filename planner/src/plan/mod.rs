@@ -127,6 +127,9 @@ pub struct SourceSpec {
     /// The columns of `schema` the plan uses, when it uses fewer than all (the scan's
     /// projection over an insert-only source): the reader may leave the others NULL.
     pub columns_used: Option<Vec<usize>>,
+    /// Bounds of the query's filter right above the scan that every row kept passes, for
+    /// a reader that skips rows by them (Parquet's row groups, by their statistics).
+    pub bounds: Vec<eddy_connectors::pushdown::ColumnBound>,
     /// Operators applied to the connector's rows before watermarks are taken (computed
     /// columns).
     pub scan_operators: Vec<OperatorSpec>,

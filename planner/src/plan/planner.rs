@@ -48,6 +48,7 @@ pub fn plan_job(script: &CompiledScript) -> Result<JobGraph> {
         cdc_events_duplicate: script.config.cdc_events_duplicate,
         state_ttl_hints: StateTtlHints::new(),
         used_hints: BTreeSet::new(),
+        scan_filter: None,
     };
     for insert in &script.inserts {
         // An error planning the statement says where it is.
@@ -176,6 +177,18 @@ struct Planner {
     /// The `STATE_TTL` hints of the query being planned, and the names they matched.
     state_ttl_hints: StateTtlHints,
     used_hints: BTreeSet<String>,
+    /// The predicate of the filter right above the table scan being planned, whose
+    /// bounds the scan gives its reader.
+    scan_filter: Option<Expr>,
+}
+
+/// Whether `plan` is a table scan (under aliases): a filter on it bounds what it reads.
+fn scanned(plan: &LogicalPlan) -> bool {
+    match plan {
+        LogicalPlan::TableScan(_) => true,
+        LogicalPlan::SubqueryAlias(alias) => scanned(&alias.input),
+        _ => false,
+    }
 }
 
 fn unsupported(what: impl Into<String>) -> EddyError {
@@ -442,7 +455,15 @@ impl Planner {
                 if let Some(shape) = rank::TopNShape::of(filter)? {
                     return self.plan_top_n(filter, shape, RankOutput::Number);
                 }
-                let input = self.plan(&filter.input)?;
+                let input = match scanned(&filter.input) {
+                    true => {
+                        self.scan_filter = Some(filter.predicate.clone());
+                        let planned = self.plan(&filter.input);
+                        self.scan_filter = None;
+                        planned?
+                    }
+                    false => self.plan(&filter.input)?,
+                };
                 let predicate = self.physical(&filter.predicate, &input.schema)?;
                 self.push(
                     &input,

@@ -3,11 +3,13 @@
 
 use std::sync::Arc;
 
-use datafusion_common::{Column, DFSchema};
-use datafusion_expr::Expr;
+use datafusion_common::{Column, DFSchema, ScalarValue};
+use datafusion_expr::utils::split_conjunction;
+use datafusion_expr::{BinaryExpr, Expr, Operator};
 use eddy_common::config::CDC_EVENTS_DUPLICATE;
 use eddy_common::{EddyError, Result};
 use eddy_connectors::SourceChanges;
+use eddy_connectors::pushdown::{BoundOp, ColumnBound};
 use eddy_operators::OrEddy;
 use eddy_operators::normalize::NormalizeSpec;
 
@@ -56,6 +58,13 @@ impl Planner {
                 .filter(|used| used.len() < source.schema.fields().len()),
             _ => None,
         };
+        let filter = self.scan_filter.take();
+        let bounds = match (&filter, &changes) {
+            (Some(predicate), SourceChanges::Inserts) if source.connector.skips_by_bounds() => {
+                column_bounds(predicate, source)
+            }
+            _ => Vec::new(),
+        };
         let vertex = self.new_vertex(
             self.parallelism,
             Some(SourceSpec {
@@ -64,6 +73,7 @@ impl Planner {
                 schema: source.schema.clone(),
                 metadata: source.metadata.clone(),
                 columns_used,
+                bounds,
                 scan_operators: Vec::new(),
                 watermark: None,
             }),
@@ -173,4 +183,44 @@ impl Planner {
             .position(|f| f.name() == &node.rowtime);
         Ok(Stream { rowtime, ..input })
     }
+}
+
+/// The conjuncts of `predicate` that compare a physical column of `source` with a
+/// constant of the column's own type (`x > 5`, `5 <= x`, `x = 5`), as bounds for its
+/// reader.
+fn column_bounds(predicate: &Expr, source: &ConnectorSource) -> Vec<ColumnBound> {
+    let physical = source.schema.fields().len() - source.metadata.len();
+    let bound = |column: &Column, op: BoundOp, value: &ScalarValue| {
+        let index = source.schema.index_of(&column.name).ok()?;
+        let field = source
+            .schema
+            .fields()
+            .get(index)
+            .filter(|_| index < physical)?;
+        let value = value.to_array().ok()?;
+        ColumnBound::new(field.name(), field.data_type(), op, value)
+    };
+    split_conjunction(predicate)
+        .into_iter()
+        .filter_map(|conjunct| {
+            let Expr::BinaryExpr(BinaryExpr { left, op, right }) = conjunct else {
+                return None;
+            };
+            let op = match op {
+                Operator::Eq => BoundOp::Eq,
+                Operator::Lt => BoundOp::Lt,
+                Operator::LtEq => BoundOp::LtEq,
+                Operator::Gt => BoundOp::Gt,
+                Operator::GtEq => BoundOp::GtEq,
+                _ => return None,
+            };
+            match (left.as_ref(), right.as_ref()) {
+                (Expr::Column(column), Expr::Literal(value, _)) => bound(column, op, value),
+                (Expr::Literal(value, _), Expr::Column(column)) => {
+                    bound(column, op.flipped(), value)
+                }
+                _ => None,
+            }
+        })
+        .collect()
 }
