@@ -2,7 +2,8 @@
 # File formats: the same Nexmark bids written by `eddy run` (release build, parallelism 1)
 # into local files as CSV, JSON and Parquet (exactly once, 10 s checkpoints), then read back
 # whole (a COUNT and SUM over every column, so no reader can skip one) and by one column
-# (SUM(price): Parquet reads that column only), and with a WHERE no row passes, once as a
+# (SUM(price): Parquet reads that column only), and, reading the two long text columns,
+# with a WHERE no row passes, once as a
 # bound of the scan (`price < 0`: Parquet skips every row group by its statistics) and once
 # hidden in an expression (`price * 2 < 0`: every row is read and filtered). Prints rows/s
 # of each (over the job's wall time, start-up included), CPU-seconds, and bytes on disk.
@@ -72,8 +73,9 @@ SQL
     cat > "$work/$filter.sql" <<SQL
 CREATE TABLE files ($columns) WITH ('connector' = 'filesystem', 'path' = '$dir',
   'format' = '$format');
-CREATE TABLE total (n BIGINT) WITH ('connector' = 'blackhole');
-INSERT INTO total SELECT COUNT(*) FROM files WHERE $condition;
+CREATE TABLE total (n BIGINT, chars BIGINT) WITH ('connector' = 'blackhole');
+INSERT INTO total SELECT COUNT(*), SUM(CHAR_LENGTH(url) + CHAR_LENGTH(extra)) FROM files
+  WHERE $condition;
 SQL
   done
   read -r write_wall write_cpu <<< "$(timed "$work/write.sql")"
