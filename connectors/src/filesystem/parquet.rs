@@ -250,6 +250,21 @@ impl ParquetFooter {
             RowSelector::skip(skip),
             RowSelector::select((end - first) as usize - skip.min((end - first) as usize)),
         ]);
+        // The projected batches hold the columns read, in the file's order.
+        let mut projected: Vec<(usize, &str)> = read
+            .iter()
+            .filter_map(|f| Some((file_schema.index_of(f.name()).ok()?, f.name().as_str())))
+            .collect();
+        projected.sort_unstable();
+        let names: Vec<&str> = projected.into_iter().map(|(_, name)| name).collect();
+        let conform = Conform::new(file_schema, schema, &names, shown)?;
+        if !self.may_pass(group, schema, pushdown.bounds) {
+            tracing::debug!(file = %shown, row_group = group, "skipped by its statistics");
+            return Ok(ParquetRows {
+                stream: None,
+                conform,
+            });
+        }
         let reader = FileBytes::new(location, path, rows.file_size);
         let stream =
             ParquetRecordBatchStreamBuilder::new_with_metadata(reader, self.metadata.clone())
@@ -259,20 +274,8 @@ impl ParquetFooter {
                 .with_batch_size(rows.batch_size.max(1))
                 .build()
                 .map_err(|e| unreadable(shown, "a row group", e))?;
-        // The projected batches hold the columns read, in the file's order.
-        let mut projected: Vec<(usize, &str)> = read
-            .iter()
-            .filter_map(|f| Some((file_schema.index_of(f.name()).ok()?, f.name().as_str())))
-            .collect();
-        projected.sort_unstable();
-        let names: Vec<&str> = projected.into_iter().map(|(_, name)| name).collect();
-        let conform = Conform::new(file_schema, schema, &names, shown)?;
-        let skipped = !self.may_pass(group, schema, pushdown.bounds);
-        if skipped {
-            tracing::debug!(file = %shown, row_group = group, "skipped by its statistics");
-        }
         Ok(ParquetRows {
-            stream: (!skipped).then_some(stream),
+            stream: Some(stream),
             conform,
         })
     }
