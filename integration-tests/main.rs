@@ -52,5 +52,6 @@ mod soak;
 mod support;
 mod temporal_joins;
 mod top_n;
+mod udfs;
 mod upsert_kafka;
 mod window_joins;

@@ -23,6 +23,7 @@ import argparse
 import pathlib
 import re
 import subprocess
+import sys
 import tempfile
 
 from pyflink.common import RowKind
@@ -109,16 +110,39 @@ def write_data(directory, data):
     job.unlink()
 
 
+def flink_function(statement):
+    """Eddy's `CREATE FUNCTION name(arg type, ...) RETURNS type AS ...` as Flink writes it:
+    Flink takes a Python function's types from its @udf decorator."""
+    match = re.search(r"\bFUNCTION\s+(IF\s+NOT\s+EXISTS\s+)?[\w`]+", statement, re.IGNORECASE)
+    body = re.search(r"\s+AS\s+'", statement, re.IGNORECASE)
+    if not match or not body:
+        return statement
+    return statement[: match.end()] + statement[body.start() :]
+
+
 def environment(directory, data, batch=False):
     settings = EnvironmentSettings.in_batch_mode() if batch else EnvironmentSettings.in_streaming_mode()
     env = TableEnvironment.create(settings)
-    env.get_config().set("parallelism.default", "1")
-    env.get_config().set("table.local-time-zone", "UTC")
+    config = env.get_config()
+    config.set("parallelism.default", "1")
+    config.set("table.local-time-zone", "UTC")
+    # Python functions run on this interpreter (the one with PyFlink).
+    config.set("python.executable", sys.executable)
+    config.set("python.client.executable", sys.executable)
     tables = (directory / "tables.sql").read_text()
     tables = tables.replace("$DIR", str(directory)).replace("$DATA", str(data))
     for statement in tables.split(";"):
-        if select_of(statement):
-            env.execute_sql(statement)
+        body = select_of(statement)
+        setting = re.match(r"SET\s+'([^']+)'\s*=\s*'([^']*)'$", body, re.IGNORECASE)
+        if setting:
+            config.set(setting.group(1), setting.group(2))
+            if setting.group(1) == "python.files":
+                # PyFlink's client imports a function to plan it: its module's directory
+                # must be on this interpreter's path too.
+                for path in setting.group(2).split(","):
+                    sys.path.insert(0, str(pathlib.Path(path.strip()).parent))
+        elif body:
+            env.execute_sql(flink_function(body))
     return env
 
 

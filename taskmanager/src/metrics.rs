@@ -58,6 +58,19 @@ pub fn render(node: &TaskManager) -> String {
         vec![label("taskmanager", id)],
         tasks.len() as f64,
     );
+    let python = eddy_udf::python::usage();
+    families.gauge(
+        "eddy_python_workers",
+        "Workers of Python functions alive in the TaskManager's process.",
+        vec![label("taskmanager", id)],
+        python.workers as f64,
+    );
+    families.gauge(
+        "eddy_python_workers_resident_bytes",
+        "Resident memory of the Python workers in the TaskManager's process, together.",
+        vec![label("taskmanager", id)],
+        python.resident_bytes as f64,
+    );
     for task in &tasks {
         task_families(&mut families, task);
     }

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 pub mod checkpointing;
 pub mod options;
+pub mod python;
 pub mod restart;
 pub mod state;
 
@@ -67,6 +68,8 @@ pub struct JobConfig {
     pub cdc_events_duplicate: bool,
     /// Where keyed state lives.
     pub state_backend: state::StateBackendConfig,
+    /// How Python user-defined functions run.
+    pub python: python::PythonConfig,
     raw: BTreeMap<String, String>,
 }
 
@@ -98,6 +101,7 @@ impl JobConfig {
             state_ttl: None,
             cdc_events_duplicate: false,
             state_backend: state::StateBackendConfig::unset(),
+            python: python::PythonConfig::unset(),
             raw: BTreeMap::new(),
         }
     }

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::checkpointing::{CheckpointingMode, parse_duration};
+use super::python::parse_files;
 use super::restart::{parse_kind, parse_number, parse_positive_duration, parse_restarts};
 use super::state::{parse_kind as parse_backend, parse_memory_size};
 use super::{JobConfig, MAX_KEY_GROUPS};
@@ -125,6 +126,39 @@ pub const JOB_OPTIONS: &[JobOption] = &[
             set(
                 &mut c.state_backend.memory_per_slot,
                 parse_memory_size(k, v),
+            )
+        },
+    },
+    JobOption {
+        key: "python.executable",
+        aliases: &[],
+        default: Some("python3"),
+        doc: "the Python interpreter the workers of Python functions run (it needs `pyarrow`; `pandas` for pandas functions)",
+        apply: |c, _, v| set(&mut c.python.executable, Ok(v.trim().into())),
+    },
+    JobOption {
+        key: "python.files",
+        aliases: &[],
+        default: None,
+        doc: "files (`.py`), directories and archives (`.zip`, `.whl`) the modules of Python functions are imported from, separated by commas; paths as the TaskManagers see them",
+        apply: |c, _, v| set(&mut c.python.files, Ok(parse_files(v))),
+    },
+    JobOption {
+        key: "python.worker.timeout",
+        aliases: &[],
+        default: Some("60 s"),
+        doc: "how long one call of a Python function (one chunk of rows) may take: a worker that has not answered by then is stopped and the task fails (and restarts)",
+        apply: |c, k, v| set(&mut c.python.timeout, parse_positive_duration(k, v)),
+    },
+    JobOption {
+        key: "python.worker.memory",
+        aliases: &[],
+        default: None,
+        doc: "the most memory (address space) one Python worker may map, e.g. `2gb`: past it an allocation raises `MemoryError`, which fails the task (unset: no limit)",
+        apply: |c, k, v| {
+            set(
+                &mut c.python.memory_limit,
+                parse_memory_size(k, v).map(Some),
             )
         },
     },

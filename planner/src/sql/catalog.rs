@@ -109,11 +109,24 @@ impl TableSource for InlinedSource {
     }
 }
 
-/// The tables and views a script has declared so far.
+/// The tables, views and functions a script has declared so far.
 #[derive(Debug, Default)]
 pub struct Catalog {
     tables: HashMap<String, Arc<TableDef>>,
     views: HashMap<String, LogicalPlan>,
+    functions: HashMap<String, UserFunction>,
+}
+
+/// A function a script declares (`CREATE FUNCTION`).
+#[derive(Debug, Clone)]
+pub struct UserFunction {
+    /// Its name, lower case.
+    pub name: String,
+    /// `TEMPORARY SYSTEM`: it hides a built-in function of its name. Else a built-in
+    /// function of its name hides it (Flink's order of resolution).
+    pub system: bool,
+    /// The function.
+    pub udf: Arc<ScalarUDF>,
 }
 
 impl Catalog {
@@ -136,6 +149,22 @@ impl Catalog {
         self.check_new(&name)?;
         self.views.insert(name, plan);
         Ok(())
+    }
+
+    /// Adds a function (the caller checked its name is new).
+    pub fn add_function(&mut self, function: UserFunction) {
+        self.functions
+            .insert(function.name.to_ascii_lowercase(), function);
+    }
+
+    /// The declared function with this name.
+    pub fn function(&self, name: &str) -> Option<&UserFunction> {
+        self.functions.get(&name.to_ascii_lowercase())
+    }
+
+    /// How many functions are declared.
+    pub fn function_count(&self) -> usize {
+        self.functions.len()
     }
 
     /// The table with this name.
@@ -296,7 +325,12 @@ impl ContextProvider for Provider<'_> {
     }
 
     fn get_function_meta(&self, name: &str) -> Option<Arc<ScalarUDF>> {
-        FUNCTIONS.scalars.get(&name.to_ascii_lowercase()).cloned()
+        let declared = self.catalog.function(name);
+        if let Some(system) = declared.filter(|f| f.system) {
+            return Some(system.udf.clone());
+        }
+        let built_in = FUNCTIONS.scalars.get(&name.to_ascii_lowercase());
+        built_in.or(declared.map(|f| &f.udf)).cloned()
     }
 
     fn get_higher_order_meta(&self, _name: &str) -> Option<Arc<HigherOrderUDF>> {
@@ -323,7 +357,8 @@ impl ContextProvider for Provider<'_> {
     }
 
     fn udf_names(&self) -> Vec<String> {
-        FUNCTIONS.scalars.keys().cloned().collect()
+        let declared = self.catalog.functions.keys();
+        FUNCTIONS.scalars.keys().chain(declared).cloned().collect()
     }
 
     fn higher_order_function_names(&self) -> Vec<String> {

@@ -4,6 +4,7 @@
 mod as_of;
 pub mod catalog;
 mod column_type;
+pub mod create_function;
 mod create_table;
 pub mod depth;
 mod field_names;
@@ -67,6 +68,7 @@ pub fn compile(
         catalog: Catalog::default(),
         inserts: Vec::new(),
     };
+    let python = eddy_udf::python::PythonRuntime::new();
     for Located { location, item } in statements {
         let at = |e: EddyError| locate(e, location);
         match item {
@@ -98,6 +100,14 @@ pub fn compile(
                     .add_view(name, plan)
                     .map_err(|m| sql_error(location, m))?;
             }
+            Statement::CreateFunction(function) => {
+                create_function::create_function(
+                    &mut compiled.catalog,
+                    *function,
+                    &python,
+                    location,
+                )?;
+            }
             Statement::Insert { table, query } => {
                 let insert = plan_insert(&compiled.catalog, &table, query, location)?;
                 compiled.inserts.push(insert);
@@ -108,6 +118,7 @@ pub fn compile(
         compiled.config.set(key, value)?;
     }
     compiled.config.validate()?;
+    python.configure(compiled.config.python.clone());
     if compiled.inserts.is_empty() {
         return Err(EddyError::Plan(
             "the script has no INSERT INTO statement, so there is nothing to run".into(),

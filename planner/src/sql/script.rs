@@ -43,6 +43,8 @@ pub enum Statement {
         /// Its query.
         query: Box<ast::Query>,
     },
+    /// `CREATE [TEMPORARY [SYSTEM]] FUNCTION name ... AS 'module.function' LANGUAGE ...`.
+    CreateFunction(Box<super::create_function::FunctionStatement>),
     /// `INSERT INTO table query`.
     Insert {
         /// The sink table.
@@ -167,7 +169,7 @@ pub fn parse_script(sql: &str) -> Result<Vec<Located<Statement>>> {
 /// [`depth`]).
 fn guard(statement: &mut Statement) -> std::result::Result<(), String> {
     match statement {
-        Statement::Set { .. } => Ok(()),
+        Statement::Set { .. } | Statement::CreateFunction(_) => Ok(()),
         Statement::CreateView { query, .. } | Statement::Insert { query, .. } => {
             depth::guard_query(query)
         }
@@ -190,7 +192,15 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement, ParserError> {
         return Ok(Statement::Set { key, value });
     }
     if eat_word(parser, "CREATE") {
-        eat_word(parser, "TEMPORARY");
+        let temporary = eat_word(parser, "TEMPORARY");
+        let system = temporary && eat_word(parser, "SYSTEM");
+        if eat_word(parser, "FUNCTION") {
+            return super::create_function::parse(parser, system)
+                .map(|f| Statement::CreateFunction(Box::new(f)));
+        }
+        if system {
+            return parser.expected("FUNCTION after TEMPORARY SYSTEM", parser.peek_token());
+        }
         if eat_word(parser, "TABLE") {
             return parse_create_table(parser).map(|t| Statement::CreateTable(Box::new(t)));
         }
@@ -209,7 +219,7 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement, ParserError> {
                 query,
             });
         }
-        return parser.expected("TABLE or VIEW after CREATE", parser.peek_token());
+        return parser.expected("TABLE, VIEW or FUNCTION after CREATE", parser.peek_token());
     }
     if eat_word(parser, "INSERT") {
         expect_word(parser, "INTO")?;
@@ -218,7 +228,7 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement, ParserError> {
         return Ok(Statement::Insert { table, query });
     }
     parser.expected(
-        "SET, CREATE TABLE, CREATE VIEW or INSERT INTO",
+        "SET, CREATE TABLE, CREATE VIEW, CREATE FUNCTION or INSERT INTO",
         parser.peek_token(),
     )
 }

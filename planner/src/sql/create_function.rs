@@ -1,0 +1,155 @@
+//! `CREATE [TEMPORARY [SYSTEM]] FUNCTION [IF NOT EXISTS] name [(arg type, ...)] RETURNS type
+//! AS 'module.function' LANGUAGE PYTHON`: Flink's statement, with the types Flink reads
+//! from PyFlink's `@udf(result_type=...)` written in the statement (Rust cannot read a
+//! Python decorator without running Python at planning). Without an argument list the
+//! function takes whatever it is given.
+
+use std::sync::Arc;
+
+use arrow::datatypes::DataType;
+use datafusion_expr::ScalarUDF;
+use datafusion_sql::sqlparser::parser::{Parser, ParserError};
+use datafusion_sql::sqlparser::tokenizer::Token;
+use eddy_common::error::Location;
+use eddy_common::{EddyError, Result};
+use eddy_udf::python::{PythonFunction, PythonRuntime};
+
+use super::catalog::{Catalog, UserFunction};
+use super::column_type::parse_type;
+use super::script::{eat_word, expect_word, parse_name, peek_word};
+use super::sql_error;
+
+/// The parts of a `CREATE FUNCTION` statement.
+#[derive(Debug, Clone)]
+pub struct FunctionStatement {
+    /// The function's name, as queries call it.
+    pub name: String,
+    /// `TEMPORARY SYSTEM`: found before the built-in functions (else after them).
+    pub system: bool,
+    /// `IF NOT EXISTS`.
+    pub if_not_exists: bool,
+    /// The declared arguments' types, if an argument list is given.
+    pub arguments: Option<Vec<DataType>>,
+    /// `RETURNS type`.
+    pub returns: Option<DataType>,
+    /// `AS 'module.function'`.
+    pub target: String,
+    /// `LANGUAGE ...` (upper case; `JAVA`, Flink's default, when not given).
+    pub language: String,
+}
+
+/// Parses the rest of a `CREATE [TEMPORARY] FUNCTION` after `FUNCTION`; `system` says
+/// whether `SYSTEM` came before it.
+pub(super) fn parse(parser: &mut Parser, system: bool) -> Result<FunctionStatement, ParserError> {
+    let if_not_exists = eat_word(parser, "IF");
+    if if_not_exists {
+        expect_word(parser, "NOT")?;
+        expect_word(parser, "EXISTS")?;
+    }
+    let name = parse_name(parser)?;
+    let arguments = match parser.consume_token(&Token::LParen) {
+        true => Some(parse_arguments(parser, &name)?),
+        false => None,
+    };
+    let returns = match eat_word(parser, "RETURNS") {
+        true => Some(parse_type(parser, &format!("{name}'s result"))?),
+        false => None,
+    };
+    expect_word(parser, "AS")?;
+    let target = parser.parse_literal_string()?;
+    let language = match eat_word(parser, "LANGUAGE") {
+        true => parser.parse_identifier()?.value.to_ascii_uppercase(),
+        false => "JAVA".to_string(),
+    };
+    if peek_word(parser, "USING") {
+        return parser.expected("no USING JAR (Eddy runs no Java)", parser.peek_token());
+    }
+    Ok(FunctionStatement {
+        name,
+        system,
+        if_not_exists,
+        arguments,
+        returns,
+        target,
+        language,
+    })
+}
+
+/// `name type, ...)`: each argument named, as `(s STRING, c STRING)`.
+fn parse_arguments(parser: &mut Parser, function: &str) -> Result<Vec<DataType>, ParserError> {
+    let mut types = Vec::new();
+    if parser.consume_token(&Token::RParen) {
+        return Ok(types);
+    }
+    loop {
+        let argument = parse_name(parser)?;
+        types.push(parse_type(
+            parser,
+            &format!("{function}'s argument {argument}"),
+        )?);
+        if !parser.consume_token(&Token::Comma) {
+            break;
+        }
+    }
+    parser.expect_token(&Token::RParen)?;
+    Ok(types)
+}
+
+/// Adds the function a `CREATE FUNCTION` declares to `catalog`; its workers come from
+/// `runtime`.
+pub(super) fn create_function(
+    catalog: &mut Catalog,
+    statement: FunctionStatement,
+    runtime: &Arc<PythonRuntime>,
+    location: Location,
+) -> Result<()> {
+    let error = |message: String| sql_error(location, message);
+    let name = statement.name;
+    if catalog.function(&name).is_some() {
+        return match statement.if_not_exists {
+            true => Ok(()),
+            false => Err(error(format!("a function named '{name}' already exists"))),
+        };
+    }
+    match statement.language.as_str() {
+        "PYTHON" => {}
+        "JAVA" | "SCALA" => {
+            return Err(error(format!(
+                "unsupported: CREATE FUNCTION {name}: LANGUAGE {} (Eddy runs no JVM; write \
+                 the function in Python, LANGUAGE PYTHON)",
+                statement.language
+            )));
+        }
+        other => {
+            return Err(error(format!(
+                "unsupported: CREATE FUNCTION {name}: LANGUAGE {other} (Eddy runs functions \
+                 written in Python, LANGUAGE PYTHON)"
+            )));
+        }
+    }
+    let Some(returns) = statement.returns else {
+        return Err(error(format!(
+            "CREATE FUNCTION {name}: give the result type, as in `CREATE FUNCTION {name}(s \
+             STRING) RETURNS INT AS '{}' LANGUAGE PYTHON` (Flink reads it from PyFlink's \
+             @udf(result_type=...); Eddy reads it from the statement)",
+            statement.target
+        )));
+    };
+    let id =
+        u32::try_from(catalog.function_count()).map_err(|_| error("too many functions".into()))?;
+    let function = PythonFunction::new(
+        id,
+        &name,
+        &statement.target,
+        statement.arguments,
+        returns,
+        runtime.clone(),
+    )
+    .map_err(|e| EddyError::Internal(format!("CREATE FUNCTION {name}: {e}")))?;
+    catalog.add_function(UserFunction {
+        name,
+        system: statement.system,
+        udf: Arc::new(ScalarUDF::new_from_impl(function)),
+    });
+    Ok(())
+}

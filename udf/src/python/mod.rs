@@ -1,0 +1,270 @@
+//! Python scalar functions. [`PythonFunction`] is what a query calls: a DataFusion UDF
+//! whose every call takes a worker of the job's [`PythonRuntime`], sends it the chunk's
+//! arguments as one Arrow batch and takes back one Arrow column. Workers are started on a
+//! task's first call and pooled (one per task calling at a time); a worker whose function
+//! raised is used again, one that timed out or died is gone (the task fails and restarts).
+
+mod coercion;
+mod frame;
+mod registry;
+mod worker;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use arrow::array::{Array, ArrayRef};
+use arrow::datatypes::{DataType, Field, Schema};
+use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use datafusion_common::{DataFusionError, Result, plan_err};
+use datafusion_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility};
+use eddy_common::config::python::PythonConfig;
+use eddy_common::schema::sql_name;
+
+pub use registry::{WorkerUsage, usage};
+use worker::{Definition, Worker};
+
+use crate::UdfError;
+
+/// The Python workers of one planned job, shared by its functions: started on demand with
+/// the job's `python.*` options, pooled between calls, stopped when the job's plan is
+/// dropped.
+#[derive(Debug, Default)]
+pub struct PythonRuntime {
+    config: OnceLock<PythonConfig>,
+    idle: Mutex<Vec<Worker>>,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Worker")
+    }
+}
+
+impl PythonRuntime {
+    /// A runtime with no workers yet.
+    pub fn new() -> Arc<PythonRuntime> {
+        Arc::new(PythonRuntime::default())
+    }
+
+    /// Sets the options workers start with, once the job's are known (after every `SET`);
+    /// only the first call counts.
+    pub fn configure(&self, config: PythonConfig) {
+        let _ = self.config.set(config);
+    }
+
+    fn call(&self, function: &Definition<'_>, arguments: &RecordBatch) -> Result<ArrayRef> {
+        let config = self.config.get().ok_or_else(|| {
+            DataFusionError::Internal("a Python function called before its job's options".into())
+        })?;
+        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let mut worker = match idle {
+            Some(worker) => worker,
+            None => Worker::start(config).map_err(external)?,
+        };
+        let result = worker.call(function, arguments);
+        if matches!(result, Ok(_) | Err(UdfError::Raised { .. })) {
+            self.idle
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(worker);
+        }
+        result.map_err(external)
+    }
+}
+
+fn external(error: UdfError) -> DataFusionError {
+    DataFusionError::External(Box::new(error))
+}
+
+/// A scalar function written in Python, as `CREATE FUNCTION … LANGUAGE PYTHON` declares it.
+#[derive(Debug)]
+pub struct PythonFunction {
+    id: u32,
+    name: String,
+    target: String,
+    signature: Signature,
+    /// The declared parameters' types, if declared.
+    arguments: Option<Vec<DataType>>,
+    result: DataType,
+    /// The `D` frame defining it to a worker.
+    definition: Vec<u8>,
+    runtime: Arc<PythonRuntime>,
+}
+
+impl PythonFunction {
+    /// The function `name` (as queries call it) running the Python callable `target`
+    /// (`module.function`), taking arguments of `arguments` types (any, when `None`) and
+    /// returning `result`. `id` tells it apart from the job's other functions.
+    pub fn new(
+        id: u32,
+        name: &str,
+        target: &str,
+        arguments: Option<Vec<DataType>>,
+        result: DataType,
+        runtime: Arc<PythonRuntime>,
+    ) -> std::result::Result<PythonFunction, arrow::error::ArrowError> {
+        // Never folded into a constant at planning (that would run Python in the planner),
+        // and never assumed to answer alike twice. The arguments are checked against the
+        // declaration by `coerce_types`.
+        let signature = Signature::user_defined(Volatility::Volatile);
+        let metadata = HashMap::from([
+            ("eddy.id".to_string(), id.to_string()),
+            ("eddy.function".to_string(), target.to_string()),
+        ]);
+        let schema =
+            Schema::new(vec![Field::new("result", result.clone(), true)]).with_metadata(metadata);
+        let mut definition = Vec::new();
+        frame::write_ipc(&mut definition, &schema, None)?;
+        Ok(PythonFunction {
+            id,
+            name: name.to_string(),
+            target: target.to_string(),
+            signature,
+            arguments,
+            result,
+            definition,
+            runtime,
+        })
+    }
+
+    /// The Python callable, `module.function`.
+    pub fn target(&self) -> &str {
+        &self.target
+    }
+
+    fn check(&self, result: ArrayRef, rows: usize) -> Result<ArrayRef> {
+        let wrong = |message: String| {
+            external(UdfError::Protocol {
+                function: self.target.clone(),
+                message,
+            })
+        };
+        if result.len() != rows {
+            return Err(wrong(format!("{} values for {rows} rows", result.len())));
+        }
+        if result.data_type() != &self.result {
+            return Err(wrong(format!(
+                "values of type {}, not the declared {}",
+                result.data_type(),
+                self.result
+            )));
+        }
+        Ok(result)
+    }
+}
+
+impl PartialEq for PythonFunction {
+    fn eq(&self, other: &Self) -> bool {
+        (self.id, &self.name, &self.target) == (other.id, &other.name, &other.target)
+    }
+}
+
+impl Eq for PythonFunction {}
+
+impl std::hash::Hash for PythonFunction {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (self.id, &self.name, &self.target).hash(state);
+    }
+}
+
+impl ScalarUDFImpl for PythonFunction {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(self.result.clone())
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        let Some(declared) = &self.arguments else {
+            return Ok(arg_types.to_vec());
+        };
+        if arg_types.len() != declared.len() {
+            let names: Vec<String> = declared.iter().map(sql_name).collect();
+            return plan_err!(
+                "{} takes {} ({}), not {}",
+                self.name,
+                arguments(declared.len()),
+                names.join(", "),
+                arguments(arg_types.len())
+            );
+        }
+        for (i, (given, wanted)) in arg_types.iter().zip(declared).enumerate() {
+            if !coercion::is_implicit(given, wanted) {
+                return plan_err!(
+                    "{}'s argument {} is declared {}, and a {} is not cast to it implicitly \
+                     (write a CAST)",
+                    self.name,
+                    i + 1,
+                    sql_name(wanted),
+                    sql_name(given)
+                );
+            }
+        }
+        Ok(declared.clone())
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let rows = args.number_rows;
+        let columns = args
+            .args
+            .iter()
+            .map(|arg| arg.to_array(rows))
+            .collect::<Result<Vec<_>>>()?;
+        // A constant argument is marked: vectorized functions take it as one plain value,
+        // as PyFlink passes it.
+        let fields: Vec<Field> = columns
+            .iter()
+            .zip(&args.args)
+            .enumerate()
+            .map(|(i, (column, arg))| {
+                let field = Field::new(format!("a{i}"), column.data_type().clone(), true);
+                match arg {
+                    ColumnarValue::Scalar(_) => field.with_metadata(constant_marker()),
+                    ColumnarValue::Array(_) => field,
+                }
+            })
+            .collect();
+        let options = RecordBatchOptions::new().with_row_count(Some(rows));
+        let batch =
+            RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), columns, &options)?;
+        let definition = Definition {
+            id: self.id,
+            target: &self.target,
+            frame: &self.definition,
+        };
+        let result = blocking(|| self.runtime.call(&definition, &batch))?;
+        self.check(result, rows).map(ColumnarValue::Array)
+    }
+}
+
+/// "1 argument", "2 arguments".
+fn arguments(n: usize) -> String {
+    match n {
+        1 => "1 argument".into(),
+        n => format!("{n} arguments"),
+    }
+}
+
+/// The metadata of an argument's field that says the argument is a constant.
+fn constant_marker() -> HashMap<String, String> {
+    HashMap::from([("eddy.constant".to_string(), "true".to_string())])
+}
+
+/// Runs `work`, which waits on a worker, off the async runtime's scheduling where it can:
+/// the other tasks of a multi-threaded runtime move to other threads meanwhile.
+fn blocking<T>(work: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
+        _ => work(),
+    }
+}
+
+#[cfg(test)]
+mod tests;
