@@ -57,8 +57,10 @@ impl Systems {
 /// a deduplication keeping each bidder's last bid into PostgreSQL, and an append stream into
 /// PostgreSQL, into CSV and Parquet files and an Iceberg table (partitioned by channel) on
 /// S3 and into a Kafka topic, the per-auction upserts also into an Iceberg table with a
-/// primary key (equality and position deletes), all named after `name`. (One event per millisecond: no bidder
-/// bids twice at one time, so the last bid is one bid.)
+/// primary key (equality and position deletes), all named after `name`. The cheap bids
+/// into PostgreSQL go through a Python function (its module in [`python_module`]'s
+/// directory). (One event per millisecond: no bidder bids twice at one time, so the last
+/// bid is one bid.)
 pub fn job(name: &str, events: u64, rate: u64, guarantee: &str, systems: &Systems) -> String {
     let with_pg = |table: &str| {
         systems
@@ -69,6 +71,9 @@ pub fn job(name: &str, events: u64, rate: u64, guarantee: &str, systems: &System
         "SET 'execution.checkpointing.interval' = '300ms';
          SET 'restart-strategy.exponential-delay.initial-backoff' = '200ms';
          SET 'restart-strategy.exponential-delay.max-backoff' = '200ms';
+         SET 'python.files' = '{}';
+         CREATE FUNCTION in_cents(price BIGINT, channel STRING) RETURNS BIGINT
+           AS 'chaos_functions.in_cents' LANGUAGE PYTHON;
          CREATE TABLE bid (auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR,
            dateTime TIMESTAMP(3), WATERMARK FOR dateTime AS dateTime - INTERVAL '1' SECOND)
            WITH ('connector' = 'nexmark', 'nexmark.table' = 'bid', 'events.num' = '{events}',
@@ -106,7 +111,8 @@ pub fn job(name: &str, events: u64, rate: u64, guarantee: &str, systems: &System
            FROM bid) WHERE rn <= 3;
          INSERT INTO last_bid SELECT bidder, auction, price FROM (SELECT *, ROW_NUMBER()
            OVER (PARTITION BY bidder ORDER BY dateTime DESC) AS rn FROM bid) WHERE rn = 1;
-         INSERT INTO cheap SELECT auction, bidder, price, channel FROM bid WHERE price < 1000;
+         INSERT INTO cheap SELECT auction, bidder, in_cents(price, channel), channel FROM bid
+           WHERE price < 1000;
          INSERT INTO cheap_files SELECT auction, bidder, price, channel FROM bid WHERE price < 1000;
          INSERT INTO cheap_parquet SELECT auction, bidder, price, channel FROM bid
            WHERE price < 1000;
@@ -115,6 +121,7 @@ pub fn job(name: &str, events: u64, rate: u64, guarantee: &str, systems: &System
          INSERT INTO per_auction_iceberg SELECT auction, COUNT(*), MAX(price) FROM bid
            GROUP BY auction;
          INSERT INTO cheap_kafka SELECT auction, bidder, price, channel FROM bid WHERE price < 1000;",
+        python_module(name).display(),
         with_pg("per_auction"),
         with_pg("per_count"),
         with_pg("top_bids"),
@@ -139,6 +146,35 @@ pub fn job(name: &str, events: u64, rate: u64, guarantee: &str, systems: &System
         systems.kafka.address,
         systems.kafka_options
     )
+}
+
+/// The Python function of [`job`] `name`, written into a directory of its own (which
+/// names the job's workers on their command lines); returns the module's path.
+pub fn python_module(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("eddy-udfs-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let module = dir.join("chaos_functions.py");
+    std::fs::write(
+        &module,
+        "def in_cents(price, channel):\n    \
+         return price * 100 + len(channel or '')\n",
+    )
+    .unwrap();
+    module
+}
+
+/// The processes whose command line names `text`.
+pub fn processes_naming(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        if String::from_utf8_lossy(&cmdline).contains(text) {
+            found.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    found
 }
 
 /// Creates the tables and the topic [`job`] writes.
@@ -432,6 +468,17 @@ fn exactly_once_sinks_survive_chaos() {
         "only {kills} kills happened before the job finished"
     );
     let got = seen(&systems, "chaos");
+    // The Python workers of SIGKILLed TaskManagers ended with them: none is left behind.
+    let module = python_module("chaos").display().to_string();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !processes_naming(&module).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let workers = processes_naming(&module);
+    assert!(
+        workers.is_empty(),
+        "Python workers left running: {workers:?}"
+    );
     let expected = failure_free(&systems, &cluster, "exactly-once");
     assert!(!expected.file_lines.is_empty() && !expected.tables["cheap"].is_empty());
     assert!(

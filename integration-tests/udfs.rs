@@ -19,6 +19,13 @@ fn python_functions_give_flinks_rows() {
         "bands",
         "euros",
         "windows",
+        "lateral",
+        "lateral_cross",
+        "lateral_left",
+        "aggregate",
+        "aggregate_retract",
+        "aggregate_window",
+        "aggregate_session",
     ]);
 }
 
@@ -42,6 +49,24 @@ def hoards(x):
 
 def dies(x):
     os.kill(os.getpid(), 9)
+
+class Mean:
+    """An aggregate (PyFlink's AggregateFunction methods, no base class needed)."""
+
+    def create_accumulator(self):
+        return [0, 0]
+
+    def accumulate(self, accumulator, value):
+        accumulator[0] += value
+        accumulator[1] += 1
+
+    def get_value(self, accumulator):
+        return accumulator[0] // accumulator[1]
+
+py_mean = Mean()
+
+def pieces(s):
+    yield s, len(s)
 
 def dies_once(x):
     # The first worker to see the 1,500th row kills itself; the job restarts and goes on.
@@ -168,6 +193,11 @@ fn statements_eddy_cannot_run_are_refused_at_planning() {
             "f takes 1 argument (BIGINT), not 2 arguments",
         ),
         (
+            "CREATE FUNCTION f(x BIGINT)",
+            "CREATE FUNCTION mean(x BIGINT)",
+            "CREATE FUNCTION mean: a built-in function has that name, and would be called instead",
+        ),
+        (
             "SELECT id, f(id)",
             "SELECT id, f(CAST(id AS STRING))",
             "f's argument 1 is declared BIGINT, and a STRING is not cast to it implicitly",
@@ -232,5 +262,112 @@ fn a_restart_after_a_worker_dies_loses_and_duplicates_nothing() {
         .collect();
     let got: BTreeSet<String> = lines.iter().cloned().collect();
     assert_eq!(lines.len(), got.len(), "duplicated rows");
+    assert_eq!(got, expected);
+}
+
+/// Table and aggregate functions where Flink refuses them too, or where Eddy cannot run
+/// them, refused when the job is planned.
+#[test]
+fn table_and_aggregate_functions_are_refused_where_they_do_not_belong() {
+    let scratch = Scratch::new("udf-kinds-refused");
+    let module = scratch.write("faulty.py", FAULTY);
+    let job = |query: &str| {
+        format!(
+            "SET 'python.files' = '{}';
+             CREATE FUNCTION f(x BIGINT) RETURNS BIGINT AS 'faulty.raises' LANGUAGE PYTHON;
+             CREATE FUNCTION pieces(s STRING) RETURNS TABLE (piece STRING, n INT)
+               AS 'faulty.pieces' LANGUAGE PYTHON;
+             CREATE AGGREGATE FUNCTION py_mean(x BIGINT) RETURNS BIGINT
+               AS 'faulty.py_mean' LANGUAGE PYTHON;
+             CREATE TABLE src (id BIGINT, s STRING, ts TIMESTAMP(3),
+               WATERMARK FOR ts AS ts) WITH ('connector' = 'datagen', 'number-of-rows' = '5');
+             CREATE TABLE out (a STRING, b BIGINT) WITH ('connector' = 'print');
+             INSERT INTO out {query};",
+            module.display()
+        )
+    };
+    let cases = [
+        (
+            "SELECT s, pieces(s) FROM src",
+            "pieces is a table function: call it in FROM, as `LATERAL TABLE(pieces(...))`",
+        ),
+        (
+            "SELECT s, x FROM src, LATERAL TABLE(f(id)) AS T(x)",
+            "'f' is not a table function",
+        ),
+        (
+            "SELECT s, CAST(n AS BIGINT) FROM src LEFT JOIN LATERAL TABLE(pieces(s)) ON n > 2",
+            "unsupported: LEFT JOIN LATERAL TABLE(...) ON a condition other than TRUE",
+        ),
+        (
+            "SELECT s, py_mean(DISTINCT id) FROM src GROUP BY s",
+            "unsupported: DISTINCT in a call of the aggregate function py_mean",
+        ),
+        (
+            "SELECT s, py_mean(id) OVER (PARTITION BY s ORDER BY ts) FROM src",
+            "unsupported: aggregate function PY_MEAN in an OVER window",
+        ),
+        (
+            "SELECT s, py_mean(s) FROM src GROUP BY s",
+            "py_mean's argument 1 is declared BIGINT, and a STRING is not cast to it implicitly",
+        ),
+    ];
+    for (query, expected) in cases {
+        let output = run_script(&scratch, &job(query), 1);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success() && stderr.contains(expected), "{query}:\n{stderr}");
+    }
+}
+
+/// Aggregate functions keep their accumulators in the operator's state: a job whose
+/// function kills its worker mid-stream restarts from its last checkpoint with the
+/// accumulators it held then, and its exactly-once windows hold every row's value once.
+#[test]
+fn aggregate_functions_resume_from_their_checkpointed_accumulators() {
+    let scratch = Scratch::new("udf-aggregate-restart");
+    let module = scratch.write("faulty.py", FAULTY);
+    let output = scratch.path().join("out");
+    let script = format!(
+        "SET 'execution.checkpointing.interval' = '200ms';
+         SET 'restart-strategy.type' = 'fixed-delay';
+         SET 'restart-strategy.fixed-delay.attempts' = '3';
+         SET 'restart-strategy.fixed-delay.delay' = '200ms';
+         SET 'python.files' = '{}';
+         CREATE FUNCTION f(x BIGINT) RETURNS BIGINT AS 'faulty.dies_once' LANGUAGE PYTHON;
+         CREATE AGGREGATE FUNCTION py_mean(x BIGINT) RETURNS BIGINT
+           AS 'faulty.py_mean' LANGUAGE PYTHON;
+         CREATE TABLE src (id BIGINT, ts AS TO_TIMESTAMP_LTZ(id * 10, 3),
+           WATERMARK FOR ts AS ts) WITH ('connector' = 'datagen',
+           'rows-per-second' = '1000', 'number-of-rows' = '3000',
+           'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '3000');
+         CREATE TABLE out (w BIGINT, m BIGINT, n BIGINT) WITH ('connector' = 'filesystem',
+           'path' = '{}', 'format' = 'csv');
+         INSERT INTO out SELECT CAST(UNIX_TIMESTAMP(CAST(window_start AS STRING)) AS BIGINT),
+           py_mean(f(id)), COUNT(*)
+         FROM TABLE(TUMBLE(TABLE src, DESCRIPTOR(ts), INTERVAL '1' SECOND))
+         GROUP BY window_start, window_end;",
+        module.display(),
+        output.display()
+    );
+    let run = run_ok(&scratch, &script, 2);
+    assert!(
+        scratch.path().join("died").exists(),
+        "the worker never died: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let mut got = visible_lines(&output);
+    got.sort();
+    let mut expected: Vec<String> = (0..=30)
+        .filter_map(|window: i64| {
+            let ids: Vec<i64> = (window * 100..window * 100 + 100)
+                .filter(|id| (1..=3000).contains(id))
+                .collect();
+            let values: i64 = ids.iter().map(|id| id * 3 + 1).sum();
+            (!ids.is_empty()).then(|| {
+                format!("{},{},{}", window, values / ids.len() as i64, ids.len())
+            })
+        })
+        .collect();
+    expected.sort();
     assert_eq!(got, expected);
 }

@@ -16,16 +16,18 @@ batch mode, with the reason there.) A query Flink refuses to plan gets `NAME.fli
 Eddy's final rows with these files; they do not need Flink.
 
 Usage: ~/flink-venv/bin/python bench/flink/query_answers.py DIR [--queries QDIR] [NAME ...]
+(EDDY_BIN: the eddy binary that writes data.sql's data; else `cargo run` builds one)
 (PyFlink from PyPI: python3 -m venv ~/flink-venv && ~/flink-venv/bin/pip install apache-flink==2.3.0)
 """
 
 import argparse
+import os
 import pathlib
 import re
 import subprocess
-import sys
 import tempfile
 
+import eddy_scripts
 from pyflink.common import RowKind
 from pyflink.table import DataTypes, EnvironmentSettings, TableEnvironment
 from pyflink.table.expressions import col, concat, lit
@@ -102,22 +104,11 @@ def write_data(directory, data):
     script = (directory / "data.sql").read_text().replace("$DATA", str(data))
     job = data / "data.sql"
     job.write_text(script)
-    subprocess.run(
-        ["cargo", "run", "--quiet", "--bin", "eddy", "--", "run", str(job)],
-        cwd=ROOT,
-        check=True,
-    )
+    # EDDY_BIN: an eddy binary already built (else cargo builds one).
+    eddy = os.environ.get("EDDY_BIN")
+    command = [eddy] if eddy else ["cargo", "run", "--quiet", "--bin", "eddy", "--"]
+    subprocess.run(command + ["run", str(job)], cwd=ROOT, check=True)
     job.unlink()
-
-
-def flink_function(statement):
-    """Eddy's `CREATE FUNCTION name(arg type, ...) RETURNS type AS ...` as Flink writes it:
-    Flink takes a Python function's types from its @udf decorator."""
-    match = re.search(r"\bFUNCTION\s+(IF\s+NOT\s+EXISTS\s+)?[\w`]+", statement, re.IGNORECASE)
-    body = re.search(r"\s+AS\s+'", statement, re.IGNORECASE)
-    if not match or not body:
-        return statement
-    return statement[: match.end()] + statement[body.start() :]
 
 
 def environment(directory, data, batch=False):
@@ -126,23 +117,11 @@ def environment(directory, data, batch=False):
     config = env.get_config()
     config.set("parallelism.default", "1")
     config.set("table.local-time-zone", "UTC")
-    # Python functions run on this interpreter (the one with PyFlink).
-    config.set("python.executable", sys.executable)
-    config.set("python.client.executable", sys.executable)
+    eddy_scripts.python_on_this_interpreter(config)
     tables = (directory / "tables.sql").read_text()
     tables = tables.replace("$DIR", str(directory)).replace("$DATA", str(data))
-    for statement in tables.split(";"):
-        body = select_of(statement)
-        setting = re.match(r"SET\s+'([^']+)'\s*=\s*'([^']*)'$", body, re.IGNORECASE)
-        if setting:
-            config.set(setting.group(1), setting.group(2))
-            if setting.group(1) == "python.files":
-                # PyFlink's client imports a function to plan it: its module's directory
-                # must be on this interpreter's path too.
-                for path in setting.group(2).split(","):
-                    sys.path.insert(0, str(pathlib.Path(path.strip()).parent))
-        elif body:
-            env.execute_sql(flink_function(body))
+    for statement in eddy_scripts.statements(tables):
+        eddy_scripts.execute(env, statement)
     return env
 
 

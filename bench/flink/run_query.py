@@ -1,24 +1,19 @@
 """Runs one Nexmark query of bench/queries/nexmark on Apache Flink (PyFlink's local
 cluster) in streaming mode at parallelism 1, over tables declared in a file, with Flink's
 RocksDB state backend and checkpoints every 10 s, its rows discarded by the blackhole sinks
-of bench/queries/nexmark/sinks.sql. For bench/flink-vs-eddy.sh, which measures it.
+of bench/queries/nexmark/sinks.sql. The tables file may set options and declare Python
+functions as Eddy's scripts do (see eddy_scripts.py). For bench/flink-vs-eddy.sh and
+bench/udfs.sh, which measure it.
 
 Usage: ~/flink-venv/bin/python bench/flink/run_query.py TABLES.sql QUERY.sql WORK_DIR
 """
 import pathlib
 import sys
 
+import eddy_scripts
 from pyflink.table import EnvironmentSettings, TableEnvironment
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-def statements(path: pathlib.Path) -> list[str]:
-    """The statements of a SQL file, comments dropped."""
-    text = "\n".join(
-        line for line in path.read_text().splitlines() if not line.lstrip().startswith("--")
-    )
-    return [s.strip() for s in text.split(";") if s.strip()]
 
 
 def main() -> None:
@@ -37,9 +32,11 @@ def main() -> None:
         "execution.checkpointing.dir": f"file://{work / 'flink-checkpoints'}",
     }.items():
         config.set(key, value)
-    for statement in statements(tables) + statements(ROOT / "bench/queries/nexmark/sinks.sql"):
-        env.execute_sql(statement)
-    (insert,) = statements(query)
+    eddy_scripts.python_on_this_interpreter(config)
+    sinks = ROOT / "bench/queries/nexmark/sinks.sql"
+    for statement in eddy_scripts.statements(tables.read_text() + ";" + sinks.read_text()):
+        eddy_scripts.execute(env, statement)
+    (insert,) = eddy_scripts.statements(query.read_text())
     env.execute_sql(insert).wait()
 
 

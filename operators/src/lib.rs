@@ -4,6 +4,7 @@
 pub mod aggregate;
 pub mod calc;
 mod cold_slots;
+pub mod correlate;
 mod group_keys;
 pub mod join;
 #[cfg(test)]

@@ -17,7 +17,7 @@ use eddy_common::{EddyError, Result};
 use hashbrown::HashMap;
 
 /// The aggregate functions Eddy evaluates incrementally.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AggregateKind {
     /// `COUNT(x)` (and `COUNT(*)`).
     Count,
@@ -31,7 +31,33 @@ pub enum AggregateKind {
     Min,
     /// `MAX(x)`.
     Max,
+    /// A user-defined aggregate function (`CREATE AGGREGATE FUNCTION`).
+    User(UserAggregate),
 }
+
+/// A user-defined aggregate function: it makes the accumulators of its calls. Functions are
+/// the same if their names are.
+#[derive(Clone)]
+pub struct UserAggregate {
+    /// The function's name, as queries call it.
+    pub name: String,
+    /// Makes an accumulator for all groups of one call.
+    pub accumulator: Arc<dyn Fn() -> Box<dyn GroupAccumulator> + Send + Sync>,
+}
+
+impl std::fmt::Debug for UserAggregate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "UserAggregate({})", self.name)
+    }
+}
+
+impl PartialEq for UserAggregate {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for UserAggregate {}
 
 impl AggregateKind {
     /// The kind for a DataFusion aggregate function name, if Eddy supports it.
@@ -51,7 +77,7 @@ impl AggregateKind {
     /// A fresh accumulator for arguments of `input` type producing `output` type. With an
     /// append-only input nothing is ever retracted, so MIN and MAX keep only the extreme.
     pub fn accumulator(
-        self,
+        &self,
         input: &DataType,
         output: &DataType,
         append_only: bool,
@@ -78,6 +104,7 @@ impl AggregateKind {
             AggregateKind::Max if append_only => Box::new(RunningExtreme::new(input, true)?),
             AggregateKind::Min => Box::new(ExtremeAccumulator::new(input, false)?),
             AggregateKind::Max => Box::new(ExtremeAccumulator::new(input, true)?),
+            AggregateKind::User(function) => (function.accumulator)(),
         };
         Ok(acc)
     }

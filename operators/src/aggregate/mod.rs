@@ -13,7 +13,7 @@ use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use datafusion_physical_expr::PhysicalExpr;
 
-pub use accumulator::{AggregateKind, GroupAccumulator};
+pub use accumulator::{AggregateKind, GroupAccumulator, UserAggregate};
 pub use group::GroupAggregate;
 pub use over::{OverAggregate, OverFrame, OverSpec};
 pub use window::{OutputColumn, WindowAggregate, WindowAggregateSpec, WindowColumns};

@@ -24,6 +24,7 @@ use eddy_operators::aggregate::{
     AggregateCall, GroupAggregate, OverAggregate, OverSpec, WindowAggregate, WindowAggregateSpec,
 };
 use eddy_operators::calc::Calc;
+use eddy_operators::correlate::Correlate;
 use eddy_operators::join::{
     JoinSpec, LookupJoin, LookupJoinSpec, StreamingJoin, TemporalJoin, TemporalJoinSpec,
     WindowJoin, WindowJoinSpec,
@@ -289,6 +290,15 @@ pub enum OperatorKind {
     ChangelogNormalize(NormalizeSpec),
     /// OVER aggregates on event time.
     Over(OverSpec),
+    /// A table function joined to each row (`LATERAL TABLE(f(...))`).
+    Correlate {
+        /// The call: for each row, the list of rows the function gives.
+        call: Arc<dyn PhysicalExpr>,
+        /// `LEFT JOIN`: a row the function gives nothing for is kept, padded with NULLs.
+        keep_unmatched: bool,
+        /// Output rows: the input's columns, then the function's.
+        schema: SchemaRef,
+    },
 }
 
 impl OperatorSpec {
@@ -322,6 +332,15 @@ impl OperatorSpec {
             OperatorKind::Project(exprs, schema) => {
                 Box::new(Calc::project(exprs.clone(), schema.clone()))
             }
+            OperatorKind::Correlate {
+                call,
+                keep_unmatched,
+                schema,
+            } => Box::new(Correlate::new(
+                call.clone(),
+                *keep_unmatched,
+                schema.clone(),
+            )),
             OperatorKind::WindowAssign {
                 kind,
                 time_column,

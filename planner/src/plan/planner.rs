@@ -34,7 +34,7 @@ use super::{
 use crate::sql::functions::processing_time::PROCTIME;
 use crate::sql::hints::StateTtlHints;
 use crate::sql::nodes::{
-    WINDOW_END, WINDOW_START, WINDOW_TIME, WatermarkAssigner, WindowKind, WindowTvf,
+    Correlate, WINDOW_END, WINDOW_START, WINDOW_TIME, WatermarkAssigner, WindowKind, WindowTvf,
 };
 use crate::sql::{CompiledScript, PlannedInsert};
 
@@ -514,6 +514,9 @@ impl Planner {
                 if let Some(window) = node.downcast_ref::<WindowTvf>() {
                     return self.plan_window_tvf(window);
                 }
+                if let Some(correlate) = node.downcast_ref::<Correlate>() {
+                    return self.plan_correlate(correlate);
+                }
                 Err(unsupported(format!("plan node {}", extension.node.name())))
             }
             LogicalPlan::Join(join) => self.plan_join(join),
@@ -530,6 +533,35 @@ impl Planner {
                 other.display()
             ))),
         }
+    }
+
+    /// A table function joined to its input's rows, chained after them: the input's
+    /// columns keep their places (and so its time attributes), the function's follow.
+    fn plan_correlate(&mut self, correlate: &Correlate) -> Result<Stream> {
+        let input = self.plan(&correlate.input)?;
+        let call = self.physical(&correlate.call, &input.schema)?;
+        let join = if correlate.keep_unmatched {
+            "LEFT"
+        } else {
+            "INNER"
+        };
+        self.push(
+            &input,
+            OperatorSpec {
+                description: format!("Correlate({}, {join})", correlate.call),
+                changelog: input.changelog,
+                kind: OperatorKind::Correlate {
+                    call,
+                    keep_unmatched: correlate.keep_unmatched,
+                    schema: Arc::new(correlate.schema.as_arrow().clone()),
+                },
+            },
+        );
+        Ok(Stream {
+            schema: correlate.schema.clone(),
+            unique_key: None,
+            ..input
+        })
     }
 
     /// Ends `input`'s vertex with an exchange by `PARTITION BY` expressions into a new vertex

@@ -115,6 +115,8 @@ pub struct Catalog {
     tables: HashMap<String, Arc<TableDef>>,
     views: HashMap<String, LogicalPlan>,
     functions: HashMap<String, UserFunction>,
+    /// Declared aggregate functions, lower case, and whether each is `TEMPORARY SYSTEM`.
+    aggregates: HashMap<String, (bool, Arc<AggregateUDF>)>,
 }
 
 /// A function a script declares (`CREATE FUNCTION`).
@@ -125,6 +127,8 @@ pub struct UserFunction {
     /// `TEMPORARY SYSTEM`: it hides a built-in function of its name. Else a built-in
     /// function of its name hides it (Flink's order of resolution).
     pub system: bool,
+    /// A table function: called only in `LATERAL TABLE(...)`.
+    pub table: bool,
     /// The function.
     pub udf: Arc<ScalarUDF>,
 }
@@ -157,14 +161,26 @@ impl Catalog {
             .insert(function.name.to_ascii_lowercase(), function);
     }
 
+    /// Adds an aggregate function (the caller checked its name is new).
+    pub fn add_aggregate(&mut self, name: String, system: bool, function: AggregateUDF) {
+        self.aggregates
+            .insert(name.to_ascii_lowercase(), (system, Arc::new(function)));
+    }
+
     /// The declared function with this name.
     pub fn function(&self, name: &str) -> Option<&UserFunction> {
         self.functions.get(&name.to_ascii_lowercase())
     }
 
-    /// How many functions are declared.
+    /// Whether a function (of any kind) with this name is declared.
+    pub fn has_function(&self, name: &str) -> bool {
+        let name = name.to_ascii_lowercase();
+        self.functions.contains_key(&name) || self.aggregates.contains_key(&name)
+    }
+
+    /// How many functions (of every kind) are declared.
     pub fn function_count(&self) -> usize {
-        self.functions.len()
+        self.functions.len() + self.aggregates.len()
     }
 
     /// The table with this name.
@@ -250,6 +266,7 @@ static FUNCTIONS: LazyLock<Functions> = LazyLock::new(|| {
         ],
         relation_planners: vec![
             Arc::new(super::window_tvf::WindowTvfPlanner),
+            Arc::new(super::lateral_table::LateralTablePlanner),
             Arc::new(super::functions::arrays::UnnestRefusal),
         ],
         options,
@@ -265,6 +282,14 @@ impl<'a> Provider<'a> {
     /// A provider over `catalog`.
     pub fn new(catalog: &'a Catalog) -> Self {
         Provider { catalog }
+    }
+
+    /// Whether a built-in scalar, aggregate or window function has this name.
+    pub fn is_built_in(name: &str) -> bool {
+        let name = name.to_ascii_lowercase();
+        FUNCTIONS.scalars.contains_key(&name)
+            || FUNCTIONS.aggregates.contains_key(&name)
+            || FUNCTIONS.windows.contains_key(&name)
     }
 
     /// The session options DataFusion plans with.
@@ -325,7 +350,16 @@ impl ContextProvider for Provider<'_> {
     }
 
     fn get_function_meta(&self, name: &str) -> Option<Arc<ScalarUDF>> {
+        // `LATERAL TABLE(f(...))` asks for its table function under a name of its own;
+        // anywhere else a table function is refused.
+        if let Some(name) = name.strip_prefix(super::lateral_table::TABLE_FUNCTION) {
+            let function = self.catalog.function(name).filter(|f| f.table)?;
+            return Some(function.udf.clone());
+        }
         let declared = self.catalog.function(name);
+        if let Some(table) = declared.filter(|f| f.table) {
+            return Some(super::lateral_table::misplaced(&table.name));
+        }
         if let Some(system) = declared.filter(|f| f.system) {
             return Some(system.udf.clone());
         }
@@ -338,10 +372,13 @@ impl ContextProvider for Provider<'_> {
     }
 
     fn get_aggregate_meta(&self, name: &str) -> Option<Arc<AggregateUDF>> {
-        FUNCTIONS
-            .aggregates
-            .get(&name.to_ascii_lowercase())
-            .cloned()
+        let name = name.to_ascii_lowercase();
+        let declared = self.catalog.aggregates.get(&name);
+        if let Some((_, system)) = declared.filter(|(system, _)| *system) {
+            return Some(system.clone());
+        }
+        let built_in = FUNCTIONS.aggregates.get(&name);
+        built_in.or(declared.map(|(_, f)| f)).cloned()
     }
 
     fn get_window_meta(&self, name: &str) -> Option<Arc<WindowUDF>> {
@@ -366,7 +403,13 @@ impl ContextProvider for Provider<'_> {
     }
 
     fn udaf_names(&self) -> Vec<String> {
-        FUNCTIONS.aggregates.keys().cloned().collect()
+        let declared = self.catalog.aggregates.keys();
+        FUNCTIONS
+            .aggregates
+            .keys()
+            .chain(declared)
+            .cloned()
+            .collect()
     }
 
     fn udwf_names(&self) -> Vec<String> {

@@ -2,19 +2,21 @@
 //! AS 'module.function' LANGUAGE PYTHON`: Flink's statement, with the types Flink reads
 //! from PyFlink's `@udf(result_type=...)` written in the statement (Rust cannot read a
 //! Python decorator without running Python at planning). Without an argument list the
-//! function takes whatever it is given.
+//! function takes whatever it is given. `RETURNS TABLE (name type, ...)` declares a table
+//! function (PyFlink's `@udtf(result_types=[...])`), called as `LATERAL TABLE(f(...))`;
+//! `CREATE AGGREGATE FUNCTION` an aggregate (PyFlink's `AggregateFunction`, `@udaf`).
 
 use std::sync::Arc;
 
-use arrow::datatypes::DataType;
-use datafusion_expr::ScalarUDF;
+use arrow::datatypes::{DataType, Field, Fields};
+use datafusion_expr::{AggregateUDF, ScalarUDF};
 use datafusion_sql::sqlparser::parser::{Parser, ParserError};
 use datafusion_sql::sqlparser::tokenizer::Token;
 use eddy_common::error::Location;
 use eddy_common::{EddyError, Result};
-use eddy_udf::python::{PythonFunction, PythonRuntime};
+use eddy_udf::python::{FunctionKind, PythonAggregate, PythonFunction, PythonRuntime};
 
-use super::catalog::{Catalog, UserFunction};
+use super::catalog::{Catalog, Provider, UserFunction};
 use super::column_type::parse_type;
 use super::script::{eat_word, expect_word, parse_name, peek_word};
 use super::sql_error;
@@ -26,21 +28,36 @@ pub struct FunctionStatement {
     pub name: String,
     /// `TEMPORARY SYSTEM`: found before the built-in functions (else after them).
     pub system: bool,
+    /// `CREATE AGGREGATE FUNCTION`: an aggregate (PyFlink's `AggregateFunction`).
+    pub aggregate: bool,
     /// `IF NOT EXISTS`.
     pub if_not_exists: bool,
     /// The declared arguments' types, if an argument list is given.
     pub arguments: Option<Vec<DataType>>,
-    /// `RETURNS type`.
-    pub returns: Option<DataType>,
+    /// `RETURNS type` or `RETURNS TABLE (name type, ...)`.
+    pub returns: Option<Returns>,
     /// `AS 'module.function'`.
     pub target: String,
     /// `LANGUAGE ...` (upper case; `JAVA`, Flink's default, when not given).
     pub language: String,
 }
 
-/// Parses the rest of a `CREATE [TEMPORARY] FUNCTION` after `FUNCTION`; `system` says
-/// whether `SYSTEM` came before it.
-pub(super) fn parse(parser: &mut Parser, system: bool) -> Result<FunctionStatement, ParserError> {
+/// What a function returns.
+#[derive(Debug, Clone)]
+pub enum Returns {
+    /// A value of this type for each row: a scalar function.
+    Value(DataType),
+    /// Rows of these columns for each row: a table function.
+    Table(Fields),
+}
+
+/// Parses the rest of a `CREATE [TEMPORARY] [AGGREGATE] FUNCTION` after `FUNCTION`;
+/// `system` says whether `SYSTEM` came before it, `aggregate` whether `AGGREGATE` did.
+pub(super) fn parse(
+    parser: &mut Parser,
+    system: bool,
+    aggregate: bool,
+) -> Result<FunctionStatement, ParserError> {
     let if_not_exists = eat_word(parser, "IF");
     if if_not_exists {
         expect_word(parser, "NOT")?;
@@ -52,8 +69,15 @@ pub(super) fn parse(parser: &mut Parser, system: bool) -> Result<FunctionStateme
         false => None,
     };
     let returns = match eat_word(parser, "RETURNS") {
-        true => Some(parse_type(parser, &format!("{name}'s result"))?),
         false => None,
+        true if eat_word(parser, "TABLE") => {
+            parser.expect_token(&Token::LParen)?;
+            Some(Returns::Table(parse_columns(parser, &name)?))
+        }
+        true => Some(Returns::Value(parse_type(
+            parser,
+            &format!("{name}'s result"),
+        )?)),
     };
     expect_word(parser, "AS")?;
     let target = parser.parse_literal_string()?;
@@ -67,6 +91,7 @@ pub(super) fn parse(parser: &mut Parser, system: bool) -> Result<FunctionStateme
     Ok(FunctionStatement {
         name,
         system,
+        aggregate,
         if_not_exists,
         arguments,
         returns,
@@ -95,6 +120,21 @@ fn parse_arguments(parser: &mut Parser, function: &str) -> Result<Vec<DataType>,
     Ok(types)
 }
 
+/// `name type, ...)`: a table function's columns.
+fn parse_columns(parser: &mut Parser, function: &str) -> Result<Fields, ParserError> {
+    let mut columns = Vec::new();
+    loop {
+        let column = parse_name(parser)?;
+        let data_type = parse_type(parser, &format!("{function}'s column {column}"))?;
+        columns.push(Field::new(column, data_type, true));
+        if !parser.consume_token(&Token::Comma) {
+            break;
+        }
+    }
+    parser.expect_token(&Token::RParen)?;
+    Ok(columns.into())
+}
+
 /// Adds the function a `CREATE FUNCTION` declares to `catalog`; its workers come from
 /// `runtime`.
 pub(super) fn create_function(
@@ -105,11 +145,20 @@ pub(super) fn create_function(
 ) -> Result<()> {
     let error = |message: String| sql_error(location, message);
     let name = statement.name;
-    if catalog.function(&name).is_some() {
+    if catalog.has_function(&name) {
         return match statement.if_not_exists {
             true => Ok(()),
             false => Err(error(format!("a function named '{name}' already exists"))),
         };
+    }
+    // Flink resolves a name to its built-in function before a catalog function, and Eddy's
+    // built-ins include DataFusion's under names Flink lacks (`mean`, `md5`, ...): rather
+    // than a call answered by another function than the one declared, the clash is refused.
+    if !statement.system && Provider::is_built_in(&name) {
+        return Err(error(format!(
+            "CREATE FUNCTION {name}: a built-in function has that name, and would be called \
+             instead (Flink's order); declare it TEMPORARY SYSTEM to call yours, or rename it"
+        )));
     }
     match statement.language.as_str() {
         "PYTHON" => {}
@@ -137,18 +186,35 @@ pub(super) fn create_function(
     };
     let id =
         u32::try_from(catalog.function_count()).map_err(|_| error("too many functions".into()))?;
-    let function = PythonFunction::new(
-        id,
-        &name,
-        &statement.target,
-        statement.arguments,
-        returns,
-        runtime.clone(),
-    )
+    let (target, arguments, runtime) = (&statement.target, statement.arguments, runtime.clone());
+    if statement.aggregate {
+        let Returns::Value(result) = returns else {
+            return Err(error(format!(
+                "CREATE AGGREGATE FUNCTION {name}: an aggregate returns a value, not a TABLE"
+            )));
+        };
+        let function = PythonAggregate::new(id, &name, target, arguments, result, runtime)
+            .map_err(|e| EddyError::Internal(format!("CREATE FUNCTION {name}: {e}")))?;
+        catalog.add_aggregate(
+            name,
+            statement.system,
+            AggregateUDF::new_from_impl(function),
+        );
+        return Ok(());
+    }
+    let function = match returns {
+        Returns::Value(result) => {
+            PythonFunction::new(id, &name, target, arguments, result, runtime)
+        }
+        Returns::Table(columns) => {
+            PythonFunction::table(id, &name, target, arguments, columns, runtime)
+        }
+    }
     .map_err(|e| EddyError::Internal(format!("CREATE FUNCTION {name}: {e}")))?;
     catalog.add_function(UserFunction {
         name,
         system: statement.system,
+        table: function.kind() == FunctionKind::Table,
         udf: Arc::new(ScalarUDF::new_from_impl(function)),
     });
     Ok(())

@@ -12,6 +12,7 @@ mod flink_expressions;
 pub(crate) mod functions;
 mod group_window;
 pub mod hints;
+pub mod lateral_table;
 pub mod nodes;
 pub mod script;
 pub mod window_tvf;
@@ -185,6 +186,7 @@ fn bind_query(
     let planner = sql_to_rel(&provider);
     let plan = planner
         .sql_statement_to_plan(ast::Statement::Query(query))
+        .and_then(lateral_table::correlate)
         .map_err(|e| bind_error(e, location))?;
     depth::check_plan(&plan).map_err(|message| sql_error(location, message))?;
     analyze(plan).map_err(|e| bind_error(e, location))

@@ -1,4 +1,5 @@
-//! Logical plan nodes Eddy adds to DataFusion's: watermark assignment and window TVFs.
+//! Logical plan nodes Eddy adds to DataFusion's: watermark assignment, window TVFs and
+//! table functions joined to their input.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -160,5 +161,84 @@ impl UserDefinedLogicalNodeCore for WindowTvf {
             _ => self.time_column.clone(),
         };
         WindowTvf::try_new(inputs.swap_remove(0), self.kind, time_column)
+    }
+}
+
+/// Each row of `input` joined with the rows a table function gives for it
+/// (`LATERAL TABLE(f(...))`, see [`super::lateral_table`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Correlate {
+    /// The rows the function is called for.
+    pub input: LogicalPlan,
+    /// The call, over the input's columns; its value for a row is the list of the rows the
+    /// function gives.
+    pub call: Expr,
+    /// `LEFT JOIN`: a row the function gives nothing for is kept once, padded with NULLs.
+    pub keep_unmatched: bool,
+    /// The input's columns, then the function's.
+    pub schema: DFSchemaRef,
+}
+
+impl Correlate {
+    /// The node, its schema checked: the input's columns then the function's.
+    pub fn try_new(
+        input: LogicalPlan,
+        call: Expr,
+        keep_unmatched: bool,
+        schema: DFSchemaRef,
+    ) -> datafusion_common::Result<Correlate> {
+        if schema.fields().len() <= input.schema().fields().len() {
+            return datafusion_common::plan_err!(
+                "a table function's join has no columns of its own"
+            );
+        }
+        Ok(Correlate {
+            input,
+            call,
+            keep_unmatched,
+            schema,
+        })
+    }
+}
+
+impl PartialOrd for Correlate {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        self.keep_unmatched.partial_cmp(&other.keep_unmatched)
+    }
+}
+
+impl UserDefinedLogicalNodeCore for Correlate {
+    fn name(&self) -> &str {
+        "Correlate"
+    }
+
+    fn inputs(&self) -> Vec<&LogicalPlan> {
+        vec![&self.input]
+    }
+
+    fn schema(&self) -> &DFSchemaRef {
+        &self.schema
+    }
+
+    fn expressions(&self) -> Vec<Expr> {
+        vec![self.call.clone()]
+    }
+
+    fn fmt_for_explain(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let join = if self.keep_unmatched { "LEFT" } else { "INNER" };
+        write!(f, "Correlate: {}, {join}", self.call)
+    }
+
+    fn with_exprs_and_inputs(
+        &self,
+        mut exprs: Vec<Expr>,
+        mut inputs: Vec<LogicalPlan>,
+    ) -> datafusion_common::Result<Self> {
+        Ok(Correlate {
+            input: inputs.swap_remove(0),
+            call: exprs.swap_remove(0),
+            keep_unmatched: self.keep_unmatched,
+            schema: self.schema.clone(),
+        })
     }
 }

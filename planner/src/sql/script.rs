@@ -43,7 +43,8 @@ pub enum Statement {
         /// Its query.
         query: Box<ast::Query>,
     },
-    /// `CREATE [TEMPORARY [SYSTEM]] FUNCTION name ... AS 'module.function' LANGUAGE ...`.
+    /// `CREATE [TEMPORARY [SYSTEM]] [AGGREGATE] FUNCTION name ... AS 'module.function'
+    /// LANGUAGE ...`.
     CreateFunction(Box<super::create_function::FunctionStatement>),
     /// `INSERT INTO table query`.
     Insert {
@@ -194,8 +195,12 @@ fn parse_statement(parser: &mut Parser) -> Result<Statement, ParserError> {
     if eat_word(parser, "CREATE") {
         let temporary = eat_word(parser, "TEMPORARY");
         let system = temporary && eat_word(parser, "SYSTEM");
-        if eat_word(parser, "FUNCTION") {
-            return super::create_function::parse(parser, system)
+        let aggregate = eat_word(parser, "AGGREGATE");
+        if aggregate || eat_word(parser, "FUNCTION") {
+            if aggregate {
+                expect_word(parser, "FUNCTION")?;
+            }
+            return super::create_function::parse(parser, system, aggregate)
                 .map(|f| Statement::CreateFunction(Box::new(f)));
         }
         if system {

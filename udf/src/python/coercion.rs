@@ -6,6 +6,50 @@
 //! the cast (an error, never a wrapped value).
 
 use arrow::datatypes::DataType;
+use datafusion_common::{Result, plan_err};
+use eddy_common::schema::sql_name;
+
+/// The types a call of `function` passes its arguments as: the declared ones, each given
+/// argument checked to reach its parameter implicitly; the given ones when none are
+/// declared.
+pub(super) fn coerce(
+    function: &str,
+    declared: Option<&[DataType]>,
+    given: &[DataType],
+) -> Result<Vec<DataType>> {
+    let Some(declared) = declared else {
+        return Ok(given.to_vec());
+    };
+    if given.len() != declared.len() {
+        let names: Vec<String> = declared.iter().map(sql_name).collect();
+        return plan_err!(
+            "{function} takes {} ({}), not {}",
+            arguments(declared.len()),
+            names.join(", "),
+            arguments(given.len())
+        );
+    }
+    for (i, (given, wanted)) in given.iter().zip(declared).enumerate() {
+        if !is_implicit(given, wanted) {
+            return plan_err!(
+                "{function}'s argument {} is declared {}, and a {} is not cast to it \
+                 implicitly (write a CAST)",
+                i + 1,
+                sql_name(wanted),
+                sql_name(given)
+            );
+        }
+    }
+    Ok(declared.to_vec())
+}
+
+/// "1 argument", "2 arguments".
+fn arguments(n: usize) -> String {
+    match n {
+        1 => "1 argument".into(),
+        n => format!("{n} arguments"),
+    }
+}
 
 /// Whether a value of type `from` may be passed where `to` is declared.
 pub(super) fn is_implicit(from: &DataType, to: &DataType) -> bool {

@@ -67,6 +67,18 @@ pub(super) fn write_ipc(
     writer.finish()
 }
 
+/// Appends a batch as an Arrow IPC stream after its u32 length (a call's batches follow
+/// each other so).
+pub(super) fn write_batch(out: &mut Vec<u8>, batch: &RecordBatch) -> Result<(), ArrowError> {
+    let length_at = out.len();
+    out.extend_from_slice(&[0; 4]);
+    write_ipc(out, &batch.schema(), Some(batch))?;
+    let length = u32::try_from(out.len() - length_at - 4)
+        .map_err(|_| ArrowError::IpcError("a batch over 4 GiB".into()))?;
+    out[length_at..length_at + 4].copy_from_slice(&length.to_le_bytes());
+    Ok(())
+}
+
 /// The one column of the one batch in an Arrow IPC stream.
 pub(super) fn read_column(stream: &[u8]) -> Result<ArrayRef, String> {
     let mut reader = StreamReader::try_new(stream, None).map_err(|e| e.to_string())?;

@@ -4,6 +4,7 @@
 //! task's first call and pooled (one per task calling at a time); a worker whose function
 //! raised is used again, one that timed out or died is gone (the task fails and restarts).
 
+mod aggregate;
 mod coercion;
 mod frame;
 mod registry;
@@ -15,11 +16,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 use arrow::array::{Array, ArrayRef};
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
-use datafusion_common::{DataFusionError, Result, plan_err};
+use datafusion_common::{DataFusionError, Result};
 use datafusion_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility};
 use eddy_common::config::python::PythonConfig;
-use eddy_common::schema::sql_name;
 
+pub use aggregate::PythonAggregate;
 pub use registry::{WorkerUsage, usage};
 use worker::{Definition, Worker};
 
@@ -52,7 +53,12 @@ impl PythonRuntime {
         let _ = self.config.set(config);
     }
 
-    fn call(&self, function: &Definition<'_>, arguments: &RecordBatch) -> Result<ArrayRef> {
+    fn call(
+        &self,
+        function: &Definition<'_>,
+        action: u8,
+        batches: &[&RecordBatch],
+    ) -> Result<ArrayRef> {
         let config = self.config.get().ok_or_else(|| {
             DataFusionError::Internal("a Python function called before its job's options".into())
         })?;
@@ -61,7 +67,7 @@ impl PythonRuntime {
             Some(worker) => worker,
             None => Worker::start(config).map_err(external)?,
         };
-        let result = worker.call(function, arguments);
+        let result = worker.call(function, action, batches);
         if matches!(result, Ok(_) | Err(UdfError::Raised { .. })) {
             self.idle
                 .lock()
@@ -85,14 +91,34 @@ pub struct PythonFunction {
     signature: Signature,
     /// The declared parameters' types, if declared.
     arguments: Option<Vec<DataType>>,
+    kind: FunctionKind,
     result: DataType,
     /// The `D` frame defining it to a worker.
     definition: Vec<u8>,
     runtime: Arc<PythonRuntime>,
 }
 
+/// What a Python function gives for each row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FunctionKind {
+    /// One value.
+    Scalar,
+    /// Any number of rows (a table function, called in `LATERAL TABLE(...)`): the function
+    /// answers each row with a list of them.
+    Table,
+}
+
+impl FunctionKind {
+    fn name(self) -> &'static str {
+        match self {
+            FunctionKind::Scalar => "scalar",
+            FunctionKind::Table => "table",
+        }
+    }
+}
+
 impl PythonFunction {
-    /// The function `name` (as queries call it) running the Python callable `target`
+    /// The scalar function `name` (as queries call it) running the Python callable `target`
     /// (`module.function`), taking arguments of `arguments` types (any, when `None`) and
     /// returning `result`. `id` tells it apart from the job's other functions.
     pub fn new(
@@ -103,28 +129,66 @@ impl PythonFunction {
         result: DataType,
         runtime: Arc<PythonRuntime>,
     ) -> std::result::Result<PythonFunction, arrow::error::ArrowError> {
+        let kind = FunctionKind::Scalar;
+        Self::of_kind(id, name, target, arguments, kind, result, runtime)
+    }
+
+    /// The table function `name`, as [`new`](Self::new) but producing rows of `columns`:
+    /// its value for a row is the list of rows the Python function yields for it.
+    pub fn table(
+        id: u32,
+        name: &str,
+        target: &str,
+        arguments: Option<Vec<DataType>>,
+        columns: arrow::datatypes::Fields,
+        runtime: Arc<PythonRuntime>,
+    ) -> std::result::Result<PythonFunction, arrow::error::ArrowError> {
+        let rows = DataType::List(Arc::new(Field::new(
+            "item",
+            DataType::Struct(columns),
+            true,
+        )));
+        Self::of_kind(
+            id,
+            name,
+            target,
+            arguments,
+            FunctionKind::Table,
+            rows,
+            runtime,
+        )
+    }
+
+    fn of_kind(
+        id: u32,
+        name: &str,
+        target: &str,
+        arguments: Option<Vec<DataType>>,
+        kind: FunctionKind,
+        result: DataType,
+        runtime: Arc<PythonRuntime>,
+    ) -> std::result::Result<PythonFunction, arrow::error::ArrowError> {
         // Never folded into a constant at planning (that would run Python in the planner),
         // and never assumed to answer alike twice. The arguments are checked against the
         // declaration by `coerce_types`.
         let signature = Signature::user_defined(Volatility::Volatile);
-        let metadata = HashMap::from([
-            ("eddy.id".to_string(), id.to_string()),
-            ("eddy.function".to_string(), target.to_string()),
-        ]);
-        let schema =
-            Schema::new(vec![Field::new("result", result.clone(), true)]).with_metadata(metadata);
-        let mut definition = Vec::new();
-        frame::write_ipc(&mut definition, &schema, None)?;
+        let definition = definition_frame(id, target, kind.name(), &result)?;
         Ok(PythonFunction {
             id,
             name: name.to_string(),
             target: target.to_string(),
             signature,
             arguments,
+            kind,
             result,
             definition,
             runtime,
         })
+    }
+
+    /// Whether it is a scalar or a table function.
+    pub fn kind(&self) -> FunctionKind {
+        self.kind
     }
 
     /// The Python callable, `module.function`.
@@ -181,32 +245,7 @@ impl ScalarUDFImpl for PythonFunction {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        let Some(declared) = &self.arguments else {
-            return Ok(arg_types.to_vec());
-        };
-        if arg_types.len() != declared.len() {
-            let names: Vec<String> = declared.iter().map(sql_name).collect();
-            return plan_err!(
-                "{} takes {} ({}), not {}",
-                self.name,
-                arguments(declared.len()),
-                names.join(", "),
-                arguments(arg_types.len())
-            );
-        }
-        for (i, (given, wanted)) in arg_types.iter().zip(declared).enumerate() {
-            if !coercion::is_implicit(given, wanted) {
-                return plan_err!(
-                    "{}'s argument {} is declared {}, and a {} is not cast to it implicitly \
-                     (write a CAST)",
-                    self.name,
-                    i + 1,
-                    sql_name(wanted),
-                    sql_name(given)
-                );
-            }
-        }
-        Ok(declared.clone())
+        coercion::coerce(&self.name, self.arguments.as_deref(), arg_types)
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
@@ -238,17 +277,32 @@ impl ScalarUDFImpl for PythonFunction {
             target: &self.target,
             frame: &self.definition,
         };
-        let result = blocking(|| self.runtime.call(&definition, &batch))?;
+        let result = blocking(|| self.runtime.call(&definition, SCALAR, &[&batch]))?;
         self.check(result, rows).map(ColumnarValue::Array)
     }
 }
 
-/// "1 argument", "2 arguments".
-fn arguments(n: usize) -> String {
-    match n {
-        1 => "1 argument".into(),
-        n => format!("{n} arguments"),
-    }
+/// The action of a scalar or table function's call: the arguments in, the values out.
+const SCALAR: u8 = b'S';
+
+/// The `D` frame defining a function to a worker: an IPC schema of its result, its id,
+/// target and kind (`scalar`, `table`, `aggregate`) in the metadata.
+fn definition_frame(
+    id: u32,
+    target: &str,
+    kind: &str,
+    result: &DataType,
+) -> std::result::Result<Vec<u8>, arrow::error::ArrowError> {
+    let metadata = HashMap::from([
+        ("eddy.id".to_string(), id.to_string()),
+        ("eddy.function".to_string(), target.to_string()),
+        ("eddy.kind".to_string(), kind.to_string()),
+    ]);
+    let schema =
+        Schema::new(vec![Field::new("result", result.clone(), true)]).with_metadata(metadata);
+    let mut definition = Vec::new();
+    frame::write_ipc(&mut definition, &schema, None)?;
+    Ok(definition)
 }
 
 /// The metadata of an argument's field that says the argument is a constant.
@@ -258,7 +312,7 @@ fn constant_marker() -> HashMap<String, String> {
 
 /// Runs `work`, which waits on a worker, off the async runtime's scheduling where it can:
 /// the other tasks of a multi-threaded runtime move to other threads meanwhile.
-fn blocking<T>(work: impl FnOnce() -> T) -> T {
+pub(super) fn blocking<T>(work: impl FnOnce() -> T) -> T {
     use tokio::runtime::{Handle, RuntimeFlavor};
     match Handle::try_current().map(|h| h.runtime_flavor()) {
         Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),

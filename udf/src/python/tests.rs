@@ -8,6 +8,7 @@ use arrow::datatypes::{DataType, Field, Int64Type};
 use datafusion_common::config::ConfigOptions;
 use datafusion_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl};
 use eddy_common::config::python::PythonConfig;
+use eddy_operators::aggregate::GroupAccumulator;
 
 use super::{PythonFunction, PythonRuntime, usage};
 
@@ -259,4 +260,99 @@ fn workers_are_counted_and_stopped_with_their_runtime() {
     drop(length);
     drop(runtime);
     assert!(!std::path::Path::new(&format!("/proc/{}", pids[0])).exists());
+}
+
+const AGGREGATES: &str = r#"
+from pyflink.common import Row
+from pyflink.table.udf import AggregateFunction, udaf
+
+class Total(AggregateFunction):
+    def create_accumulator(self):
+        return Row(0)
+    def accumulate(self, acc, x):
+        acc[0] += x
+    def retract(self, acc, x):
+        acc[0] -= x
+    def merge(self, acc, others):
+        for other in others:
+            acc[0] += other[0]
+    def get_value(self, acc):
+        return acc[0]
+
+total = udaf(Total())
+
+class Forward:
+    def create_accumulator(self):
+        return [0]
+    def accumulate(self, acc, x):
+        acc[0] += x
+    def get_value(self, acc):
+        return acc[0]
+
+forward = Forward()
+"#;
+
+fn aggregate(runtime: &Arc<PythonRuntime>, target: &str) -> Box<dyn GroupAccumulator> {
+    let function = super::PythonAggregate::new(
+        0,
+        target,
+        &format!("aggregates.{target}"),
+        Some(vec![DataType::Int64]),
+        DataType::Int64,
+        runtime.clone(),
+    )
+    .unwrap();
+    (function.user_aggregate().accumulator)()
+}
+
+/// One struct column `a0` of the values, as the planner packs an aggregate's arguments.
+fn arguments(values: &[i64]) -> ArrayRef {
+    let column: ArrayRef = Arc::new(arrow::array::Int64Array::from(values.to_vec()));
+    let fields = vec![Field::new("a0", DataType::Int64, true)];
+    Arc::new(arrow::array::StructArray::new(fields.into(), vec![column], None))
+}
+
+#[test]
+fn an_aggregate_accumulates_retracts_merges_and_restores_its_pickled_accumulators() {
+    let module = Module::new("aggregates", AGGREGATES);
+    let runtime = module.runtime(Duration::from_secs(30), None);
+    let mut total = aggregate(&runtime, "total");
+    total.resize(3);
+    let values = arguments(&[5, 7, 11, 2, 100]);
+    total.update(&[0, 1, 0, 1, 2], &[1, 1, 1, -1, 0], &values).unwrap();
+    assert_eq!(lengths(&total.evaluate(&[0, 1, 2]).unwrap()), [Some(16), Some(5), Some(0)]);
+    total.merge(0, 1);
+    assert_eq!(lengths(&total.evaluate(&[0]).unwrap()), [Some(21)]);
+    // Saved and loaded into another accumulator (a restore), the state goes on.
+    let mut saved = eddy_common::state::StateWriter::default();
+    total.save(0, &mut saved);
+    total.save(2, &mut saved);
+    let bytes = saved.finish();
+    let mut restored = aggregate(&runtime, "total");
+    restored.resize(2);
+    let mut input = eddy_common::state::StateReader::new(&bytes, "test");
+    restored.load(0, &mut input).unwrap();
+    restored.load(1, &mut input).unwrap();
+    restored.update(&[0], &[1], &arguments(&[1])).unwrap();
+    assert_eq!(lengths(&restored.evaluate(&[0, 1]).unwrap()), [Some(22), Some(0)]);
+}
+
+#[test]
+fn an_aggregate_without_retract_says_so_when_a_row_is_retracted() {
+    let module = Module::new("aggregates", AGGREGATES);
+    let runtime = module.runtime(Duration::from_secs(30), None);
+    let mut forward = aggregate(&runtime, "forward");
+    forward.resize(1);
+    forward.update(&[0], &[1], &arguments(&[3])).unwrap();
+    let error = forward.update(&[0], &[-1], &arguments(&[3])).unwrap_err().to_string();
+    assert!(
+        error.contains("forward has no retract(): it cannot aggregate an updating input"),
+        "{error}"
+    );
+    // A failed merge is reported by the next call.
+    forward.resize(2);
+    forward.update(&[1], &[1], &arguments(&[4])).unwrap();
+    forward.merge(0, 1);
+    let error = forward.evaluate(&[0]).unwrap_err().to_string();
+    assert!(error.contains("has no merge()"), "{error}");
 }

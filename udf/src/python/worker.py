@@ -3,9 +3,14 @@
 It talks to the TaskManager over the socket it was given as its standard input, in frames
 of a one-byte tag, a little-endian u32 length and a payload:
   TaskManager -> worker
-    D  defines a function: an Arrow IPC stream holding only a schema, the arguments'
-       fields then the result's, the function in the schema's metadata
-    C  calls one: a u32 function id, then an Arrow IPC stream of one batch of arguments
+    D  defines a function: an Arrow IPC stream holding only a schema, the result's field,
+       the function and its kind (scalar, table, aggregate) in the schema's metadata
+    C  calls one: a u32 function id, an action byte, then Arrow IPC streams of one batch
+       each, every stream after its u32 length. Scalar and table functions: action S,
+       the arguments. Aggregates: U (the accumulators of the groups a chunk touches, as
+       pickles, NULL for a new one; the rows: group, sign, arguments) answered with the
+       new accumulators; V (accumulators) answered with their values; M (two
+       accumulators) answered with the first merged with the second
   worker -> TaskManager
     H  hello: the worker is ready (JSON: the interpreter's version)
     R  a call's result: an Arrow IPC stream of one batch of one column
@@ -17,6 +22,7 @@ import functools
 import importlib
 import json
 import os
+import pickle
 import socket
 import struct
 import sys
@@ -54,8 +60,9 @@ def main():
                 function = Function(payload)
                 functions[function.id] = function
                 continue
-            (function_id,) = struct.unpack_from("<I", payload)
-            result = functions[function_id].call(memoryview(payload)[4:])
+            function_id, action = struct.unpack_from("<Ic", payload)
+            batches = read_batches(memoryview(payload)[5:])
+            result = functions[function_id].call(action, batches)
         except BaseException:
             send(channel, b"E", traceback.format_exc().encode())
             continue
@@ -79,6 +86,19 @@ def setup(config):
         install_pyflink_stand_in()
 
 
+def read_batches(payload):
+    """The batches of a call, each an IPC stream after its u32 length."""
+    import pyarrow as pa
+
+    batches, at = [], 0
+    while at < len(payload):
+        (length,) = struct.unpack_from("<I", payload, at)
+        stream = pa.py_buffer(payload[at + 4 : at + 4 + length])
+        batches.append(pa.ipc.open_stream(stream).read_next_batch())
+        at += 4 + length
+    return batches
+
+
 def send(channel, tag, payload):
     channel.sendall(struct.pack("<cI", tag, len(payload)) + payload)
 
@@ -96,11 +116,23 @@ class Function:
         self.result = schema.field(schema.names[-1])
         self.result_schema = pa.schema([self.result])
         self.body, self.kind = resolve(self.name)
+        declared = meta.get("eddy.kind", "scalar")
+        if declared != "scalar":
+            if self.kind != "general":
+                raise ValueError(f"{self.name}: a {declared} function is called a row at a "
+                                 f"time, not as a {self.kind} function")
+            self.kind = declared
+        if declared == "table":
+            self.width = self.result.type.value_type.num_fields
+        if declared == "aggregate":
+            self.aggregate = Aggregate(self.name, self.body)
 
-    def call(self, payload):
+    def call(self, action, batches):
         import pyarrow as pa
 
-        batch = pa.ipc.open_stream(pa.py_buffer(payload)).read_next_batch()
+        if self.kind == "aggregate":
+            return self.aggregate_call(action, batches)
+        (batch,) = batches
         if self.kind == "pandas":
             values = self.body(*self.vectorized(batch, lambda column: column.to_pandas()))
             result = self.array(values, batch.num_rows, from_pandas=True)
@@ -111,11 +143,49 @@ class Function:
             columns = [column.to_pylist() for column in batch.columns]
             rows = zip(*columns) if columns else ([()] * batch.num_rows)
             body = self.body
-            result = self.array([body(*row) for row in rows], batch.num_rows)
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, self.result_schema) as writer:
-            writer.write_batch(pa.record_batch([result], schema=self.result_schema))
-        return sink.getvalue().to_pybytes()
+            if self.kind == "table":
+                values = [self.table_rows(body(*row)) for row in rows]
+            else:
+                values = [body(*row) for row in rows]
+            result = self.array(values, batch.num_rows)
+        return column_stream(result, self.result_schema)
+
+    def aggregate_call(self, action, batches):
+        import pyarrow as pa
+
+        accumulators = self.aggregate.load(batches[0].column(0).to_pylist())
+        if action == b"U":
+            rows = batches[1]
+            columns = [column.to_pylist() for column in rows.columns]
+            self.aggregate.update(accumulators, *columns)
+        elif action == b"M":
+            self.aggregate.merge(accumulators)
+            accumulators = accumulators[:1]
+        elif action == b"V":
+            values = [self.aggregate.value(a) for a in accumulators]
+            return column_stream(self.array(values, len(accumulators)), self.result_schema)
+        else:
+            raise ValueError(f"unknown action {action!r}")
+        pickles = pa.array([pickle.dumps(a, protocol=5) for a in accumulators], pa.binary())
+        return column_stream(pickles, pa.schema([pa.field("accumulator", pa.binary())]))
+
+    def table_rows(self, produced):
+        """What a table function produced for one row (an iterable of rows, or None), as
+        a list of tuples: a row is a tuple, a list or a PyFlink Row; a function of one
+        column may yield bare values."""
+        if produced is None:
+            return []
+        rows = []
+        for row in produced:
+            values = getattr(row, "_values", row)
+            if isinstance(values, (tuple, list)):
+                values = tuple(values)
+            elif self.width == 1:
+                values = (values,)
+            if not isinstance(values, tuple) or len(values) != self.width:
+                raise TypeError(f"{self.name} yielded {row!r}, not a row of {self.width} values")
+            rows.append(values)
+        return rows
 
     @staticmethod
     def vectorized(batch, convert):
@@ -151,6 +221,54 @@ class Function:
         return array
 
 
+def column_stream(column, schema):
+    """An Arrow IPC stream of one batch of one column."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, schema) as writer:
+        writer.write_batch(pa.record_batch([column], schema=schema))
+    return sink.getvalue().to_pybytes()
+
+
+class Aggregate:
+    """A PyFlink AggregateFunction over pickled accumulators: create_accumulator,
+    accumulate, retract (for updating inputs), merge (for session windows), get_value."""
+
+    def __init__(self, name, function):
+        self.name = name
+        self.function = getattr(function, "__self__", function)
+        for method in ("create_accumulator", "accumulate", "get_value"):
+            if not hasattr(self.function, method):
+                raise TypeError(f"{name} is not an aggregate function: it has no {method}()")
+
+    def load(self, pickles):
+        create = self.function.create_accumulator
+        return [create() if p is None else pickle.loads(p) for p in pickles]
+
+    def update(self, accumulators, groups, signs, *arguments):
+        accumulate = self.function.accumulate
+        retract = getattr(self.function, "retract", None)
+        for group, sign, *values in zip(groups, signs, *arguments):
+            if sign > 0:
+                accumulate(accumulators[group], *values)
+            elif retract is None:
+                raise NotImplementedError(
+                    f"{self.name} has no retract(): it cannot aggregate an updating input"
+                )
+            else:
+                retract(accumulators[group], *values)
+
+    def merge(self, accumulators):
+        merge = getattr(self.function, "merge", None)
+        if merge is None:
+            raise NotImplementedError(f"{self.name} has no merge(): session windows need it")
+        merge(accumulators[0], [accumulators[1]])
+
+    def value(self, accumulator):
+        return self.function.get_value(accumulator)
+
+
 def resolve(name):
     """The callable `module.attribute` names and how it takes its arguments: `general`
     (a row at a time), `pandas` (a pandas.Series per argument) or `arrow` (a
@@ -167,6 +285,10 @@ def resolve(name):
         target = target._func
     if isinstance(target, type):
         target = target()
+    if hasattr(target, "create_accumulator"):
+        if hasattr(target, "open"):
+            target.open(FunctionContext())
+        return target, kind
     if hasattr(target, "eval"):
         if hasattr(target, "open"):
             target.open(FunctionContext())
@@ -186,6 +308,17 @@ class FunctionContext:
 
     def get_job_parameter(self, key, default_value):
         return default_value
+
+
+class Row(list):
+    """The stand-in's `pyflink.common.Row`: a mutable row of values (an accumulator is
+    often one), pickled under PyFlink's name."""
+
+    def __init__(self, *values, **named):
+        super().__init__(values or named.values())
+
+
+Row.__module__ = "pyflink.common"
 
 
 def install_pyflink_stand_in():
@@ -237,12 +370,19 @@ def install_pyflink_stand_in():
 
         return decorator
 
+    common = types.ModuleType("pyflink.common")
+    common.Row = Row
+    pyflink.common = common
+    sys.modules["pyflink.common"] = common
     udf_module.udf = wrap("general")
     udf_module.udtf = wrap("general")
     udf_module.udaf = wrap("general")
     udf_module.ScalarFunction = ScalarFunction
     udf_module.TableFunction = TableFunction
     udf_module.AggregateFunction = AggregateFunction
+    table.AggregateFunction = AggregateFunction
+    table.ScalarFunction = ScalarFunction
+    table.TableFunction = TableFunction
     udf_module.FunctionContext = FunctionContext
     table.DataTypes = DataTypes()
     table.udf = udf_module

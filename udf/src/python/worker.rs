@@ -112,11 +112,13 @@ impl Worker {
         }
     }
 
-    /// Calls `function` over `arguments`; the one column the worker answers.
+    /// Calls `function` with `action` over `batches` (a scalar function's arguments, an
+    /// aggregate's accumulators and rows); the one column the worker answers.
     pub fn call(
         &mut self,
         function: &Definition<'_>,
-        arguments: &RecordBatch,
+        action: u8,
+        batches: &[&RecordBatch],
     ) -> Result<ArrayRef, UdfError> {
         if !self.defined.contains(&function.id) {
             frame::write_frame(&mut self.channel, DEFINE, function.frame)
@@ -125,12 +127,13 @@ impl Worker {
         }
         self.sending.clear();
         self.sending.extend_from_slice(&function.id.to_le_bytes());
-        frame::write_ipc(&mut self.sending, &arguments.schema(), Some(arguments)).map_err(
-            |source| UdfError::Arrow {
+        self.sending.push(action);
+        for batch in batches {
+            frame::write_batch(&mut self.sending, batch).map_err(|source| UdfError::Arrow {
                 function: function.target.into(),
                 source,
-            },
-        )?;
+            })?;
+        }
         frame::write_frame(&mut self.channel, CALL, &self.sending)
             .map_err(|e| self.failed(function.target, e))?;
         match frame::read_frame(&mut self.channel, &mut self.receiving) {

@@ -10,11 +10,46 @@ use eddy_operators::OrEddy;
 use eddy_operators::aggregate::{
     AggregateCall, AggregateKind, OutputColumn, WindowAggregateSpec, WindowColumns,
 };
+use eddy_udf::python::PythonAggregate;
 
 use super::{
     Changelog, OperatorKind, OperatorSpec, PartitionedBy, Planner, Stream, WINDOW_END,
     WINDOW_START, WindowKind, output_schema, strip_alias, ttl_display, unsupported,
 };
+
+/// How Eddy evaluates a call of `func`: a built-in aggregate, or a user-defined one.
+pub(super) fn aggregate_kind(
+    func: &datafusion_expr::AggregateUDF,
+    distinct: bool,
+) -> Result<AggregateKind> {
+    if let Some(python) = func.inner().downcast_ref::<PythonAggregate>() {
+        if distinct {
+            return Err(unsupported(format!(
+                "DISTINCT in a call of the aggregate function {}",
+                func.name()
+            )));
+        }
+        return Ok(AggregateKind::User(python.user_aggregate()));
+    }
+    AggregateKind::from_name(func.name(), distinct).ok_or_else(|| {
+        unsupported(format!(
+            "aggregate function {}{} (supported: COUNT, COUNT(DISTINCT), SUM, AVG, MIN, MAX \
+             and CREATE AGGREGATE FUNCTION)",
+            func.name().to_uppercase(),
+            if distinct { " with DISTINCT" } else { "" }
+        ))
+    })
+}
+
+/// One struct of a call's arguments, its fields `a0`, `a1`, ...
+fn arguments_struct(args: &[Expr]) -> Expr {
+    let named = args
+        .iter()
+        .enumerate()
+        .flat_map(|(i, arg)| [datafusion_expr::lit(format!("a{i}")), arg.clone()])
+        .collect();
+    datafusion_functions::core::expr_fn::named_struct(named)
+}
 
 impl Planner {
     fn aggregate_calls(
@@ -31,23 +66,25 @@ impl Planner {
             else {
                 return Err(unsupported(format!("aggregate expression {expr}")));
             };
-            let kind = AggregateKind::from_name(func.name(), params.distinct).ok_or_else(|| {
-                unsupported(format!(
-                    "aggregate function {}{} (supported: COUNT, COUNT(DISTINCT), SUM, AVG, MIN, MAX)",
-                    func.name().to_uppercase(),
-                    if params.distinct { " with DISTINCT" } else { "" }
-                ))
-            })?;
+            let kind = aggregate_kind(func, params.distinct)?;
             if !params.order_by.is_empty() {
                 return Err(unsupported(format!("ORDER BY inside {}", func.name())));
             }
-            let [arg] = params.args.as_slice() else {
-                return Err(unsupported(format!(
-                    "{} with {} arguments",
-                    func.name(),
-                    params.args.len()
-                )));
+            let arg = match &kind {
+                // A user-defined aggregate takes one struct of its call's arguments.
+                AggregateKind::User(_) => arguments_struct(&params.args),
+                _ => match params.args.as_slice() {
+                    [arg] => arg.clone(),
+                    args => {
+                        return Err(unsupported(format!(
+                            "{} with {} arguments",
+                            func.name(),
+                            args.len()
+                        )));
+                    }
+                },
             };
+            let arg = &arg;
             let filter = params
                 .filter
                 .as_ref()

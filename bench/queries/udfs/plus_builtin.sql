@@ -1,0 +1,1 @@
+INSERT INTO sink_udf SELECT auction, price + 1 FROM bid;
