@@ -29,6 +29,20 @@ fn python_functions_give_flinks_rows() {
     ]);
 }
 
+/// The accumulators of aggregate functions kept in the LSM store (nearly all of them
+/// written to its files, the least memory it takes) give the same answers.
+#[test]
+fn aggregate_functions_on_the_lsm_backend_give_flinks_rows() {
+    OracleDir::with_queries("udfs", "integration-tests/udfs")
+        .on_the_lsm_backend()
+        .check_all(&[
+            "aggregate",
+            "aggregate_retract",
+            "aggregate_window",
+            "aggregate_session",
+        ]);
+}
+
 /// Functions that fail, each in its own way.
 const FAULTY: &str = r#"
 import os, time
