@@ -6,8 +6,6 @@
 //! each failure is a clear error or a restart, never a hang, and a restart loses nothing
 //! and duplicates nothing.
 
-use std::collections::BTreeSet;
-
 use crate::flink_oracle::OracleDir;
 use crate::support::{Scratch, run_ok, run_script, visible_lines};
 
@@ -240,43 +238,59 @@ fn statements_eddy_cannot_run_are_refused_at_planning() {
     }
 }
 
-/// A job whose function kills its own worker once, mid-stream: the task fails, the job
-/// restarts from its last checkpoint and its exactly-once files hold every row once.
-#[test]
-fn a_restart_after_a_worker_dies_loses_and_duplicates_nothing() {
-    let scratch = Scratch::new("udf-dies-once");
+/// A job that checkpoints every 200 ms and restarts after failures, with [`FAULTY`]'s
+/// `dies_once` declared as `f`, reading the ids 1 to 3,000 at 1,000 a second from `src`
+/// (`columns`: more of its columns), then `rest`; its sink writes files into `out`.
+fn restarting_job(scratch: &Scratch, columns: &str, rest: &str) -> String {
     let module = scratch.write("faulty.py", FAULTY);
-    let output = scratch.path().join("out");
-    let script = format!(
+    format!(
         "SET 'execution.checkpointing.interval' = '200ms';
          SET 'restart-strategy.type' = 'fixed-delay';
          SET 'restart-strategy.fixed-delay.attempts' = '3';
          SET 'restart-strategy.fixed-delay.delay' = '200ms';
          SET 'python.files' = '{}';
          CREATE FUNCTION f(x BIGINT) RETURNS BIGINT AS 'faulty.dies_once' LANGUAGE PYTHON;
-         CREATE TABLE src (id BIGINT) WITH ('connector' = 'datagen',
+         CREATE TABLE src (id BIGINT{columns}) WITH ('connector' = 'datagen',
            'rows-per-second' = '1000', 'number-of-rows' = '3000',
            'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '3000');
-         CREATE TABLE out (id BIGINT, v BIGINT) WITH ('connector' = 'filesystem',
-           'path' = '{}', 'format' = 'csv');
-         INSERT INTO out SELECT id, f(id) FROM src;",
-        module.display(),
-        output.display()
-    );
-    let run = run_ok(&scratch, &script, 2);
+         {rest}",
+        module.display()
+    )
+    .replace("$OUT", &scratch.path().join("out").display().to_string())
+}
+
+/// Runs a [`restarting_job`] at parallelism 2: it must finish after its worker died once.
+/// Returns the lines of its files, sorted.
+fn lines_after_a_worker_died(scratch: &Scratch, script: &str) -> Vec<String> {
+    let run = run_ok(scratch, script, 2);
     assert!(
         scratch.path().join("died").exists(),
         "the worker never died: {}",
         String::from_utf8_lossy(&run.stderr)
     );
-    let mut lines = visible_lines(&output);
+    let mut lines = visible_lines(&scratch.path().join("out"));
     lines.sort();
-    let expected: BTreeSet<String> = (1..=3000)
+    lines
+}
+
+/// A job whose function kills its own worker once, mid-stream: the task fails, the job
+/// restarts from its last checkpoint and its exactly-once files hold every row once.
+#[test]
+fn a_restart_after_a_worker_dies_loses_and_duplicates_nothing() {
+    let scratch = Scratch::new("udf-dies-once");
+    let script = restarting_job(
+        &scratch,
+        "",
+        "CREATE TABLE out (id BIGINT, v BIGINT) WITH ('connector' = 'filesystem',
+           'path' = '$OUT', 'format' = 'csv');
+         INSERT INTO out SELECT id, f(id) FROM src;",
+    );
+    let lines = lines_after_a_worker_died(&scratch, &script);
+    let mut expected: Vec<String> = (1..=3000)
         .map(|id| format!("{id},{}", id * 3 + 1))
         .collect();
-    let got: BTreeSet<String> = lines.iter().cloned().collect();
-    assert_eq!(lines.len(), got.len(), "duplicated rows");
-    assert_eq!(got, expected);
+    expected.sort();
+    assert_eq!(lines, expected);
 }
 
 /// Table and aggregate functions where Flink refuses them too, or where Eddy cannot run
@@ -329,7 +343,10 @@ fn table_and_aggregate_functions_are_refused_where_they_do_not_belong() {
     for (query, expected) in cases {
         let output = run_script(&scratch, &job(query), 1);
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(!output.status.success() && stderr.contains(expected), "{query}:\n{stderr}");
+        assert!(
+            !output.status.success() && stderr.contains(expected),
+            "{query}:\n{stderr}"
+        );
     }
 }
 
@@ -339,49 +356,30 @@ fn table_and_aggregate_functions_are_refused_where_they_do_not_belong() {
 #[test]
 fn aggregate_functions_resume_from_their_checkpointed_accumulators() {
     let scratch = Scratch::new("udf-aggregate-restart");
-    let module = scratch.write("faulty.py", FAULTY);
-    let output = scratch.path().join("out");
-    let script = format!(
-        "SET 'execution.checkpointing.interval' = '200ms';
-         SET 'restart-strategy.type' = 'fixed-delay';
-         SET 'restart-strategy.fixed-delay.attempts' = '3';
-         SET 'restart-strategy.fixed-delay.delay' = '200ms';
-         SET 'python.files' = '{}';
-         CREATE FUNCTION f(x BIGINT) RETURNS BIGINT AS 'faulty.dies_once' LANGUAGE PYTHON;
-         CREATE AGGREGATE FUNCTION py_mean(x BIGINT) RETURNS BIGINT
+    let script = restarting_job(
+        &scratch,
+        ", ts AS TO_TIMESTAMP_LTZ(id * 10, 3), WATERMARK FOR ts AS ts",
+        "CREATE AGGREGATE FUNCTION py_mean(x BIGINT) RETURNS BIGINT
            AS 'faulty.py_mean' LANGUAGE PYTHON;
-         CREATE TABLE src (id BIGINT, ts AS TO_TIMESTAMP_LTZ(id * 10, 3),
-           WATERMARK FOR ts AS ts) WITH ('connector' = 'datagen',
-           'rows-per-second' = '1000', 'number-of-rows' = '3000',
-           'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '3000');
          CREATE TABLE out (w BIGINT, m BIGINT, n BIGINT) WITH ('connector' = 'filesystem',
-           'path' = '{}', 'format' = 'csv');
+           'path' = '$OUT', 'format' = 'csv');
          INSERT INTO out SELECT CAST(UNIX_TIMESTAMP(CAST(window_start AS STRING)) AS BIGINT),
            py_mean(f(id)), COUNT(*)
          FROM TABLE(TUMBLE(TABLE src, DESCRIPTOR(ts), INTERVAL '1' SECOND))
          GROUP BY window_start, window_end;",
-        module.display(),
-        output.display()
     );
-    let run = run_ok(&scratch, &script, 2);
-    assert!(
-        scratch.path().join("died").exists(),
-        "the worker never died: {}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let mut got = visible_lines(&output);
-    got.sort();
+    let lines = lines_after_a_worker_died(&scratch, &script);
+    // Window w holds the ids whose time (10 ms each) falls in its second.
     let mut expected: Vec<String> = (0..=30)
         .filter_map(|window: i64| {
             let ids: Vec<i64> = (window * 100..window * 100 + 100)
                 .filter(|id| (1..=3000).contains(id))
                 .collect();
             let values: i64 = ids.iter().map(|id| id * 3 + 1).sum();
-            (!ids.is_empty()).then(|| {
-                format!("{},{},{}", window, values / ids.len() as i64, ids.len())
-            })
+            (!ids.is_empty())
+                .then(|| format!("{window},{},{}", values / ids.len() as i64, ids.len()))
         })
         .collect();
     expected.sort();
-    assert_eq!(got, expected);
+    assert_eq!(lines, expected);
 }

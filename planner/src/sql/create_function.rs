@@ -14,7 +14,7 @@ use datafusion_sql::sqlparser::parser::{Parser, ParserError};
 use datafusion_sql::sqlparser::tokenizer::Token;
 use eddy_common::error::Location;
 use eddy_common::{EddyError, Result};
-use eddy_udf::python::{FunctionKind, PythonAggregate, PythonFunction, PythonRuntime};
+use eddy_udf::python::{Declaration, FunctionKind, PythonAggregate, PythonFunction, PythonRuntime};
 
 use super::catalog::{Catalog, Provider, UserFunction};
 use super::column_type::parse_type;
@@ -186,14 +186,20 @@ pub(super) fn create_function(
     };
     let id =
         u32::try_from(catalog.function_count()).map_err(|_| error("too many functions".into()))?;
-    let (target, arguments, runtime) = (&statement.target, statement.arguments, runtime.clone());
+    let declaration = Declaration {
+        id,
+        name: name.clone(),
+        target: statement.target,
+        arguments: statement.arguments,
+    };
+    let runtime = runtime.clone();
     if statement.aggregate {
         let Returns::Value(result) = returns else {
             return Err(error(format!(
                 "CREATE AGGREGATE FUNCTION {name}: an aggregate returns a value, not a TABLE"
             )));
         };
-        let function = PythonAggregate::new(id, &name, target, arguments, result, runtime)
+        let function = PythonAggregate::new(declaration, result, runtime)
             .map_err(|e| EddyError::Internal(format!("CREATE FUNCTION {name}: {e}")))?;
         catalog.add_aggregate(
             name,
@@ -203,12 +209,8 @@ pub(super) fn create_function(
         return Ok(());
     }
     let function = match returns {
-        Returns::Value(result) => {
-            PythonFunction::new(id, &name, target, arguments, result, runtime)
-        }
-        Returns::Table(columns) => {
-            PythonFunction::table(id, &name, target, arguments, columns, runtime)
-        }
+        Returns::Value(result) => PythonFunction::new(declaration, result, runtime),
+        Returns::Table(columns) => PythonFunction::table(declaration, columns, runtime),
     }
     .map_err(|e| EddyError::Internal(format!("CREATE FUNCTION {name}: {e}")))?;
     catalog.add_function(UserFunction {

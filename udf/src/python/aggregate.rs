@@ -20,7 +20,7 @@ use eddy_operators::OrEddy;
 use eddy_operators::aggregate::{GroupAccumulator, UserAggregate};
 
 use super::worker::Definition;
-use super::{PythonRuntime, coercion, definition_frame};
+use super::{Declaration, PythonRuntime, coercion, definition_frame};
 
 /// Update accumulators with rows.
 const UPDATE: u8 = b'U';
@@ -32,10 +32,7 @@ const MERGE: u8 = b'M';
 /// What every accumulator of one function shares.
 #[derive(Debug)]
 struct Core {
-    id: u32,
-    name: String,
-    target: String,
-    arguments: Option<Vec<DataType>>,
+    declaration: Declaration,
     result: DataType,
     definition: Vec<u8>,
     runtime: Arc<PythonRuntime>,
@@ -51,23 +48,17 @@ pub struct PythonAggregate {
 }
 
 impl PythonAggregate {
-    /// The aggregate `name` running the PyFlink `AggregateFunction` `target`
-    /// (`module.attribute`), as [`PythonFunction::new`](super::PythonFunction::new).
+    /// The aggregate `declaration` declares (its target a PyFlink `AggregateFunction`),
+    /// returning `result`.
     pub fn new(
-        id: u32,
-        name: &str,
-        target: &str,
-        arguments: Option<Vec<DataType>>,
+        declaration: Declaration,
         result: DataType,
         runtime: Arc<PythonRuntime>,
     ) -> std::result::Result<PythonAggregate, arrow::error::ArrowError> {
-        let definition = definition_frame(id, target, "aggregate", &result)?;
+        let definition = definition_frame(&declaration, "aggregate", &result)?;
         Ok(PythonAggregate {
             core: Arc::new(Core {
-                id,
-                name: name.to_string(),
-                target: target.to_string(),
-                arguments,
+                declaration,
                 result,
                 definition,
                 runtime,
@@ -81,7 +72,7 @@ impl PythonAggregate {
     pub fn user_aggregate(&self) -> UserAggregate {
         let core = self.core.clone();
         UserAggregate {
-            name: self.core.name.clone(),
+            name: self.core.declaration.name.clone(),
             accumulator: Arc::new(move || {
                 Box::new(PythonAccumulator {
                     core: core.clone(),
@@ -95,7 +86,7 @@ impl PythonAggregate {
 
 impl PartialEq for PythonAggregate {
     fn eq(&self, other: &Self) -> bool {
-        (self.core.id, &self.core.name) == (other.core.id, &other.core.name)
+        self.core.declaration == other.core.declaration
     }
 }
 
@@ -103,13 +94,13 @@ impl Eq for PythonAggregate {}
 
 impl std::hash::Hash for PythonAggregate {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        (self.core.id, &self.core.name).hash(state);
+        self.core.declaration.hash(state);
     }
 }
 
 impl AggregateUDFImpl for PythonAggregate {
     fn name(&self) -> &str {
-        &self.core.name
+        &self.core.declaration.name
     }
 
     fn signature(&self) -> &Signature {
@@ -121,13 +112,13 @@ impl AggregateUDFImpl for PythonAggregate {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        coercion::coerce(&self.core.name, self.core.arguments.as_deref(), arg_types)
+        coercion::coerce(&self.core.declaration, arg_types)
     }
 
     fn accumulator(&self, _args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
         not_impl_err!(
             "{} is evaluated by Eddy's aggregate operators",
-            self.core.name
+            self.core.declaration.name
         )
     }
 }
@@ -145,8 +136,8 @@ struct PythonAccumulator {
 impl PythonAccumulator {
     fn call(&self, action: u8, batches: &[&RecordBatch]) -> EddyResult<ArrayRef> {
         let definition = Definition {
-            id: self.core.id,
-            target: &self.core.target,
+            id: self.core.declaration.id,
+            target: &self.core.declaration.target,
             frame: &self.core.definition,
         };
         let result = super::blocking(|| self.core.runtime.call(&definition, action, batches));
@@ -174,7 +165,7 @@ impl PythonAccumulator {
             .ok_or_else(|| {
                 EddyError::Internal(format!(
                     "the Python aggregate {} answered {} accumulators for {}",
-                    self.core.target,
+                    self.core.declaration.target,
                     answer.len(),
                     groups.len()
                 ))
@@ -251,7 +242,7 @@ impl GroupAccumulator for PythonAccumulator {
         if values.len() != groups.len() || values.data_type() != &self.core.result {
             return Err(EddyError::Internal(format!(
                 "the Python aggregate {} answered {} values of {} for {} groups of {}",
-                self.core.target,
+                self.core.declaration.target,
                 values.len(),
                 values.data_type(),
                 groups.len(),

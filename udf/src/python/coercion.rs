@@ -9,15 +9,14 @@ use arrow::datatypes::DataType;
 use datafusion_common::{Result, plan_err};
 use eddy_common::schema::sql_name;
 
-/// The types a call of `function` passes its arguments as: the declared ones, each given
-/// argument checked to reach its parameter implicitly; the given ones when none are
-/// declared.
-pub(super) fn coerce(
-    function: &str,
-    declared: Option<&[DataType]>,
-    given: &[DataType],
-) -> Result<Vec<DataType>> {
-    let Some(declared) = declared else {
+use super::Declaration;
+
+/// The types a call of the declared function passes its arguments as: the declared ones,
+/// each given argument checked to reach its parameter implicitly; the given ones when none
+/// are declared.
+pub(super) fn coerce(declaration: &Declaration, given: &[DataType]) -> Result<Vec<DataType>> {
+    let function = &declaration.name;
+    let Some(declared) = &declaration.arguments else {
         return Ok(given.to_vec());
     };
     if given.len() != declared.len() {

@@ -82,15 +82,25 @@ fn external(error: UdfError) -> DataFusionError {
     DataFusionError::External(Box::new(error))
 }
 
-/// A scalar function written in Python, as `CREATE FUNCTION … LANGUAGE PYTHON` declares it.
+/// What `CREATE FUNCTION` says of a Python function.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Declaration {
+    /// Tells it apart from the job's other functions.
+    pub id: u32,
+    /// Its name, as queries call it.
+    pub name: String,
+    /// The Python callable, `module.attribute`.
+    pub target: String,
+    /// The declared parameters' types; `None`: it takes whatever it is given.
+    pub arguments: Option<Vec<DataType>>,
+}
+
+/// A scalar or table function written in Python, as `CREATE FUNCTION … LANGUAGE PYTHON`
+/// declares it.
 #[derive(Debug)]
 pub struct PythonFunction {
-    id: u32,
-    name: String,
-    target: String,
+    declaration: Declaration,
     signature: Signature,
-    /// The declared parameters' types, if declared.
-    arguments: Option<Vec<DataType>>,
     kind: FunctionKind,
     result: DataType,
     /// The `D` frame defining it to a worker.
@@ -118,28 +128,19 @@ impl FunctionKind {
 }
 
 impl PythonFunction {
-    /// The scalar function `name` (as queries call it) running the Python callable `target`
-    /// (`module.function`), taking arguments of `arguments` types (any, when `None`) and
-    /// returning `result`. `id` tells it apart from the job's other functions.
+    /// The scalar function `declaration` declares, returning `result`.
     pub fn new(
-        id: u32,
-        name: &str,
-        target: &str,
-        arguments: Option<Vec<DataType>>,
+        declaration: Declaration,
         result: DataType,
         runtime: Arc<PythonRuntime>,
     ) -> std::result::Result<PythonFunction, arrow::error::ArrowError> {
-        let kind = FunctionKind::Scalar;
-        Self::of_kind(id, name, target, arguments, kind, result, runtime)
+        Self::of_kind(declaration, FunctionKind::Scalar, result, runtime)
     }
 
-    /// The table function `name`, as [`new`](Self::new) but producing rows of `columns`:
-    /// its value for a row is the list of rows the Python function yields for it.
+    /// The table function `declaration` declares, producing rows of `columns`: its value
+    /// for a row is the list of rows the Python function yields for it.
     pub fn table(
-        id: u32,
-        name: &str,
-        target: &str,
-        arguments: Option<Vec<DataType>>,
+        declaration: Declaration,
         columns: arrow::datatypes::Fields,
         runtime: Arc<PythonRuntime>,
     ) -> std::result::Result<PythonFunction, arrow::error::ArrowError> {
@@ -148,37 +149,22 @@ impl PythonFunction {
             DataType::Struct(columns),
             true,
         )));
-        Self::of_kind(
-            id,
-            name,
-            target,
-            arguments,
-            FunctionKind::Table,
-            rows,
-            runtime,
-        )
+        Self::of_kind(declaration, FunctionKind::Table, rows, runtime)
     }
 
     fn of_kind(
-        id: u32,
-        name: &str,
-        target: &str,
-        arguments: Option<Vec<DataType>>,
+        declaration: Declaration,
         kind: FunctionKind,
         result: DataType,
         runtime: Arc<PythonRuntime>,
     ) -> std::result::Result<PythonFunction, arrow::error::ArrowError> {
-        // Never folded into a constant at planning (that would run Python in the planner),
-        // and never assumed to answer alike twice. The arguments are checked against the
-        // declaration by `coerce_types`.
-        let signature = Signature::user_defined(Volatility::Volatile);
-        let definition = definition_frame(id, target, kind.name(), &result)?;
+        let definition = definition_frame(&declaration, kind.name(), &result)?;
         Ok(PythonFunction {
-            id,
-            name: name.to_string(),
-            target: target.to_string(),
-            signature,
-            arguments,
+            declaration,
+            // Never folded into a constant at planning (that would run Python in the
+            // planner), and never assumed to answer alike twice. The arguments are checked
+            // against the declaration by `coerce_types`.
+            signature: Signature::user_defined(Volatility::Volatile),
             kind,
             result,
             definition,
@@ -193,13 +179,13 @@ impl PythonFunction {
 
     /// The Python callable, `module.function`.
     pub fn target(&self) -> &str {
-        &self.target
+        &self.declaration.target
     }
 
     fn check(&self, result: ArrayRef, rows: usize) -> Result<ArrayRef> {
         let wrong = |message: String| {
             external(UdfError::Protocol {
-                function: self.target.clone(),
+                function: self.declaration.target.clone(),
                 message,
             })
         };
@@ -219,7 +205,7 @@ impl PythonFunction {
 
 impl PartialEq for PythonFunction {
     fn eq(&self, other: &Self) -> bool {
-        (self.id, &self.name, &self.target) == (other.id, &other.name, &other.target)
+        self.declaration == other.declaration
     }
 }
 
@@ -227,13 +213,13 @@ impl Eq for PythonFunction {}
 
 impl std::hash::Hash for PythonFunction {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        (self.id, &self.name, &self.target).hash(state);
+        self.declaration.hash(state);
     }
 }
 
 impl ScalarUDFImpl for PythonFunction {
     fn name(&self) -> &str {
-        &self.name
+        &self.declaration.name
     }
 
     fn signature(&self) -> &Signature {
@@ -245,7 +231,7 @@ impl ScalarUDFImpl for PythonFunction {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        coercion::coerce(&self.name, self.arguments.as_deref(), arg_types)
+        coercion::coerce(&self.declaration, arg_types)
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
@@ -273,8 +259,8 @@ impl ScalarUDFImpl for PythonFunction {
         let batch =
             RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), columns, &options)?;
         let definition = Definition {
-            id: self.id,
-            target: &self.target,
+            id: self.declaration.id,
+            target: &self.declaration.target,
             frame: &self.definition,
         };
         let result = blocking(|| self.runtime.call(&definition, SCALAR, &[&batch]))?;
@@ -288,14 +274,13 @@ const SCALAR: u8 = b'S';
 /// The `D` frame defining a function to a worker: an IPC schema of its result, its id,
 /// target and kind (`scalar`, `table`, `aggregate`) in the metadata.
 fn definition_frame(
-    id: u32,
-    target: &str,
+    declaration: &Declaration,
     kind: &str,
     result: &DataType,
 ) -> std::result::Result<Vec<u8>, arrow::error::ArrowError> {
     let metadata = HashMap::from([
-        ("eddy.id".to_string(), id.to_string()),
-        ("eddy.function".to_string(), target.to_string()),
+        ("eddy.id".to_string(), declaration.id.to_string()),
+        ("eddy.function".to_string(), declaration.target.clone()),
         ("eddy.kind".to_string(), kind.to_string()),
     ]);
     let schema =

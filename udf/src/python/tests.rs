@@ -10,7 +10,7 @@ use datafusion_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl};
 use eddy_common::config::python::PythonConfig;
 use eddy_operators::aggregate::GroupAccumulator;
 
-use super::{PythonFunction, PythonRuntime, usage};
+use super::{Declaration, PythonFunction, PythonRuntime, usage};
 
 /// A module of functions in a directory of its own.
 struct Module {
@@ -93,14 +93,26 @@ def hoards(s):
 
 fn function(runtime: &Arc<PythonRuntime>, id: u32, target: &str) -> PythonFunction {
     PythonFunction::new(
-        id,
-        target,
-        &format!("functions.{target}"),
-        Some(vec![DataType::Utf8]),
+        declared(id, target, "functions"),
         DataType::Int64,
         runtime.clone(),
     )
     .unwrap()
+}
+
+/// The function `module.name`, taking one argument of `Utf8` type (`Int64` in the
+/// aggregates module).
+fn declared(id: u32, name: &str, module: &str) -> Declaration {
+    let argument = match module {
+        "aggregates" => DataType::Int64,
+        _ => DataType::Utf8,
+    };
+    Declaration {
+        id,
+        name: name.to_string(),
+        target: format!("{module}.{name}"),
+        arguments: Some(vec![argument]),
+    }
 }
 
 fn call(function: &PythonFunction, values: &[Option<&str>]) -> datafusion_common::Result<ArrayRef> {
@@ -213,10 +225,7 @@ fn a_module_that_cannot_be_imported_and_a_missing_interpreter_are_named() {
     let module = Module::new("functions", FUNCTIONS);
     let runtime = module.runtime(Duration::from_secs(30), None);
     let missing = PythonFunction::new(
-        0,
-        "f",
-        "no_such_module.f",
-        None,
+        declared(0, "f", "no_such_module"),
         DataType::Int64,
         runtime.clone(),
     )
@@ -294,10 +303,7 @@ forward = Forward()
 
 fn aggregate(runtime: &Arc<PythonRuntime>, target: &str) -> Box<dyn GroupAccumulator> {
     let function = super::PythonAggregate::new(
-        0,
-        target,
-        &format!("aggregates.{target}"),
-        Some(vec![DataType::Int64]),
+        declared(0, target, "aggregates"),
         DataType::Int64,
         runtime.clone(),
     )
@@ -309,7 +315,11 @@ fn aggregate(runtime: &Arc<PythonRuntime>, target: &str) -> Box<dyn GroupAccumul
 fn arguments(values: &[i64]) -> ArrayRef {
     let column: ArrayRef = Arc::new(arrow::array::Int64Array::from(values.to_vec()));
     let fields = vec![Field::new("a0", DataType::Int64, true)];
-    Arc::new(arrow::array::StructArray::new(fields.into(), vec![column], None))
+    Arc::new(arrow::array::StructArray::new(
+        fields.into(),
+        vec![column],
+        None,
+    ))
 }
 
 #[test]
@@ -319,8 +329,13 @@ fn an_aggregate_accumulates_retracts_merges_and_restores_its_pickled_accumulator
     let mut total = aggregate(&runtime, "total");
     total.resize(3);
     let values = arguments(&[5, 7, 11, 2, 100]);
-    total.update(&[0, 1, 0, 1, 2], &[1, 1, 1, -1, 0], &values).unwrap();
-    assert_eq!(lengths(&total.evaluate(&[0, 1, 2]).unwrap()), [Some(16), Some(5), Some(0)]);
+    total
+        .update(&[0, 1, 0, 1, 2], &[1, 1, 1, -1, 0], &values)
+        .unwrap();
+    assert_eq!(
+        lengths(&total.evaluate(&[0, 1, 2]).unwrap()),
+        [Some(16), Some(5), Some(0)]
+    );
     total.merge(0, 1);
     assert_eq!(lengths(&total.evaluate(&[0]).unwrap()), [Some(21)]);
     // Saved and loaded into another accumulator (a restore), the state goes on.
@@ -334,7 +349,10 @@ fn an_aggregate_accumulates_retracts_merges_and_restores_its_pickled_accumulator
     restored.load(0, &mut input).unwrap();
     restored.load(1, &mut input).unwrap();
     restored.update(&[0], &[1], &arguments(&[1])).unwrap();
-    assert_eq!(lengths(&restored.evaluate(&[0, 1]).unwrap()), [Some(22), Some(0)]);
+    assert_eq!(
+        lengths(&restored.evaluate(&[0, 1]).unwrap()),
+        [Some(22), Some(0)]
+    );
 }
 
 #[test]
@@ -344,7 +362,10 @@ fn an_aggregate_without_retract_says_so_when_a_row_is_retracted() {
     let mut forward = aggregate(&runtime, "forward");
     forward.resize(1);
     forward.update(&[0], &[1], &arguments(&[3])).unwrap();
-    let error = forward.update(&[0], &[-1], &arguments(&[3])).unwrap_err().to_string();
+    let error = forward
+        .update(&[0], &[-1], &arguments(&[3]))
+        .unwrap_err()
+        .to_string();
     assert!(
         error.contains("forward has no retract(): it cannot aggregate an updating input"),
         "{error}"
