@@ -1,6 +1,8 @@
-//! Python scalar functions. [`PythonFunction`] is what a query calls: a DataFusion UDF
-//! whose every call takes a worker of the job's [`PythonRuntime`], sends it the chunk's
-//! arguments as one Arrow batch and takes back one Arrow column. Workers are started on a
+//! Python functions. [`PythonFunction`] (a scalar or table function) is what a query
+//! calls: a DataFusion UDF whose every call takes a worker of the job's [`PythonRuntime`],
+//! sends it the chunk's arguments as one Arrow batch and takes back one Arrow column (for
+//! a table function, a list of rows per row). [`PythonAggregate`] keeps its accumulators
+//! in Eddy's operator state and calls workers the same way. Workers are started on a
 //! task's first call and pooled (one per task calling at a time); a worker whose function
 //! raised is used again, one that timed out or died is gone (the task fails and restarts).
 
@@ -33,12 +35,6 @@ use crate::UdfError;
 pub struct PythonRuntime {
     config: OnceLock<PythonConfig>,
     idle: Mutex<Vec<Worker>>,
-}
-
-impl std::fmt::Debug for Worker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Worker")
-    }
 }
 
 impl PythonRuntime {

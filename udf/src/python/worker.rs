@@ -206,6 +206,12 @@ impl Worker {
     }
 }
 
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Worker(pid {})", self.pid())
+    }
+}
+
 impl Drop for Worker {
     fn drop(&mut self) {
         let _ = self.child.kill();
