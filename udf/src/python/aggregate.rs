@@ -19,7 +19,6 @@ use eddy_common::{EddyError, Result as EddyResult};
 use eddy_operators::OrEddy;
 use eddy_operators::aggregate::{GroupAccumulator, UserAggregate};
 
-use super::worker::Definition;
 use super::{Declaration, PythonRuntime, coercion, definition_frame};
 
 /// Update accumulators with rows.
@@ -135,11 +134,7 @@ struct PythonAccumulator {
 
 impl PythonAccumulator {
     fn call(&self, action: u8, batches: &[&RecordBatch]) -> EddyResult<ArrayRef> {
-        let definition = Definition {
-            id: self.core.declaration.id,
-            target: &self.core.declaration.target,
-            frame: &self.core.definition,
-        };
+        let definition = self.core.declaration.definition(&self.core.definition);
         let result = super::blocking(|| self.core.runtime.call(&definition, action, batches));
         result.or_eddy()
     }
@@ -239,17 +234,11 @@ impl GroupAccumulator for PythonAccumulator {
         }
         let accumulators = self.accumulators(groups)?;
         let values = self.call(VALUE, &[&accumulators])?;
-        if values.len() != groups.len() || values.data_type() != &self.core.result {
-            return Err(EddyError::Internal(format!(
-                "the Python aggregate {} answered {} values of {} for {} groups of {}",
-                self.core.declaration.target,
-                values.len(),
-                values.data_type(),
-                groups.len(),
-                self.core.result
-            )));
-        }
-        Ok(values)
+        let checked = self
+            .core
+            .declaration
+            .checked(values, groups.len(), &self.core.result);
+        checked.map_err(|e| EddyError::DataFusion(Box::new(e)))
     }
 
     fn merge(&mut self, into: u32, from: u32) {

@@ -177,25 +177,39 @@ impl PythonFunction {
     pub fn target(&self) -> &str {
         &self.declaration.target
     }
+}
 
-    fn check(&self, result: ArrayRef, rows: usize) -> Result<ArrayRef> {
-        let wrong = |message: String| {
-            external(UdfError::Protocol {
-                function: self.declaration.target.clone(),
-                message,
-            })
-        };
-        if result.len() != rows {
-            return Err(wrong(format!("{} values for {rows} rows", result.len())));
+impl Declaration {
+    /// What a worker is told of the function: its id, target and definition frame.
+    fn definition<'a>(&'a self, frame: &'a [u8]) -> Definition<'a> {
+        Definition {
+            id: self.id,
+            target: &self.target,
+            frame,
         }
-        if result.data_type() != &self.result {
+    }
+
+    /// A worker's answer, checked to be `rows` values of the `expected` type.
+    fn checked(
+        &self,
+        answer: ArrayRef,
+        rows: usize,
+        expected: &DataType,
+    ) -> std::result::Result<ArrayRef, UdfError> {
+        let wrong = |message: String| UdfError::Protocol {
+            function: self.target.clone(),
+            message,
+        };
+        if answer.len() != rows {
+            return Err(wrong(format!("{} values for {rows} rows", answer.len())));
+        }
+        if answer.data_type() != expected {
             return Err(wrong(format!(
-                "values of type {}, not the declared {}",
-                result.data_type(),
-                self.result
+                "values of type {}, not the declared {expected}",
+                answer.data_type()
             )));
         }
-        Ok(result)
+        Ok(answer)
     }
 }
 
@@ -254,13 +268,10 @@ impl ScalarUDFImpl for PythonFunction {
         let options = RecordBatchOptions::new().with_row_count(Some(rows));
         let batch =
             RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), columns, &options)?;
-        let definition = Definition {
-            id: self.declaration.id,
-            target: &self.declaration.target,
-            frame: &self.definition,
-        };
+        let definition = self.declaration.definition(&self.definition);
         let result = blocking(|| self.runtime.call(&definition, SCALAR, &[&batch]))?;
-        self.check(result, rows).map(ColumnarValue::Array)
+        let result = self.declaration.checked(result, rows, &self.result);
+        result.map(ColumnarValue::Array).map_err(external)
     }
 }
 

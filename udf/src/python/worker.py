@@ -237,7 +237,7 @@ class Aggregate:
 
     def __init__(self, name, function):
         self.name = name
-        self.function = getattr(function, "__self__", function)
+        self.function = function
         for method in ("create_accumulator", "accumulate", "get_value"):
             if not hasattr(self.function, method):
                 raise TypeError(f"{name} is not an aggregate function: it has no {method}()")

@@ -18,10 +18,7 @@ use super::{
 };
 
 /// How Eddy evaluates a call of `func`: a built-in aggregate, or a user-defined one.
-pub(super) fn aggregate_kind(
-    func: &datafusion_expr::AggregateUDF,
-    distinct: bool,
-) -> Result<AggregateKind> {
+fn aggregate_kind(func: &datafusion_expr::AggregateUDF, distinct: bool) -> Result<AggregateKind> {
     if let Some(python) = func.inner().downcast_ref::<PythonAggregate>() {
         if distinct {
             return Err(unsupported(format!(
